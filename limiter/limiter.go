@@ -2,9 +2,24 @@
 // and infers: pure functions Step(state, now) → (state, Decision) over small
 // serialisable states, and a Store that keys those states.
 //
+// A [Config] names an algorithm and its parameters; [Config.Validate]
+// reports every problem at once. [Config.Step] decides one request: it takes
+// a key's [State] (the zero State for a key never seen) and the arrival time,
+// and returns the key's next State and the [Decision]. [Store] keeps States
+// per key in memory (sharded, expiring, capped) for a server.
+//
 // Time is always an argument; nothing in this package reads the clock. Times
 // are used at microsecond resolution (the unit the Redis port stores), so two
-// calls whose now differ by less than 1 µs see the same instant.
+// calls whose now differ by less than 1 µs see the same instant. GCRA and
+// LeakyBucket follow nginx and use a millisecond clock (now in µs divided by
+// 1000, rounded down). Arithmetic is on integers except where a float rate
+// is turned into an integer once (the token bucket's refill interval in µs,
+// nginx's milli-requests per second), so a port that does the same integer
+// operations makes the same decisions for the same µs times.
+//
+// Times are absolute Unix times and are expected to lie after 1970: the zero
+// State means "never seen", and a state written at the Unix epoch itself
+// could be mistaken for it.
 package limiter
 
 import "time"
@@ -58,29 +73,41 @@ const (
 // call Validate.
 type Config struct {
 	Algorithm Algorithm `json:"algorithm"`
-	// Limit is the number of requests admitted per Window (window algorithms).
+	// Limit is the number of requests admitted per Window (window
+	// algorithms only), 1 to 1e9.
 	Limit int64 `json:"limit,omitempty"`
-	// Window is the window length (window algorithms).
+	// Window is the window length (window algorithms only): a positive whole
+	// number of microseconds.
 	Window time.Duration `json:"window,omitempty"`
-	// Rate is the refill rate in requests per second (bucket algorithms).
-	// GCRA and LeakyBucket truncate it to milli-requests per second as
-	// nginx does (1r/m → 16 milli-requests/s, one request per 62.5 s).
+	// Rate is the refill rate in requests per second (bucket algorithms
+	// only); see [ParseRate] for the contract's spellings. TokenBucket
+	// refills one token every 1/Rate rounded to the nearest microsecond
+	// (3/s → every 333333 µs), so rates up to 1e6/s are accepted but rates
+	// above about 1000/s lose precision. GCRA and LeakyBucket truncate it to
+	// milli-requests per second as nginx does (1r/m → 16 milli-requests/s,
+	// one request per 62.5 s); they need at least 0.001/s.
 	Rate float64 `json:"rate,omitempty"`
 	// Capacity is how many requests a full bucket admits at once from idle
-	// (bucket algorithms); nginx burst = Capacity − 1.
+	// (bucket algorithms only), 1 to 1e9; nginx burst = Capacity − 1.
+	// Capacity/Rate may not exceed 1e9 seconds.
 	Capacity int64 `json:"capacity,omitempty"`
 	// NoDelay makes LeakyBucket reject or pass at once, never delay (nginx
 	// nodelay); LeakyBucket with NoDelay decides exactly as GCRA.
 	NoDelay bool `json:"nodelay,omitempty"`
 	// Delay is nginx's delay=N for LeakyBucket: the first Delay excess
-	// requests (Delay+1 requests from idle) are served at once.
+	// requests (Delay+1 requests from idle) are served at once, later ones
+	// are delayed. 0 (nginx's default) delays every excess request;
+	// Capacity−1 (= burst) never delays. Exclusive with NoDelay.
 	Delay int64 `json:"delay,omitempty"`
 	// Align says where fixed windows (FixedWindow, SlidingWindowCounter)
 	// start. Empty means AlignFirstRequest for FixedWindow and AlignEpoch
 	// for SlidingWindowCounter.
 	Align Align `json:"align,omitempty"`
 	// CountRejected makes rejected requests count against the quota
-	// (SlidingLog, SlidingWindowCounter, FixedWindow).
+	// (SlidingLog, SlidingWindowCounter, FixedWindow). Under SlidingLog and
+	// SlidingWindowCounter this locks out a client that keeps sending above
+	// the limit; under FixedWindow it only changes the stored count, never a
+	// decision. Bucket algorithms never count rejected requests.
 	CountRejected bool `json:"count_rejected,omitempty"`
 }
 
@@ -93,7 +120,10 @@ type Config struct {
 //	UntilFull   RateLimit-Reset (-06), reset (-07), X-RateLimit-Reset: until quota is fully restored
 //	RetryAfter  Retry-After on a rejection
 //
-// Durations are exact; header formatting rounds them up to whole seconds.
+// Durations are exact (to the microsecond; to the millisecond boundary of
+// nginx's clock for GCRA and LeakyBucket); header formatting rounds them up
+// to whole seconds. UntilMore, UntilFull and RetryAfter assume no other
+// request for the key arrives meanwhile.
 type Decision struct {
 	// Allowed reports whether the request is admitted.
 	Allowed bool `json:"allowed"`
@@ -115,4 +145,51 @@ type Decision struct {
 	// RetryAfter is, for a rejected request, the time until a retry is
 	// really admitted (never earlier); zero for admitted requests.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
+}
+
+// State is one key's limiter state: a few integers (a short log for
+// SlidingLog), serialisable as JSON. The zero State is a key never seen, or
+// idle for so long that nothing about it matters; [Config.IdleAt] says when
+// a State becomes equivalent to the zero State again, so that a store may
+// drop the key.
+//
+// Times in a State are Unix microseconds, except for GCRA and LeakyBucket,
+// whose times are Unix milliseconds as in nginx. The layout per algorithm
+// (W = Window in µs, N = Limit, C = Capacity):
+//
+//   - fixed-window: At = start of the current window, Count = requests
+//     counted in it. A request at or after At+W opens a new window (at the
+//     epoch-aligned multiple of W, or at the request itself); it is
+//     admitted while Count < N.
+//   - sliding-log: Log = the counted request times still inside the
+//     trailing window, oldest first, at most N of them. A request at now
+//     drops times ≤ now−W and is admitted while fewer than N remain.
+//   - sliding-window-counter: At = start of the current window, Count = its
+//     count, Prev = the previous window's count. A request at elapsed
+//     e = now−At is admitted while floor(Prev·(W−e)/W) + Count < N. Windows
+//     roll by W; after two idle windows both counts are zero (anchored
+//     windows restart at the request).
+//   - token-bucket: At = the instant the bucket is full again (GCRA's
+//     theoretical arrival time). With I the refill interval in µs, the bucket
+//     holds C − ceil((At−now)/I) whole tokens at now; a request is admitted
+//     when At−now ≤ (C−1)·I and sets At to max(At, now) + I.
+//   - gcra and leaky-bucket: At = nginx's last (ms), Count = nginx's excess
+//     (milli-requests). With rate in milli-requests per second, a request at
+//     ms computes excess' = max(0, excess − rate·(ms−last)/1000 + 1000) and is
+//     rejected when excess' > 1000·(C−1); otherwise excess = excess' and, if
+//     ms ≠ last, last = ms. A key's first request sets excess = 0, last = ms.
+//
+// Rejected requests leave the State as it was, except where CountRejected
+// counts them. A State is a value: Step never writes to a Log it was given
+// (the State it returns may share it).
+type State struct {
+	At    int64   `json:"at,omitempty"`
+	Count int64   `json:"count,omitempty"`
+	Prev  int64   `json:"prev,omitempty"`
+	Log   []int64 `json:"log,omitempty"`
+}
+
+// IsZero reports whether s is the zero State (a key never seen).
+func (s State) IsZero() bool {
+	return s.At == 0 && s.Count == 0 && s.Prev == 0 && len(s.Log) == 0
 }

@@ -1,0 +1,312 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Bounds Validate enforces. They keep every product Step forms within
+// int64 and, for realistic times, below 2^53, so that a Lua port working in
+// doubles stays exact.
+const (
+	// MaxCount bounds Limit and Capacity.
+	MaxCount = 1_000_000_000
+	// MaxRate bounds Rate, in requests per second (a refill interval of 1 µs).
+	MaxRate = 1e6
+	// MaxBucketSpan bounds Capacity/Rate: the time an empty bucket takes to
+	// fill.
+	MaxBucketSpan = 1e9 * time.Second
+)
+
+// FieldError is one problem found by [Config.Validate]: Field is the JSON
+// name of the Config field at fault ("limit", "window", "rate", "capacity",
+// "nodelay", "delay", "align", "count_rejected", "algorithm"), which is also
+// the serve flag's name with '-' for '_'.
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return "limiter: " + e.Field + ": " + e.Problem }
+
+// windowed reports whether a counts requests per window (Limit, Window)
+// rather than in a bucket (Rate, Capacity).
+func (a Algorithm) windowed() bool {
+	return a == FixedWindow || a == SlidingLog || a == SlidingWindowCounter
+}
+
+// nginx reports whether a uses nginx limit_req arithmetic.
+func (a Algorithm) nginx() bool { return a == GCRA || a == LeakyBucket }
+
+func (a Algorithm) known() bool { return a.windowed() || a == TokenBucket || a.nginx() }
+
+// Validate reports whether c describes a limiter. It returns nil or the
+// errors.Join of one [*FieldError] per problem, all problems at once:
+// missing or out-of-range parameters, and parameters that mean nothing for
+// the algorithm (Capacity or Rate with a window algorithm, Limit or Window
+// with a bucket, NoDelay or Delay with anything but LeakyBucket, Align with
+// anything but FixedWindow and SlidingWindowCounter, CountRejected with a
+// bucket, Delay ≥ Capacity, NoDelay with Delay).
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+	a := c.Algorithm
+	if !a.known() {
+		names := make([]string, len(Algorithms))
+		for i, x := range Algorithms {
+			names[i] = string(x)
+		}
+		if a == "" {
+			bad("algorithm", "missing; one of %s", strings.Join(names, ", "))
+		} else {
+			bad("algorithm", "unknown %q; one of %s", string(a), strings.Join(names, ", "))
+		}
+		return errors.Join(errs...)
+	}
+	if a.windowed() {
+		switch {
+		case c.Limit <= 0:
+			bad("limit", "must be positive for %s, got %d", a, c.Limit)
+		case c.Limit > MaxCount:
+			bad("limit", "must be at most %d, got %d", MaxCount, c.Limit)
+		}
+		switch {
+		case c.Window <= 0:
+			bad("window", "must be positive for %s, got %v", a, c.Window)
+		case c.Window%time.Microsecond != 0:
+			bad("window", "must be a whole number of microseconds, got %v", c.Window)
+		}
+		if c.Rate != 0 {
+			bad("rate", "not used by %s (a window algorithm takes limit and window)", a)
+		}
+		if c.Capacity != 0 {
+			bad("capacity", "not used by %s (a window algorithm takes limit and window)", a)
+		}
+		switch c.Align {
+		case "", AlignEpoch, AlignFirstRequest:
+			if a == SlidingLog && c.Align != "" {
+				bad("align", "not used by %s, which has no window edges", a)
+			}
+		default:
+			bad("align", "unknown %q; one of %s, %s", string(c.Align), AlignEpoch, AlignFirstRequest)
+		}
+	} else {
+		if c.Limit != 0 {
+			bad("limit", "not used by %s (a bucket takes rate and capacity)", a)
+		}
+		if c.Window != 0 {
+			bad("window", "not used by %s (a bucket takes rate and capacity)", a)
+		}
+		rateOK := false
+		switch {
+		case math.IsNaN(c.Rate) || c.Rate <= 0:
+			bad("rate", "must be positive for %s, got %v", a, c.Rate)
+		case c.Rate > MaxRate:
+			bad("rate", "must be at most %v per second, got %v", float64(MaxRate), c.Rate)
+		case a.nginx() && nginxRate(c.Rate) < 1:
+			bad("rate", "%v per second is below nginx's resolution of 0.001 per second", c.Rate)
+		default:
+			rateOK = true
+		}
+		switch {
+		case c.Capacity <= 0:
+			bad("capacity", "must be positive for %s, got %d", a, c.Capacity)
+		case c.Capacity > MaxCount:
+			bad("capacity", "must be at most %d, got %d", MaxCount, c.Capacity)
+		case rateOK && float64(c.Capacity)/c.Rate > MaxBucketSpan.Seconds():
+			bad("capacity", "%d at %v per second takes longer than %v to refill", c.Capacity, c.Rate, MaxBucketSpan)
+		}
+		if c.Align != "" {
+			bad("align", "not used by %s, which has no windows", a)
+		}
+		if c.CountRejected {
+			bad("count_rejected", "not used by %s: rejected requests never take tokens", a)
+		}
+	}
+	if a != LeakyBucket {
+		if c.NoDelay {
+			bad("nodelay", "only for %s (%s never delays)", LeakyBucket, a)
+		}
+		if c.Delay != 0 {
+			bad("delay", "only for %s (%s never delays)", LeakyBucket, a)
+		}
+	} else {
+		switch {
+		case c.Delay < 0:
+			bad("delay", "must not be negative, got %d", c.Delay)
+		case c.NoDelay && c.Delay != 0:
+			bad("delay", "delay=%d and nodelay are exclusive", c.Delay)
+		case c.Capacity > 0 && c.Delay >= c.Capacity:
+			bad("delay", "must be below capacity %d (at most burst = %d), got %d", c.Capacity, c.Capacity-1, c.Delay)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Quota returns the advertised quota: Limit for window algorithms, Capacity
+// for buckets (0 for an unknown algorithm).
+func (c Config) Quota() int64 {
+	switch {
+	case c.Algorithm.windowed():
+		return c.Limit
+	case c.Algorithm.known():
+		return c.Capacity
+	}
+	return 0
+}
+
+// AdvertisedWindow returns the window advertised with the quota
+// (RateLimit-Policy w): Window for window algorithms; for buckets the time
+// an empty bucket takes to fill, in whole seconds rounded up and at least
+// 1 s: max(1 s, ceil(Capacity/Rate) s), with GCRA and LeakyBucket using
+// nginx's truncated rate (capacity 1 at 1r/m → 63 s). It returns 0 for an
+// invalid Config.
+func (c Config) AdvertisedWindow() time.Duration {
+	if c.Algorithm.windowed() {
+		return max(c.Window, 0)
+	}
+	if !c.Algorithm.known() || c.Capacity <= 0 || !(c.Rate > 0) {
+		return 0
+	}
+	var secs float64
+	if c.Algorithm.nginx() {
+		rm := nginxRate(c.Rate)
+		if rm < 1 {
+			return 0
+		}
+		secs = float64(ceilDiv(min(c.Capacity, MaxCount)*1000, rm))
+	} else {
+		x := float64(c.Capacity) / c.Rate
+		secs = math.Ceil(x - x*1e-12) // 10/(10/3.0) is 3.0000000000000004
+	}
+	secs = min(max(secs, 1), MaxBucketSpan.Seconds())
+	return time.Duration(secs) * time.Second
+}
+
+// ParseRate parses a rate in one of the contract's forms into requests per
+// second: N/s, N/m, N/h, or nginx's Nr/s and Nr/m, where N is a positive
+// decimal number (digits with an optional fractional part: "10/s", "1.5/m",
+// "30r/m"). "1r/m" gives 1/60; GCRA and LeakyBucket then truncate it as
+// nginx does.
+func ParseRate(s string) (float64, error) {
+	const forms = "N/s, N/m, N/h, Nr/s or Nr/m with N a positive decimal number, e.g. 10/s, 1.5/m, 30r/m"
+	str := strings.TrimSpace(s)
+	num, unit, ok := strings.Cut(str, "/")
+	if !ok {
+		return 0, fmt.Errorf("limiter: rate %q: want %s", s, forms)
+	}
+	var per float64
+	switch unit {
+	case "s":
+		per = 1
+	case "m":
+		per = 60
+	case "h":
+		per = 3600
+	default:
+		return 0, fmt.Errorf("limiter: rate %q: unit %q: want %s", s, unit, forms)
+	}
+	if n, found := strings.CutSuffix(num, "r"); found {
+		if unit == "h" {
+			return 0, fmt.Errorf("limiter: rate %q: nginx rates are per s or m; want %s", s, forms)
+		}
+		num = n
+	}
+	if !isDecimal(num) {
+		return 0, fmt.Errorf("limiter: rate %q: number %q: want %s", s, num, forms)
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("limiter: rate %q: %w", s, err)
+	}
+	if v <= 0 {
+		return 0, fmt.Errorf("limiter: rate %q: must be positive; want %s", s, forms)
+	}
+	return v / per, nil
+}
+
+// isDecimal reports whether s is digits with an optional fractional part
+// ("5", "1.5", "0.25"; not "", ".5", "5.", "1e3", "+1").
+func isDecimal(s string) bool {
+	intPart, frac, hasDot := strings.Cut(s, ".")
+	digits := func(x string) bool {
+		if x == "" {
+			return false
+		}
+		for i := 0; i < len(x); i++ {
+			if x[i] < '0' || x[i] > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	return digits(intPart) && (!hasDot || digits(frac))
+}
+
+// nginxRate returns rate in milli-requests per second, truncated as nginx
+// does (rate·1000/scale in integers). A relative tolerance of 1e-12 absorbs
+// the float error of rates given as decimals (2.3/s → 2300, not 2299) and of
+// per-minute rates (3/60 → 50).
+func nginxRate(rate float64) int64 {
+	if !(rate > 0) {
+		return 0
+	}
+	x := math.Floor(rate * 1000 * (1 + 1e-12))
+	if x > MaxRate*1000 {
+		return MaxRate * 1000
+	}
+	return int64(x)
+}
+
+// model is a Config compiled to the integers Step works in. compile never
+// fails: an invalid Config is clamped to something Step can run without
+// panicking.
+type model struct {
+	alg           Algorithm
+	limit         int64 // Limit or Capacity, ≥ 1
+	w             int64 // window in µs, ≥ 1
+	epoch         bool  // windows aligned to the Unix epoch
+	countRejected bool
+	interval      int64 // token-bucket: µs per token, ≥ 1
+	rateM         int64 // nginx: milli-requests per second, ≥ 1
+	burstM        int64 // nginx: burst·1000
+	delayM        int64 // nginx: delay·1000; MaxInt64 = never delay
+}
+
+func (c Config) compile() model {
+	m := model{alg: c.Algorithm, countRejected: c.CountRejected}
+	if c.Algorithm.windowed() {
+		m.limit = min(max(c.Limit, 1), MaxCount)
+		m.w = max(c.Window.Microseconds(), 1)
+		m.epoch = c.Align == AlignEpoch || (c.Align == "" && c.Algorithm == SlidingWindowCounter)
+		return m
+	}
+	m.limit = min(max(c.Capacity, 1), MaxCount)
+	switch c.Algorithm {
+	case TokenBucket:
+		iv := 1e6 / c.Rate
+		switch {
+		case !(iv >= 1): // NaN, rates above 1e6/s
+			m.interval = 1
+		case iv > float64(MaxBucketSpan.Microseconds()/m.limit):
+			m.interval = MaxBucketSpan.Microseconds() / m.limit
+		default:
+			m.interval = int64(math.Round(iv))
+		}
+		m.interval = max(m.interval, 1)
+	case GCRA, LeakyBucket:
+		m.rateM = max(nginxRate(c.Rate), 1)
+		m.burstM = (m.limit - 1) * 1000
+		m.delayM = math.MaxInt64
+		if c.Algorithm == LeakyBucket && !c.NoDelay {
+			m.delayM = min(max(c.Delay, 0), m.limit) * 1000
+		}
+	}
+	return m
+}
