@@ -1,0 +1,98 @@
+package headers
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Dialect names one way of advertising rate-limit state in response headers.
+// Its values are the contract's spellings; the zero value "" is not a
+// dialect (see [Dialect.Valid]).
+type Dialect string
+
+// The dialects, in the order of [Dialects].
+const (
+	// None means no rate-limit header at all.
+	None Dialect = "none"
+	// XRateLimit is the legacy X-RateLimit-Limit / -Remaining / -Reset
+	// triple with the reset as a delay in seconds (throttled, Envoy). When
+	// declared by a policy it is also satisfied by [XRateLimitEpoch]; see
+	// [Parsed.Speaks].
+	XRateLimit Dialect = "x-ratelimit"
+	// XRateLimitEpoch is the same triple with the reset as a Unix time in
+	// seconds (GitHub, express-rate-limit).
+	XRateLimitEpoch Dialect = "x-ratelimit-epoch"
+	// Draft6 is draft-ietf-httpapi-ratelimit-headers-06: RateLimit-Limit,
+	// RateLimit-Remaining, RateLimit-Reset (delay seconds) and
+	// RateLimit-Policy with Integer items.
+	Draft6 Dialect = "draft-6"
+	// Draft7 is draft -07: RateLimit as a Dictionary (limit, remaining,
+	// reset) and RateLimit-Policy with Integer items.
+	Draft7 Dialect = "draft-7"
+	// Draft8 is the syntax of drafts -08, -09 and -10: RateLimit and
+	// RateLimit-Policy as Lists of String items with parameters.
+	Draft8 Dialect = "draft-8"
+)
+
+// Dialects lists every dialect in a stable order (the order of the
+// contract). Callers must not modify it.
+var Dialects = []Dialect{None, XRateLimit, XRateLimitEpoch, Draft6, Draft7, Draft8}
+
+// ErrUnknownDialect is wrapped by the errors of [ParseDialects].
+var ErrUnknownDialect = errors.New("unknown header dialect")
+
+// Valid reports whether d is one of [Dialects].
+func (d Dialect) Valid() bool {
+	return dialectRank(d) >= 0
+}
+
+// dialectRank is d's index in Dialects, or -1.
+func dialectRank(d Dialect) int {
+	for i, v := range Dialects {
+		if v == d {
+			return i
+		}
+	}
+	return -1
+}
+
+// validDialects is the list shown in error messages.
+func validDialects() string {
+	names := make([]string, len(Dialects))
+	for i, d := range Dialects {
+		names[i] = string(d)
+	}
+	return strings.Join(names, ", ")
+}
+
+// ParseDialects parses a comma-separated list of dialect names, as in
+// `--headers draft-8,x-ratelimit`. Spaces around names are ignored and names
+// are case-insensitive; duplicates are dropped; the result keeps the order of
+// s. An empty list, an empty member, an unknown name, or "none" combined with
+// another dialect is an error wrapping [ErrUnknownDialect] that names the
+// valid values.
+func ParseDialects(s string) ([]Dialect, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("headers: empty dialect list (valid: %s): %w", validDialects(), ErrUnknownDialect)
+	}
+	var out []Dialect
+	for part := range strings.SplitSeq(s, ",") {
+		name := strings.TrimSpace(part)
+		if name == "" {
+			return nil, fmt.Errorf("headers: empty dialect in %q (valid: %s): %w", s, validDialects(), ErrUnknownDialect)
+		}
+		d := Dialect(strings.ToLower(name))
+		if !d.Valid() {
+			return nil, fmt.Errorf("headers: dialect %q (valid: %s): %w", name, validDialects(), ErrUnknownDialect)
+		}
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	if slices.Contains(out, None) && len(out) > 1 {
+		return nil, fmt.Errorf("headers: dialect %q cannot be combined with others in %q: %w", None, s, ErrUnknownDialect)
+	}
+	return out, nil
+}

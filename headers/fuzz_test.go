@@ -1,0 +1,137 @@
+package headers
+
+import (
+	"bytes"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fuzzFields are the fields FuzzParse fills, one fuzzed string each; a "\n"
+// in a string splits it into several field lines.
+var fuzzFields = []string{
+	"RateLimit-Policy", "RateLimit", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
+	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Rate-Limit-Reset", "Retry-After",
+}
+
+// fuzzSeeds are the drafts' examples, good and bad, and real servers'.
+var fuzzSeeds = [][10]string{
+	{`"burst";q=100;w=60,"daily";q=1000;w=86400`, `"burst";r=50;t=30, "daily";r=999;pk=:dHJpYWwxMjEzMjM=:`},
+	{`"peruser";q=65535;qu="content-bytes";w=10;pk=:sdfjLJUOUH==:`, `"peruser";r=6;t=1`},
+	{`quota;q=100;w=1`, `quota;t=1`},
+	{`"sliding";q=12;w=1`, `"sliding";q=12;r=6;t=1`},
+	{`"x"; q=5; w=60`, `"x"; r=5; t=3`},
+	{`100;w=60`, `limit=100, remaining=50, reset=30`},
+	{`10;w=1, 10;w=60`, ``, `10`, `9`, `1`},
+	{`10;w=1;burst=1000, 1000;w=3600`, ``, `100, 100;w=60`, `5`, `7`},
+	{``, ``, ``, ``, ``, `10, 10;w=1;name="per-ip", 1000;w=3600`, `9`, `1`},
+	{``, ``, ``, ``, ``, `5000`, `4999`, `1767225600`, ``, `60`},
+	{``, ``, ``, ``, ``, `60`, `12`, ``, `1767225600123`, `Fri, 31 Dec 1999 23:59:59 GMT`},
+	{``, ``, ``, ``, ``, ``, ``, `2.5`, ``, `Thursday, 14-May-26 10:22:00 GMT`},
+	{``, ``, ``, ``, ``, ``, ``, `Thu, 14 May 2026 10:22:00 GMT`, ``, `Thu May 14 10:22:00 2026`},
+	{`"a";Q=1`, `"a";r=-1`, `-1`, `1.5`, `x`, `-1`, `ten`, `-5`, `1.`, `1.5`},
+	{"\"a\";q=1\n\"b\";q=2", "\"a\";r=0\n\"b\";r=1;t=4", "", "", "", "", "", "", "", "5\n6"},
+}
+
+// FuzzParse checks that Parse never panics, and that whatever parses without
+// a Problem, formatted again with the package's own writer, parses the same.
+func FuzzParse(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9])
+	}
+	f.Fuzz(func(t *testing.T, a, b, c, d, e, g, i, j, k, l string) {
+		h := http.Header{}
+		for n, v := range []string{a, b, c, d, e, g, i, j, k, l} {
+			if v == "" {
+				continue
+			}
+			for line := range strings.SplitSeq(v, "\n") {
+				h.Add(fuzzFields[n], line)
+			}
+		}
+		p := Parse(h, received)
+		if len(p.Dialects) == 0 {
+			t.Fatalf("no dialect, not even none:\n%s", dump(p))
+		}
+		if len(p.Problems) != 0 {
+			return
+		}
+		h2 := http.Header{}
+		writeFields(h2, received, p.Policies, p.Limits)
+		if p.RetryAfter != nil {
+			h2.Set(fieldRetryAfter, FormatRetryAfter(*p.RetryAfter, RetryAfterSeconds, received))
+		}
+		p2 := Parse(h2, received)
+		if msg := sameParsed(p, p2); msg != "" {
+			t.Fatalf("parse → format → parse is not stable: %s\ninput:\n%s\nparsed:\n%s\nformatted:\n%s\nparsed again:\n%s",
+				msg, formatHeader(h), dump(p), formatHeader(h2), dump(p2))
+		}
+	})
+}
+
+// sameParsed compares two parses, allowing durations that were not whole
+// seconds to come back rounded up, and X-RateLimit-Reset (a decimal, or an
+// epoch in milliseconds) to move by less than a second.
+func sameParsed(a, b Parsed) string {
+	switch {
+	case len(b.Problems) != 0:
+		return "problems on the second parse"
+	case !slices.Equal(a.Dialects, b.Dialects):
+		return "dialects differ"
+	case (a.RetryAfter == nil) != (b.RetryAfter == nil):
+		return "Retry-After presence differs"
+	case a.RetryAfter != nil && !roundedUp(*a.RetryAfter, *b.RetryAfter):
+		return "Retry-After differs"
+	case !slices.EqualFunc(a.Policies, b.Policies, func(x, y Policy) bool {
+		return x.Name == y.Name && x.Quota == y.Quota && x.Window == y.Window && x.HasWindow == y.HasWindow &&
+			x.Unit == y.Unit && bytes.Equal(x.PartitionKey, y.PartitionKey) && x.Dialect == y.Dialect
+	}):
+		return "policies differ"
+	case !slices.EqualFunc(a.Limits, b.Limits, func(x, y Limit) bool {
+		reset := x.Reset == y.Reset
+		if x.Dialect == XRateLimit || x.Dialect == XRateLimitEpoch {
+			reset = y.Reset-x.Reset > -time.Second && y.Reset-x.Reset < time.Second
+		}
+		return x.Name == y.Name && x.Limit == y.Limit && x.HasLimit == y.HasLimit && x.Remaining == y.Remaining &&
+			x.HasRemaining == y.HasRemaining && reset && x.HasReset == y.HasReset && x.ResetIsEpoch == y.ResetIsEpoch &&
+			bytes.Equal(x.PartitionKey, y.PartitionKey) && x.Dialect == y.Dialect
+	}):
+		return "limits differ"
+	}
+	return ""
+}
+
+// roundedUp reports whether got is want rounded up to whole seconds (or
+// saturated with it).
+func roundedUp(want, got time.Duration) bool {
+	return got == want || (got > want && got-want < time.Second)
+}
+
+// FuzzParseRetryAfter checks that ParseRetryAfter never panics, never gives
+// a negative delay, and that what it accepts formats back to a value asking
+// for no less.
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"120", "0", "-1", "1.5", "+5", " 30 ", "99999999999999999999",
+		"Fri, 31 Dec 1999 23:59:59 GMT", "Thursday, 14-May-26 10:22:00 GMT", "Thu May 14 10:22:00 2026",
+		"Thu, 14 May 2026 10:22:00 UTC", "2026-05-14T10:22:00Z", "Thu, 14 May 2026 25:61:61 GMT"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		d, err := ParseRetryAfter(v, received)
+		if err != nil {
+			return
+		}
+		if d < 0 {
+			t.Fatalf("ParseRetryAfter(%q) = %v < 0", v, d)
+		}
+		for _, f := range []RetryAfterFormat{RetryAfterSeconds, RetryAfterHTTPDate} {
+			s := FormatRetryAfter(d, f, received)
+			d2, err := ParseRetryAfter(s, received)
+			if err != nil || (d2 < d && d < time.Duration(1<<63-1)-time.Second) {
+				t.Fatalf("ParseRetryAfter(%q) = %v; formatted as %s %q → %v, %v", v, d, f, s, d2, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,838 @@
+package headers
+
+import (
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+)
+
+// Parsed is everything rate-limit related found in one response's headers.
+// The zero value means nothing was parsed; [Parse] always fills Dialects.
+type Parsed struct {
+	// Dialects lists the dialects detected, in the order of [Dialects]: each
+	// dialect of which at least one Policy or Limit was extracted, or just
+	// None when there is none. Several dialects may be present at once.
+	Dialects []Dialect
+	// Policies are the advertised quota policies: RateLimit-Policy items of
+	// every draft, the quota-policy members of a list-valued RateLimit-Limit
+	// (drafts before -06) and of Envoy's X-RateLimit-Limit, in field order.
+	Policies []Policy
+	// Limits are the current states: one per draft-8 RateLimit item, one for
+	// the draft-7 RateLimit dictionary, one for the draft-6 fields, one for
+	// the X-RateLimit-* (or X-Rate-Limit-*) fields, in that order.
+	Limits []Limit
+	// RetryAfter is the delay Retry-After asks for, counted from the
+	// received time given to Parse; nil when absent or malformed.
+	RetryAfter *time.Duration
+	// Problems lists each value that breaks its grammar, with what was
+	// still extracted from it kept in Policies and Limits. Clients MUST
+	// ignore malformed RateLimit fields; a verifier reports them.
+	Problems []Problem
+}
+
+// Policy is one advertised quota policy. The zero value is a nameless policy
+// of quota 0 with no window.
+type Policy struct {
+	// Name is the policy's name: the draft-8 item String (or Token, with a
+	// Problem), the name parameter of an Envoy member; "" for draft-6/-7
+	// Integer items, which have no name.
+	Name string
+	// Quota is q (draft-8) or the Integer item value (draft-6/-7, Envoy):
+	// quota units allowed per Window.
+	Quota int64
+	// Window is w, in whole seconds; 0 when !HasWindow.
+	Window time.Duration
+	// HasWindow reports whether a valid w was given.
+	HasWindow bool
+	// Unit is draft-8's qu; "" when absent, which means "requests".
+	Unit string
+	// PartitionKey is draft-8's pk; nil when absent.
+	PartitionKey []byte
+	// Dialect is the dialect whose syntax the policy was written in. Integer
+	// items of RateLimit-Policy are draft-7 when the response carries a
+	// draft-7 RateLimit dictionary, draft-6 otherwise.
+	Dialect Dialect
+}
+
+// Limit is one current rate-limit state. The zero value knows nothing.
+type Limit struct {
+	// Name is the policy the state belongs to: the draft-8 item name, the
+	// X-RateLimit-Resource value for X-RateLimit-*; "" otherwise.
+	Name string
+	// Limit is the current quota (draft-7 limit, RateLimit-Limit,
+	// X-RateLimit-Limit); valid when HasLimit. Draft-8 carries it in the
+	// policy of the same Name instead.
+	Limit    int64
+	HasLimit bool
+	// Remaining is r / remaining: quota units left; valid when HasRemaining.
+	Remaining    int64
+	HasRemaining bool
+	// Reset is, for draft-8, t: the delay until more quota is available;
+	// for draft-6, draft-7 and X-RateLimit-*, the delay until the quota
+	// resets. An epoch reset is converted to a delay from the received time
+	// given to Parse (never negative) and ResetIsEpoch is set. Valid when
+	// HasReset.
+	Reset        time.Duration
+	HasReset     bool
+	ResetIsEpoch bool
+	// PartitionKey is draft-8's pk; nil when absent.
+	PartitionKey []byte
+	// Dialect is the dialect the state was written in.
+	Dialect Dialect
+}
+
+// Problem describes one value that breaks its grammar.
+type Problem struct {
+	// Field is the header field name as spelled in [Captured].
+	Field string
+	// Value is the offending value: the field's combined value (its field
+	// lines joined by ", "), or the member concerned.
+	Value string
+	// Message says what is wrong, in lower case without a trailing period.
+	Message string
+}
+
+// String formats p as `Field: "Value": Message`.
+func (p Problem) String() string {
+	return fmt.Sprintf("%s: %q: %s", p.Field, p.Value, p.Message)
+}
+
+// Speaks reports whether the response speaks dialect d: d was detected;
+// for XRateLimit, either x-ratelimit or x-ratelimit-epoch was (a policy
+// declaring x-ratelimit accepts both resets); for None, nothing was.
+func (p Parsed) Speaks(d Dialect) bool {
+	switch d {
+	case None:
+		for _, v := range p.Dialects {
+			if v != None {
+				return false
+			}
+		}
+		return true
+	case XRateLimit:
+		return slices.Contains(p.Dialects, XRateLimit) || slices.Contains(p.Dialects, XRateLimitEpoch)
+	}
+	return slices.Contains(p.Dialects, d)
+}
+
+// Parse reads every rate-limit dialect from h at once. received is when the
+// response arrived: Retry-After dates and epoch resets become delays from it
+// (pass the time of the server's Date header instead for skew-free delays).
+//
+// Parse is lenient: it follows RFC 9651 Structured Fields, but a malformed
+// value only adds a Problem, and whatever it can still tell is kept — a
+// Token where a String is required, a missing r, q inside RateLimit, the
+// valid members of a list one member of which is broken. It never panics.
+// Field names are matched case-insensitively; several field lines of one
+// field are combined as RFC 9110 prescribes. Parse does not modify h and is
+// safe for concurrent use.
+func Parse(h http.Header, received time.Time) Parsed {
+	p := &parser{h: h, received: received}
+	p.retryAfter()
+	p.policy()
+	p.rateLimit()
+	p.draft6()
+	p.legacy()
+	d := Draft6
+	if p.draft7 {
+		d = Draft7
+	}
+	seen := map[int64]bool{}
+	for _, i := range p.intPolicies {
+		pol := &p.out.Policies[i]
+		pol.Dialect = d
+		if seen[pol.Quota] {
+			p.problem(fieldPolicy, strings.Join(fieldValues(h, fieldPolicy), ", "),
+				"two policies with quota %d; draft-6/-7 policies MUST NOT share a quota units value", pol.Quota)
+		}
+		seen[pol.Quota] = true
+	}
+	for _, v := range Dialects {
+		if slices.ContainsFunc(p.out.Policies, func(x Policy) bool { return x.Dialect == v }) ||
+			slices.ContainsFunc(p.out.Limits, func(x Limit) bool { return x.Dialect == v }) {
+			p.out.Dialects = append(p.out.Dialects, v)
+		}
+	}
+	if len(p.out.Dialects) == 0 {
+		p.out.Dialects = []Dialect{None}
+	}
+	return p.out
+}
+
+type parser struct {
+	h           http.Header
+	received    time.Time
+	out         Parsed
+	draft7      bool  // a draft-7 RateLimit dictionary was read
+	intPolicies []int // indices of Integer-item policies, dialect pending
+}
+
+func (p *parser) problem(field, value, format string, args ...any) {
+	p.out.Problems = append(p.out.Problems, Problem{Field: field, Value: value, Message: fmt.Sprintf(format, args...)})
+}
+
+// canonical holds the canonical keys of the fields read here.
+var canonical = func() map[string]string {
+	m := map[string]string{}
+	for _, f := range append(slices.Clone(Captured), fieldPolicy) {
+		m[f] = textproto.CanonicalMIMEHeaderKey(f)
+	}
+	return m
+}()
+
+// fieldValues returns the field lines of name in h: those under the
+// canonical key, else those of every case-insensitive match in key order.
+func fieldValues(h http.Header, name string) []string {
+	key, ok := canonical[name]
+	if !ok {
+		key = textproto.CanonicalMIMEHeaderKey(name)
+	}
+	if v, ok := h[key]; ok {
+		return v
+	}
+	var keys []string
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.Sort(keys)
+	var v []string
+	for _, k := range keys {
+		v = append(v, h[k]...)
+	}
+	return v
+}
+
+func (p *parser) retryAfter() {
+	vals := fieldValues(p.h, fieldRetryAfter)
+	if len(vals) == 0 {
+		return
+	}
+	if len(vals) > 1 {
+		p.problem(fieldRetryAfter, strings.Join(vals, ", "), "appears %d times; Retry-After is a single value (the first is used)", len(vals))
+	}
+	d, err := ParseRetryAfter(vals[0], p.received)
+	if err != nil {
+		p.problem(fieldRetryAfter, vals[0], "neither delay-seconds (1*DIGIT) nor an HTTP-date")
+		return
+	}
+	p.out.RetryAfter = &d
+}
+
+// list parses a Structured Field List. When the whole field does not parse,
+// it reports one Problem and returns the members that parse on their own
+// (split at commas outside Strings), so that what can be read is read.
+func (p *parser) list(field string, vals []string) httpsfv.List {
+	value := strings.Join(vals, ", ")
+	l, err := httpsfv.UnmarshalList(vals)
+	if err == nil {
+		if len(l) == 0 {
+			p.problem(field, value, "empty list")
+		}
+		return l
+	}
+	var good httpsfv.List
+	var bad []string
+	for _, m := range splitMembers(value) {
+		ml, err := httpsfv.UnmarshalList([]string{m})
+		if err != nil || len(ml) != 1 {
+			bad = append(bad, fmt.Sprintf("%q", m))
+			continue
+		}
+		good = append(good, ml[0])
+	}
+	switch {
+	case len(good) == 0:
+		p.problem(field, value, "not a Structured Field List (%v)", err)
+	case len(bad) == 0:
+		p.problem(field, value, "not a Structured Field List (%v); clients MUST ignore it; its members were read", err)
+	default:
+		p.problem(field, value, "not a Structured Field List (%v); clients MUST ignore it; the valid members were read, not %s",
+			err, strings.Join(bad, ", "))
+	}
+	return good
+}
+
+// splitMembers splits s at the commas outside Strings, trimming spaces and
+// dropping empty members.
+func splitMembers(s string) []string {
+	var out []string
+	start, quoted := 0, false
+	add := func(m string) {
+		if m = strings.Trim(m, " \t"); m != "" {
+			out = append(out, m)
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == ',':
+			add(s[start:i])
+			start = i + 1
+		}
+	}
+	add(s[start:])
+	return out
+}
+
+// describe names a bare item's type, and its value where short, for messages.
+func describe(v any) string {
+	switch v := v.(type) {
+	case int64:
+		return fmt.Sprintf("the Integer %d", v)
+	case float64:
+		return fmt.Sprintf("the Decimal %v", v)
+	case string:
+		return fmt.Sprintf("the String %q", v)
+	case httpsfv.Token:
+		return fmt.Sprintf("the Token %s", v)
+	case bool:
+		if v {
+			return "the Boolean ?1 (a bare key)"
+		}
+		return "the Boolean ?0"
+	case []byte:
+		return "a Byte Sequence"
+	case time.Time:
+		return "a Date"
+	case httpsfv.DisplayString:
+		return "a Display String"
+	case httpsfv.InnerList:
+		return "an Inner List"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// intParam reads the optional parameter key of an item as a non-negative
+// (positive if so asked) Integer, reporting a Problem when it is present but
+// not one.
+func (p *parser) intParam(field, value, what string, params *httpsfv.Params, key string, positive bool) (int64, bool) {
+	v, ok := params.Get(key)
+	if !ok {
+		return 0, false
+	}
+	n, isInt := v.(int64)
+	switch {
+	case !isInt:
+		p.problem(field, value, "%s: %s must be an Integer, not %s", what, key, describe(v))
+	case n < 0:
+		p.problem(field, value, "%s: %s must not be negative", what, key)
+	case positive && n == 0:
+		p.problem(field, value, "%s: %s must be positive", what, key)
+	default:
+		return n, true
+	}
+	return 0, false
+}
+
+// bytesParam reads the optional Byte Sequence parameter pk.
+func (p *parser) bytesParam(field, value, what string, params *httpsfv.Params) []byte {
+	v, ok := params.Get("pk")
+	if !ok {
+		return nil
+	}
+	b, isBytes := v.([]byte)
+	if !isBytes {
+		p.problem(field, value, "%s: pk must be a Byte Sequence, not %s", what, describe(v))
+		return nil
+	}
+	return b
+}
+
+// name reads a draft-8 item's policy name: a String, or a Token with a
+// Problem. Other types report a Problem and give ok false.
+func (p *parser) name(field, value string, v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case httpsfv.Token:
+		p.problem(field, value, "policy name %s must be a String (\"%s\"), not a Token", v, v)
+		return string(v), true
+	}
+	return "", false
+}
+
+// registeredUnits are the quota units of the -10 IANA registry.
+var registeredUnits = []string{"requests", "content-bytes", "concurrent-requests"}
+
+func (p *parser) policy() {
+	vals := fieldValues(p.h, fieldPolicy)
+	if len(vals) == 0 {
+		return
+	}
+	value := strings.Join(vals, ", ")
+	for _, m := range p.list(fieldPolicy, vals) {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			p.problem(fieldPolicy, value, "an Inner List is not a quota policy")
+			continue
+		}
+		if n, isInt := it.Value.(int64); isInt {
+			p.policyInteger(value, n, it.Params)
+			continue
+		}
+		name, ok := p.name(fieldPolicy, value, it.Value)
+		if !ok {
+			p.problem(fieldPolicy, value, "a policy must be a String (draft-8) or an Integer (draft-6/-7), not %s", describe(it.Value))
+			continue
+		}
+		p.policy8(value, name, it.Params)
+	}
+}
+
+// policy8 reads a draft-8 quota policy: "name";q=…;w=…;qu=…;pk=….
+func (p *parser) policy8(value, name string, params *httpsfv.Params) {
+	what := fmt.Sprintf("policy %q", name)
+	q, ok := p.intParam(fieldPolicy, value, what, params, "q", false)
+	if !ok {
+		if _, present := params.Get("q"); !present {
+			p.problem(fieldPolicy, value, "%s: q is required", what)
+		}
+		return
+	}
+	pol := Policy{Name: name, Quota: q, Dialect: Draft8}
+	if w, ok := p.intParam(fieldPolicy, value, what, params, "w", true); ok {
+		pol.Window, pol.HasWindow = secondsDuration(w), true
+	}
+	if v, ok := params.Get("qu"); ok {
+		switch u := v.(type) {
+		case string:
+			pol.Unit = u
+		case httpsfv.Token:
+			pol.Unit = string(u)
+			p.problem(fieldPolicy, value, "%s: qu must be a String, not %s", what, describe(v))
+		default:
+			p.problem(fieldPolicy, value, "%s: qu must be a String, not %s", what, describe(v))
+		}
+		if _, isInt := v.(int64); !isInt && !slices.Contains(registeredUnits, pol.Unit) {
+			p.problem(fieldPolicy, value, "%s: qu %q is not a registered quota unit (%s)", what, pol.Unit, strings.Join(registeredUnits, ", "))
+		}
+	}
+	pol.PartitionKey = p.bytesParam(fieldPolicy, value, what, params)
+	p.out.Policies = append(p.out.Policies, pol)
+}
+
+// policyInteger reads a draft-6/-7 quota policy: 100;w=60.
+func (p *parser) policyInteger(value string, n int64, params *httpsfv.Params) {
+	what := fmt.Sprintf("policy %d", n)
+	if n < 0 {
+		p.problem(fieldPolicy, value, "%s: the quota must not be negative", what)
+		return
+	}
+	pol := Policy{Quota: n}
+	if w, ok := p.intParam(fieldPolicy, value, what, params, "w", true); ok {
+		pol.Window, pol.HasWindow = secondsDuration(w), true
+	} else if _, present := params.Get("w"); !present {
+		p.problem(fieldPolicy, value, "%s: w is required", what)
+	}
+	p.intPolicies = append(p.intPolicies, len(p.out.Policies))
+	p.out.Policies = append(p.out.Policies, pol)
+}
+
+// draft7Keys are the keys of the draft-7 RateLimit dictionary.
+var draft7Keys = []string{"limit", "remaining", "reset"}
+
+func (p *parser) rateLimit() {
+	vals := fieldValues(p.h, fieldRateLimit)
+	if len(vals) == 0 {
+		return
+	}
+	// A draft-7 dictionary cannot parse as a List (the list parser meets '='
+	// after the token), and a draft-8 list of Strings cannot parse as a
+	// Dictionary (keys start with a lower-case letter or '*'). A list of
+	// Tokens such as `quota;t=1` parses as both; it is a dictionary only when
+	// a draft-7 key has a value.
+	dict, derr := httpsfv.UnmarshalDictionary(vals)
+	if derr == nil && isDraft7(dict, true) {
+		p.draft7Dict(strings.Join(vals, ", "), dict)
+		return
+	}
+	_, lerr := httpsfv.UnmarshalList(vals)
+	if lerr != nil && derr == nil && isDraft7(dict, false) {
+		p.draft7Dict(strings.Join(vals, ", "), dict)
+		return
+	}
+	if lerr != nil && derr != nil && isDraft7Salvage(vals) {
+		value := strings.Join(vals, ", ")
+		salvaged := httpsfv.NewDictionary()
+		for _, m := range splitMembers(value) {
+			md, err := httpsfv.UnmarshalDictionary([]string{m})
+			if err != nil {
+				continue
+			}
+			for _, k := range md.Names() {
+				v, _ := md.Get(k)
+				salvaged.Add(k, v)
+			}
+		}
+		p.problem(fieldRateLimit, value, "not a Structured Field Dictionary (%v); clients MUST ignore it; the valid members were read", derr)
+		p.draft7Dict(value, salvaged)
+		return
+	}
+	p.draft8Limits(vals)
+}
+
+// isDraft7 reports whether d has a draft-7 key; with valued, only a key
+// given a value (key=…) counts.
+func isDraft7(d *httpsfv.Dictionary, valued bool) bool {
+	for _, k := range draft7Keys {
+		m, ok := d.Get(k)
+		if !ok {
+			continue
+		}
+		if it, isItem := m.(httpsfv.Item); !valued || !isItem || it.Value != true {
+			return true
+		}
+	}
+	return false
+}
+
+// isDraft7Salvage reports whether a field that parses as neither List nor
+// Dictionary has a member key=value with a draft-7 key.
+func isDraft7Salvage(vals []string) bool {
+	for _, m := range splitMembers(strings.Join(vals, ", ")) {
+		if d, err := httpsfv.UnmarshalDictionary([]string{m}); err == nil && isDraft7(d, true) {
+			return true
+		}
+	}
+	return false
+}
+
+// draft7Dict reads RateLimit: limit=100, remaining=50, reset=30.
+func (p *parser) draft7Dict(value string, d *httpsfv.Dictionary) {
+	p.draft7 = true
+	lim := Limit{Dialect: Draft7}
+	for _, k := range draft7Keys {
+		m, ok := d.Get(k)
+		if !ok {
+			if k != "remaining" {
+				p.problem(fieldRateLimit, value, "%s is required", k)
+			}
+			continue
+		}
+		it, isItem := m.(httpsfv.Item)
+		if !isItem {
+			p.problem(fieldRateLimit, value, "%s must be an Integer, not an Inner List", k)
+			continue
+		}
+		n, isInt := it.Value.(int64)
+		switch {
+		case !isInt:
+			p.problem(fieldRateLimit, value, "%s must be an Integer, not %s", k, describe(it.Value))
+			continue
+		case n < 0:
+			p.problem(fieldRateLimit, value, "%s must not be negative", k)
+			continue
+		}
+		switch k {
+		case "limit":
+			lim.Limit, lim.HasLimit = n, true
+		case "remaining":
+			lim.Remaining, lim.HasRemaining = n, true
+		case "reset":
+			lim.Reset, lim.HasReset = secondsDuration(n), true
+			if n >= epochSecondsAtLeast {
+				p.problem(fieldRateLimit, value, "reset %d looks like a Unix time; draft-7 reset is delay seconds", n)
+			}
+		}
+	}
+	if lim.HasLimit || lim.HasRemaining || lim.HasReset {
+		p.out.Limits = append(p.out.Limits, lim)
+	}
+}
+
+// draft8Limits reads RateLimit: "default";r=50;t=30, "daily";r=900.
+func (p *parser) draft8Limits(vals []string) {
+	value := strings.Join(vals, ", ")
+	for _, m := range p.list(fieldRateLimit, vals) {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			p.problem(fieldRateLimit, value, "an Inner List is not a service limit")
+			continue
+		}
+		name, ok := p.name(fieldRateLimit, value, it.Value)
+		if !ok {
+			p.problem(fieldRateLimit, value, "a service limit must be a String naming its policy, not %s", describe(it.Value))
+			continue
+		}
+		what := fmt.Sprintf("limit %q", name)
+		lim := Limit{Name: name, Dialect: Draft8}
+		if r, ok := p.intParam(fieldRateLimit, value, what, it.Params, "r", false); ok {
+			lim.Remaining, lim.HasRemaining = r, true
+		} else if _, present := it.Params.Get("r"); !present {
+			p.problem(fieldRateLimit, value, "%s: r is required", what)
+		}
+		if t, ok := p.intParam(fieldRateLimit, value, what, it.Params, "t", false); ok {
+			lim.Reset, lim.HasReset = secondsDuration(t), true
+		}
+		if _, present := it.Params.Get("q"); present {
+			p.problem(fieldRateLimit, value, "%s: q belongs in RateLimit-Policy, not RateLimit", what)
+			if q, ok := p.intParam(fieldRateLimit, value, what, it.Params, "q", false); ok {
+				lim.Limit, lim.HasLimit = q, true
+			}
+		}
+		lim.PartitionKey = p.bytesParam(fieldRateLimit, value, what, it.Params)
+		p.out.Limits = append(p.out.Limits, lim)
+	}
+}
+
+// item6 reads one draft-6 Integer item field.
+func (p *parser) item6(field string) (n int64, ok, present bool) {
+	vals := fieldValues(p.h, field)
+	if len(vals) == 0 {
+		return 0, false, false
+	}
+	value := strings.Join(vals, ", ")
+	it, err := httpsfv.UnmarshalItem(vals)
+	if err != nil {
+		if field == fieldLimit6 {
+			if n, ok := p.limitList6(value, vals); ok {
+				return n, true, true
+			}
+		}
+		p.problem(field, value, "not a Structured Field Integer (%v)", err)
+		return 0, false, true
+	}
+	return p.nonNegative(field, value, it.Value)
+}
+
+// limitList6 reads the list form RateLimit-Limit: 100, 100;w=60 of drafts
+// before -06: the first bare Integer is the limit, members with w are
+// policies.
+func (p *parser) limitList6(value string, vals []string) (int64, bool) {
+	l, err := httpsfv.UnmarshalList(vals)
+	if err != nil || len(l) < 2 {
+		return 0, false
+	}
+	p.problem(fieldLimit6, value, "a List (the quota-policy syntax of drafts before -06); RateLimit-Limit is a single Integer")
+	limit, has := int64(0), false
+	for _, m := range l {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			continue
+		}
+		n, isInt := it.Value.(int64)
+		if !isInt || n < 0 {
+			continue
+		}
+		if _, hasW := it.Params.Get("w"); hasW {
+			if w, ok := p.intParam(fieldLimit6, value, fmt.Sprintf("policy %d", n), it.Params, "w", true); ok {
+				p.out.Policies = append(p.out.Policies, Policy{Quota: n, Window: secondsDuration(w), HasWindow: true, Dialect: Draft6})
+			}
+			continue
+		}
+		if !has {
+			limit, has = n, true
+		}
+	}
+	return limit, has
+}
+
+// nonNegative checks that an item's value is a non-negative Integer.
+func (p *parser) nonNegative(field, value string, v any) (int64, bool, bool) {
+	n, isInt := v.(int64)
+	switch {
+	case !isInt:
+		p.problem(field, value, "must be an Integer, not %s", describe(v))
+	case n < 0:
+		p.problem(field, value, "must not be negative")
+	default:
+		return n, true, true
+	}
+	return 0, false, true
+}
+
+func (p *parser) draft6() {
+	lim := Limit{Dialect: Draft6}
+	var limitPresent, resetPresent, remainingPresent bool
+	lim.Limit, lim.HasLimit, limitPresent = p.item6(fieldLimit6)
+	lim.Remaining, lim.HasRemaining, remainingPresent = p.item6(fieldRemaining6)
+	var reset int64
+	reset, lim.HasReset, resetPresent = p.item6(fieldReset6)
+	if lim.HasReset {
+		lim.Reset = secondsDuration(reset)
+		if reset >= epochSecondsAtLeast {
+			p.problem(fieldReset6, strings.Join(fieldValues(p.h, fieldReset6), ", "),
+				"%d looks like a Unix time; RateLimit-Reset is delay seconds", reset)
+		}
+	}
+	switch {
+	case limitPresent && !resetPresent:
+		p.problem(fieldReset6, "", "missing; a response with RateLimit-Limit must include RateLimit-Reset")
+	case !limitPresent && (resetPresent || remainingPresent):
+		p.problem(fieldLimit6, "", "missing; RateLimit-Remaining and RateLimit-Reset come with RateLimit-Limit")
+	}
+	if lim.HasLimit || lim.HasRemaining || lim.HasReset {
+		p.out.Limits = append(p.out.Limits, lim)
+	}
+}
+
+// firstOf returns the field lines of the first of names present, and which.
+func (p *parser) firstOf(names ...string) ([]string, string) {
+	for _, n := range names {
+		if v := fieldValues(p.h, n); len(v) > 0 {
+			return v, n
+		}
+	}
+	return nil, ""
+}
+
+// legacy reads X-RateLimit-* (or X-Rate-Limit-*, field by field).
+func (p *parser) legacy() {
+	limVals, limField := p.firstOf(fieldXLimit, fieldXAltLimit)
+	remVals, remField := p.firstOf(fieldXRemaining, fieldXAltRemaining)
+	resVals, resField := p.firstOf(fieldXReset, fieldXAltReset)
+	if limVals == nil && remVals == nil && resVals == nil {
+		return
+	}
+	lim := Limit{Dialect: XRateLimit}
+	if resVals != nil {
+		value := strings.Join(resVals, ", ")
+		d, epoch, ok := parseLegacyReset(value, p.received)
+		if ok {
+			lim.Reset, lim.HasReset, lim.ResetIsEpoch = d, true, epoch
+			if epoch {
+				lim.Dialect = XRateLimitEpoch
+			}
+		} else {
+			p.problem(resField, value, "neither delay seconds, a Unix time in seconds or milliseconds, nor a date")
+		}
+	}
+	if remVals != nil {
+		value := strings.Join(remVals, ", ")
+		if n, ok := parseDigits(strings.Trim(value, " \t")); ok {
+			lim.Remaining, lim.HasRemaining = n, true
+		} else {
+			p.problem(remField, value, "not a non-negative integer")
+		}
+	}
+	var pols []Policy
+	if limVals != nil {
+		lim.Limit, lim.HasLimit, pols = p.legacyLimit(limField, limVals)
+	}
+	if v := fieldValues(p.h, fieldXResource); len(v) > 0 {
+		lim.Name = strings.Trim(strings.Join(v, ", "), " \t")
+	}
+	for i := range pols {
+		pols[i].Dialect = lim.Dialect
+	}
+	p.out.Policies = append(p.out.Policies, pols...)
+	if lim.HasLimit || lim.HasRemaining || lim.HasReset {
+		p.out.Limits = append(p.out.Limits, lim)
+	}
+}
+
+// legacyLimit reads X-RateLimit-Limit: a plain integer, or Envoy's list
+// 10, 10;w=1;name="per-ip", 1000;w=3600 whose first bare member is the
+// current limit and whose members with w are policies.
+func (p *parser) legacyLimit(field string, vals []string) (int64, bool, []Policy) {
+	value := strings.Join(vals, ", ")
+	l, err := httpsfv.UnmarshalList(vals)
+	if err != nil {
+		if n, ok := parseDigits(strings.Trim(value, " \t")); ok {
+			return n, true, nil
+		}
+		p.problem(field, value, "neither an integer nor a list of quota policies (%v)", err)
+		return 0, false, nil
+	}
+	if len(l) == 0 {
+		p.problem(field, value, "empty")
+		return 0, false, nil
+	}
+	var limit int64
+	var has bool
+	var pols []Policy
+	for i, m := range l {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			p.problem(field, value, "member %d: an Inner List is not a limit", i+1)
+			continue
+		}
+		n, isInt := it.Value.(int64)
+		if !isInt || n < 0 {
+			p.problem(field, value, "member %d: must be a non-negative Integer, not %s", i+1, describe(it.Value))
+			continue
+		}
+		if _, hasW := it.Params.Get("w"); hasW {
+			what := fmt.Sprintf("member %d", i+1)
+			w, ok := p.intParam(field, value, what, it.Params, "w", true)
+			if !ok {
+				continue
+			}
+			pol := Policy{Quota: n, Window: secondsDuration(w), HasWindow: true}
+			switch v, _ := it.Params.Get("name"); v := v.(type) {
+			case string:
+				pol.Name = v
+			case httpsfv.Token:
+				pol.Name = string(v)
+			}
+			pols = append(pols, pol)
+			continue
+		}
+		if i == 0 {
+			limit, has = n, true
+			continue
+		}
+		p.problem(field, value, "member %d: only the first member may be a bare limit; quota policies need w", i+1)
+	}
+	return limit, has, pols
+}
+
+// parseLegacyReset reads X-RateLimit-Reset: a number (with an optional
+// fraction) that is epoch milliseconds from 1e12, epoch seconds from 1e9 and
+// delay seconds below; or an HTTP-date or RFC 3339 time. Epoch values become
+// a delay from received, at least 0.
+func parseLegacyReset(v string, received time.Time) (time.Duration, bool, bool) {
+	s := strings.Trim(v, " \t")
+	if whole, frac, ok := parseDecimal(s); ok {
+		var t time.Time
+		switch {
+		case whole >= epochMillisAtLeast:
+			t = time.Unix(whole/1000, (whole%1000)*int64(time.Millisecond)+frac/1000)
+		case whole >= epochSecondsAtLeast:
+			t = time.Unix(whole, frac)
+		default:
+			return time.Duration(whole)*time.Second + time.Duration(frac), false, true
+		}
+		return max(0, t.Sub(received)), true, true
+	}
+	if t, ok := parseHTTPDate(s, received); ok {
+		return max(0, t.Sub(received)), true, true
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return max(0, t.Sub(received)), true, true
+	}
+	return 0, false, false
+}
+
+// parseDecimal parses 1*DIGIT [ "." 1*DIGIT ] into its whole part
+// (saturating) and its fraction in billionths (digits past the ninth are
+// dropped).
+func parseDecimal(s string) (whole, frac int64, ok bool) {
+	w, f, hasDot := strings.Cut(s, ".")
+	whole, ok = parseDigits(w)
+	if !ok {
+		return 0, 0, false
+	}
+	if !hasDot {
+		return whole, 0, true
+	}
+	if _, ok := parseDigits(f); !ok {
+		return 0, 0, false
+	}
+	f = (f + "000000000")[:9]
+	frac, _ = parseDigits(f)
+	return whole, frac, true
+}
