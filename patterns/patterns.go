@@ -39,7 +39,10 @@ type Send struct {
 }
 
 // Schedule is an ordered list of sends. Sends are sorted by At (stable), and
-// Duration is at least the last At.
+// Duration is at least the last At. The zero value is an empty schedule.
+// A Schedule is a value: the constructors and methods of this package never
+// modify a schedule they are given, so one may be shared by goroutines that
+// only read it.
 type Schedule struct {
 	Sends []Send `json:"sends"`
 	// Clients is the number of client identities used (max Client + 1).
@@ -48,4 +51,25 @@ type Schedule struct {
 	RaceMode RaceMode `json:"race_mode,omitempty"`
 	// Duration is the planned length of the schedule.
 	Duration time.Duration `json:"duration"`
+	// Start, when non-zero, anchors the schedule to the wall clock: offset 0
+	// is due at exactly Start (an edge aligned to a window of the clock, or
+	// --start-at). When zero the runner starts whenever it is ready.
+	Start time.Time `json:"start,omitzero"`
+	// Phases describes the schedule's phases in order, pauses included.
+	Phases []PhaseInfo `json:"phases,omitempty"`
+}
+
+// PhaseInfo describes one phase of a schedule.
+type PhaseInfo struct {
+	// Name is the phase name carried by its sends (Send.Phase).
+	Name string `json:"name"`
+	// Pattern is the pattern that made it: steady, burst, edge, recovery,
+	// race, ramp or pause.
+	Pattern string `json:"pattern"`
+	// Offset is when the phase begins, from the start of the schedule.
+	Offset time.Duration `json:"offset"`
+	// Duration is the phase's planned length.
+	Duration time.Duration `json:"duration"`
+	// Requests is the number of sends in the phase.
+	Requests int `json:"requests"`
 }
