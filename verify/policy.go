@@ -1,0 +1,753 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rlprobe/rlprobe/limiter"
+)
+
+// PolicyVersion is the only policy file version this package reads.
+const PolicyVersion = 1
+
+// WindowType says how a window policy counts (contract names).
+type WindowType string
+
+// Window types.
+const (
+	// Sliding: at most Limit accepted requests in any interval of length
+	// Window. The default.
+	Sliding WindowType = "sliding"
+	// Fixed: at most Limit accepted requests per window; Align says where
+	// windows start.
+	Fixed WindowType = "fixed"
+)
+
+// Keys a policy may declare (besides "header:NAME").
+const (
+	KeyGlobal = "global" // one quota shared by every client
+	KeyIP     = "ip"     // one quota per client IP address
+)
+
+// Retry-After expectations.
+const (
+	RetryAfterRequired = "required" // a rejection without Retry-After is an error
+	RetryAfterOptional = "optional" // ... a warning (the default)
+)
+
+// dialects are the header dialect names of the contract, in its order.
+var dialects = []string{"none", "x-ratelimit", "x-ratelimit-epoch", "draft-6", "draft-7", "draft-8"}
+
+// Policy is a declared rate-limit policy: one rule per endpoint (several
+// rules may name the same endpoint: each must hold). It is plain data: the
+// same struct comes from flags, from the draft syntax of RateLimit-Policy,
+// and from YAML or JSON files, and it is what the check and analyze
+// documents print. The zero value is not valid; call Validate.
+//
+// A Policy is not safe for concurrent mutation; reading is.
+type Policy struct {
+	// Version is the file format version, PolicyVersion.
+	Version int `json:"version"`
+	// Endpoints are the rules; at least one.
+	Endpoints []Endpoint `json:"endpoints"`
+
+	source string // file name for messages; "" for flags
+}
+
+// Endpoint is one rule: either a window (Limit per Window) or a bucket
+// (Rate and Capacity), with what rejections and headers must look like.
+// Zero fields mean "not declared". Its JSON form uses the contract's names
+// with durations in Go syntax ("60s") and rates as "N/s".
+type Endpoint struct {
+	// Path selects the requests the rule covers by URL path ("" = all);
+	// `check BASE_URL` appends it to the base URL.
+	Path string
+	// Method selects requests by method ("" = any); upper case.
+	Method string
+	// Name is the policy name of a RateLimit-Policy item, if any.
+	Name string
+
+	// Limit is the number of accepted requests allowed per Window.
+	Limit int64
+	// Window is the window length.
+	Window time.Duration
+	// WindowType is Sliding (default) or Fixed.
+	WindowType WindowType
+	// Align says where fixed windows start: limiter.AlignEpoch or
+	// limiter.AlignFirstRequest (default). Only for Fixed.
+	Align limiter.Align
+
+	// Rate is a bucket's refill rate in requests per second.
+	Rate float64
+	// Capacity is how many requests a full bucket accepts at once.
+	Capacity int64
+	// Burst is nginx's burst (Capacity − 1) when declared that way; nil
+	// otherwise. Normalize folds it into Capacity.
+	Burst *int64
+
+	// Key says who shares a quota: KeyGlobal, KeyIP or "header:NAME".
+	// Empty means KeyGlobal.
+	Key string
+	// Status is the declared reject status; 0 means 429 or 503.
+	Status int
+	// Headers are the expected header dialects (contract names); empty
+	// means none declared.
+	Headers []string
+	// RetryAfter is RetryAfterRequired or RetryAfterOptional ("" =
+	// optional).
+	RetryAfter string
+
+	lines map[string]int // field → line, for files
+}
+
+// IsBucket reports whether the rule is a bucket (Rate and Capacity) rather
+// than a window (Limit per Window).
+func (e *Endpoint) IsBucket() bool { return e.Rate > 0 || e.Capacity > 0 || e.Burst != nil }
+
+// Quota is the fresh quota: Limit for windows, Capacity for buckets.
+func (e *Endpoint) Quota() int64 {
+	if e.IsBucket() {
+		return e.capacity()
+	}
+	return e.Limit
+}
+
+func (e *Endpoint) capacity() int64 {
+	if e.Capacity == 0 && e.Burst != nil {
+		return *e.Burst + 1
+	}
+	return e.Capacity
+}
+
+// Period is the time a fresh quota takes to come back: Window for windows,
+// Capacity/Rate for buckets, at least one refill interval.
+func (e *Endpoint) Period() time.Duration {
+	if !e.IsBucket() {
+		return e.Window
+	}
+	if e.Rate <= 0 {
+		return 0
+	}
+	c := max(e.capacity(), 1)
+	return time.Duration(math.Ceil(float64(c) / e.Rate * 1e9))
+}
+
+// RejectStatuses returns the statuses counted as rejections: the declared
+// one, else 429 and 503.
+func (e *Endpoint) RejectStatuses() []int {
+	if e.Status != 0 {
+		return []int{e.Status}
+	}
+	return []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}
+}
+
+// PerClient reports whether each client has its own quota.
+func (e *Endpoint) PerClient() bool { return e.Key != "" && e.Key != KeyGlobal }
+
+// String describes the rule in one line, e.g. `100 in any 1m0s` or
+// `rate 1/s, capacity 4`.
+func (e *Endpoint) String() string {
+	var b strings.Builder
+	if e.Method != "" || e.Path != "" {
+		fmt.Fprintf(&b, "%s %s: ", cmp(e.Method, "*"), cmp(e.Path, "/*"))
+	}
+	switch {
+	case e.IsBucket():
+		fmt.Fprintf(&b, "rate %s, capacity %d", FormatRate(e.Rate), e.capacity())
+	case e.WindowType == Fixed:
+		fmt.Fprintf(&b, "%d per %s window (%s-aligned)", e.Limit, e.Window, cmp(string(e.Align), string(limiter.AlignFirstRequest)))
+	default:
+		fmt.Fprintf(&b, "%d in any %s", e.Limit, e.Window)
+	}
+	if e.PerClient() {
+		fmt.Fprintf(&b, " per %s", e.Key)
+	}
+	return b.String()
+}
+
+func cmp(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// FormatRate formats requests per second as the contract's "N/s", with the
+// shortest decimal that parses back to the same value.
+func FormatRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) + "/s" }
+
+// Problem is one thing wrong with a policy.
+type Problem struct {
+	// Field is the offending field as a path, e.g. "endpoints[0].window";
+	// for flags, the flag's name.
+	Field string
+	// Line is the line in the policy file, 0 when unknown.
+	Line int
+	// Message says what is wrong and how to fix it.
+	Message string
+}
+
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("line %d: %s: %s", p.Line, p.Field, p.Message)
+	}
+	return fmt.Sprintf("%s: %s", p.Field, p.Message)
+}
+
+// PolicyError reports every problem of a policy at once.
+type PolicyError struct {
+	Source   string // file name, or "" for flags and --policy
+	Problems []Problem
+}
+
+func (e *PolicyError) Error() string {
+	var b strings.Builder
+	b.WriteString("verify: invalid policy")
+	if e.Source != "" {
+		b.WriteString(" in " + e.Source)
+	}
+	if len(e.Problems) == 1 {
+		b.WriteString(": " + e.Problems[0].String())
+		return b.String()
+	}
+	fmt.Fprintf(&b, " (%d problems):", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}
+
+// problems accumulates Problems.
+type problems struct {
+	list []Problem
+}
+
+func (ps *problems) add(field string, line int, format string, a ...any) {
+	ps.list = append(ps.list, Problem{Field: field, Line: line, Message: fmt.Sprintf(format, a...)})
+}
+
+func (ps *problems) err(source string) error {
+	if len(ps.list) == 0 {
+		return nil
+	}
+	return &PolicyError{Source: source, Problems: ps.list}
+}
+
+// Validate reports every problem of the policy at once as a *PolicyError,
+// each with its field (and line, for files). It never panics.
+func (p *Policy) Validate() error {
+	var ps problems
+	if p.Version != PolicyVersion {
+		ps.add("version", 0, "must be %d, not %d", PolicyVersion, p.Version)
+	}
+	if len(p.Endpoints) == 0 {
+		ps.add("endpoints", 0, "declare a policy: a limit and a window, or a rate and a capacity")
+	}
+	for i := range p.Endpoints {
+		p.Endpoints[i].validate(fmt.Sprintf("endpoints[%d].", i), &ps)
+	}
+	if len(p.Endpoints) == 1 && p.source == "" {
+		// Flags and --policy: name fields like the flags.
+		for i := range ps.list {
+			ps.list[i].Field = strings.TrimPrefix(ps.list[i].Field, "endpoints[0].")
+		}
+	}
+	return ps.err(p.source)
+}
+
+func (e *Endpoint) line(field string) int { return e.lines[field] }
+
+func (e *Endpoint) validate(prefix string, ps *problems) {
+	add := func(field, format string, a ...any) { ps.add(prefix+field, e.line(field), format, a...) }
+	if e.Path != "" && !strings.HasPrefix(e.Path, "/") {
+		add("path", "must start with /, not %q", e.Path)
+	}
+	if e.Method != "" && !isToken(e.Method) {
+		add("method", "%q is not an HTTP method", e.Method)
+	}
+	window := e.Limit != 0 || e.Window != 0 || e.WindowType != "" || e.Align != ""
+	bucket := e.IsBucket()
+	switch {
+	case window && bucket:
+		add("rate", "a rule is either a window (limit, window) or a bucket (rate, capacity/burst), not both")
+	case !window && !bucket:
+		add("limit", "declare a policy: limit and window, or rate and capacity (or burst)")
+	}
+	if window {
+		if e.Limit < 1 {
+			add("limit", "must be at least 1, not %d", e.Limit)
+		}
+		if e.Window <= 0 {
+			add("window", "must be a positive duration such as 60s, not %s", e.Window)
+		}
+		switch e.WindowType {
+		case "", Sliding, Fixed:
+		default:
+			add("window_type", "must be sliding or fixed, not %q", e.WindowType)
+		}
+		switch e.Align {
+		case "":
+		case limiter.AlignEpoch, limiter.AlignFirstRequest:
+			if e.WindowType != Fixed {
+				add("align", "applies to fixed windows only: add window_type fixed")
+			}
+		default:
+			add("align", "must be epoch or first-request, not %q", e.Align)
+		}
+	}
+	if bucket {
+		if !(e.Rate > 0) || math.IsInf(e.Rate, 0) {
+			add("rate", "must be a positive rate such as 10/s, not %v", e.Rate)
+		}
+		switch {
+		case e.Capacity != 0 && e.Burst != nil:
+			add("burst", "give capacity or burst, not both (capacity = burst + 1)")
+		case e.Burst != nil:
+			if *e.Burst < 0 || *e.Burst == math.MaxInt64 {
+				add("burst", "must be 0 or more, not %d", *e.Burst)
+			}
+		case e.Capacity < 1:
+			add("capacity", "must be at least 1 (or give burst = capacity − 1), not %d", e.Capacity)
+		}
+	}
+	switch k := e.Key; {
+	case k == "", k == KeyGlobal, k == KeyIP:
+	case strings.HasPrefix(k, "header:"):
+		if name := strings.TrimPrefix(k, "header:"); !isToken(name) {
+			add("key", "header:NAME needs a header name, not %q", name)
+		}
+	default:
+		add("key", "must be global, ip or header:NAME, not %q", k)
+	}
+	if e.Status != 0 && (e.Status < 400 || e.Status > 599) {
+		add("status", "a reject status is 400 to 599, not %d", e.Status)
+	}
+	for _, d := range e.Headers {
+		if !slices.Contains(dialects, d) {
+			add("headers", "unknown dialect %q (want %s)", d, strings.Join(dialects, ", "))
+		}
+	}
+	if slices.Contains(e.Headers, "none") && len(e.Headers) > 1 {
+		add("headers", "none excludes other dialects")
+	}
+	switch e.RetryAfter {
+	case "", RetryAfterRequired, RetryAfterOptional:
+	default:
+		add("retry_after", "must be required or optional, not %q", e.RetryAfter)
+	}
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Normalize returns the policy with defaults made explicit: capacity
+// instead of burst, window type sliding, fixed windows first-request
+// aligned, key global, methods upper case, header dialects sorted. Call it
+// on a valid policy. Line numbers kept for messages are dropped.
+func (p Policy) Normalize() Policy {
+	p.Endpoints = slices.Clone(p.Endpoints)
+	for i := range p.Endpoints {
+		e := &p.Endpoints[i]
+		e.Method = strings.ToUpper(e.Method)
+		if e.IsBucket() {
+			e.Capacity = e.capacity()
+			e.Burst = nil
+		} else {
+			if e.WindowType == "" {
+				e.WindowType = Sliding
+			}
+			if e.WindowType == Fixed && e.Align == "" {
+				e.Align = limiter.AlignFirstRequest
+			}
+		}
+		if e.Key == "" {
+			e.Key = KeyGlobal
+		}
+		if e.RetryAfter == "" {
+			e.RetryAfter = RetryAfterOptional
+		}
+		e.Headers = slices.Clone(e.Headers)
+		slices.SortFunc(e.Headers, func(a, b string) int { return slices.Index(dialects, a) - slices.Index(dialects, b) })
+		e.Headers = slices.Compact(e.Headers)
+		if len(e.Headers) == 0 {
+			e.Headers = nil
+		}
+		e.lines = nil
+	}
+	p.source = ""
+	return p
+}
+
+// endpointJSON is the wire form of an Endpoint.
+type endpointJSON struct {
+	Path       string   `json:"path,omitempty"`
+	Method     string   `json:"method,omitempty"`
+	Name       string   `json:"name,omitempty"`
+	Limit      int64    `json:"limit,omitempty"`
+	Window     string   `json:"window,omitempty"`
+	WindowType string   `json:"window_type,omitempty"`
+	Align      string   `json:"align,omitempty"`
+	Rate       string   `json:"rate,omitempty"`
+	Capacity   int64    `json:"capacity,omitempty"`
+	Burst      *int64   `json:"burst,omitempty"`
+	Key        string   `json:"key,omitempty"`
+	Status     int      `json:"status,omitempty"`
+	Headers    []string `json:"headers,omitempty"`
+	RetryAfter string   `json:"retry_after,omitempty"`
+}
+
+// MarshalJSON writes the rule with the contract's names, durations in Go
+// syntax and rates as "N/s".
+func (e Endpoint) MarshalJSON() ([]byte, error) {
+	w := endpointJSON{
+		Path: e.Path, Method: e.Method, Name: e.Name, Limit: e.Limit,
+		WindowType: string(e.WindowType), Align: string(e.Align),
+		Capacity: e.Capacity, Burst: e.Burst, Key: e.Key, Status: e.Status,
+		Headers: e.Headers, RetryAfter: e.RetryAfter,
+	}
+	if e.Window != 0 {
+		w.Window = e.Window.String()
+	}
+	if e.Rate != 0 {
+		w.Rate = FormatRate(e.Rate)
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads a policy document (JSON is read as YAML, so unknown
+// keys are errors with line numbers). It does not validate.
+func (p *Policy) UnmarshalJSON(data []byte) error {
+	q, err := decodePolicy(data, "")
+	if err != nil {
+		return err
+	}
+	*p = *q
+	return nil
+}
+
+// ParsePolicyFile reads a policy file (YAML or JSON: `version: 1`,
+// `endpoints: [...]`), validates it and returns it normalized. Unknown keys,
+// bad values and invalid rules are reported together, with line numbers,
+// as a *PolicyError; name is the file name used in messages.
+func ParsePolicyFile(data []byte, name string) (Policy, error) {
+	p, err := decodePolicy(data, name)
+	if err != nil {
+		return Policy{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	return p.Normalize(), nil
+}
+
+// decodePolicy builds a Policy from YAML/JSON, collecting every decoding
+// problem (unknown keys, wrong types, bad durations and rates).
+func decodePolicy(data []byte, name string) (*Policy, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, &PolicyError{Source: name, Problems: []Problem{{Field: "file", Message: "not YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
+	}
+	var ps problems
+	p := &Policy{source: name}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		ps.add("file", root.Line, "must be a mapping with version and endpoints")
+		return nil, ps.err(name)
+	}
+	seenVersion := false
+	forEachKey(root, "", &ps, func(key string, v *yaml.Node) {
+		switch key {
+		case "version":
+			seenVersion = true
+			p.Version = int(scalarInt(v, "version", &ps))
+		case "endpoints":
+			if v.Kind != yaml.SequenceNode {
+				ps.add("endpoints", v.Line, "must be a list of rules")
+				return
+			}
+			for i, item := range v.Content {
+				p.Endpoints = append(p.Endpoints, decodeEndpoint(item, fmt.Sprintf("endpoints[%d].", i), &ps))
+			}
+		default:
+			ps.add(key, v.Line, "unknown key (want version, endpoints)")
+		}
+	})
+	if !seenVersion {
+		ps.add("version", root.Line, "missing: add version: %d", PolicyVersion)
+		p.Version = PolicyVersion
+	}
+	if err := ps.err(name); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// forEachKey calls f for each key of a mapping, reporting duplicates and
+// non-scalar keys.
+func forEachKey(m *yaml.Node, prefix string, ps *problems, f func(key string, v *yaml.Node)) {
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			ps.add(prefix+"?", k.Line, "keys must be plain names")
+			continue
+		}
+		if seen[k.Value] {
+			ps.add(prefix+k.Value, k.Line, "given twice")
+			continue
+		}
+		seen[k.Value] = true
+		if v.Kind == yaml.AliasNode {
+			ps.add(prefix+k.Value, v.Line, "aliases are not supported in policy files")
+			continue
+		}
+		f(k.Value, v)
+	}
+}
+
+func scalar(v *yaml.Node, field string, ps *problems) (string, bool) {
+	if v.Kind != yaml.ScalarNode {
+		ps.add(field, v.Line, "must be a single value")
+		return "", false
+	}
+	return v.Value, true
+}
+
+func scalarInt(v *yaml.Node, field string, ps *problems) int64 {
+	s, ok := scalar(v, field, ps)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v.Tag != "!!int" {
+		ps.add(field, v.Line, "must be a whole number, not %q", s)
+		return 0
+	}
+	return n
+}
+
+func scalarString(v *yaml.Node, field string, ps *problems) string {
+	s, ok := scalar(v, field, ps)
+	if !ok {
+		return ""
+	}
+	if v.Tag != "!!str" {
+		ps.add(field, v.Line, "must be text, not %q", s)
+		return ""
+	}
+	return s
+}
+
+func decodeEndpoint(n *yaml.Node, prefix string, ps *problems) Endpoint {
+	e := Endpoint{lines: map[string]int{}}
+	if n.Kind != yaml.MappingNode {
+		ps.add(strings.TrimSuffix(prefix, "."), n.Line, "must be a mapping of rule fields")
+		return e
+	}
+	e.lines[""] = n.Line
+	forEachKey(n, prefix, ps, func(key string, v *yaml.Node) {
+		field := prefix + key
+		e.lines[key] = v.Line
+		switch key {
+		case "path":
+			e.Path = scalarString(v, field, ps)
+		case "method":
+			e.Method = scalarString(v, field, ps)
+		case "name":
+			e.Name = scalarString(v, field, ps)
+		case "limit":
+			e.Limit = scalarInt(v, field, ps)
+		case "window":
+			if s, ok := scalar(v, field, ps); ok {
+				d, err := parseDuration(s)
+				if err != nil {
+					ps.add(field, v.Line, "%v", err)
+				}
+				e.Window = d
+			}
+		case "window_type":
+			e.WindowType = WindowType(scalarString(v, field, ps))
+		case "align":
+			e.Align = limiter.Align(scalarString(v, field, ps))
+		case "rate":
+			if s, ok := scalar(v, field, ps); ok {
+				r, err := parseRate(s)
+				if err != nil {
+					ps.add(field, v.Line, "%v", err)
+				}
+				e.Rate = r
+			}
+		case "capacity":
+			e.Capacity = scalarInt(v, field, ps)
+		case "burst":
+			b := scalarInt(v, field, ps)
+			e.Burst = &b
+		case "key":
+			e.Key = scalarString(v, field, ps)
+		case "status":
+			e.Status = int(scalarInt(v, field, ps))
+		case "headers":
+			switch v.Kind {
+			case yaml.SequenceNode:
+				for i, d := range v.Content {
+					if s := scalarString(d, fmt.Sprintf("%s[%d]", field, i), ps); s != "" {
+						e.Headers = append(e.Headers, s)
+					}
+				}
+			default:
+				if s := scalarString(v, field, ps); s != "" {
+					e.Headers = SplitList(s)
+				}
+			}
+		case "retry_after":
+			e.RetryAfter = scalarString(v, field, ps)
+		default:
+			ps.add(field, v.Line, "unknown key (want path, method, name, limit, window, window_type, align, rate, capacity, burst, key, status, headers, retry_after)")
+		}
+	})
+	return e
+}
+
+// SplitList splits a comma-separated list, trimming spaces and dropping
+// empty members.
+func SplitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// parseDuration parses a Go duration and refuses bare numbers.
+func parseDuration(s string) (time.Duration, error) {
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return 0, fmt.Errorf("duration %q has no unit: write it like %ss", s, s)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q: use Go syntax such as 500ms, 1.5s, 2m", s)
+	}
+	return d, nil
+}
+
+// parseRate parses a contract rate, refusing bare numbers with a hint.
+func parseRate(s string) (r float64, err error) {
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return 0, fmt.Errorf("rate %q has no unit: write it like %s/s or %s/m", s, s, s)
+	}
+	defer func() {
+		if p := recover(); p != nil { // guard against a parser panic on odd input
+			r, err = 0, fmt.Errorf("invalid rate %q", s)
+		}
+	}()
+	r, err = limiter.ParseRate(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid rate %q: use N/s, N/m, N/h, Nr/s or Nr/m", s)
+	}
+	return r, nil
+}
+
+// ParseDraftPolicy parses a policy in the syntax of the RateLimit-Policy
+// field: the -08…-10 form `"name";q=100;w=60` (several items separated by
+// commas) or the -06/-07 form `100;w=60`. Each item becomes one rule (q is
+// the limit, w the window in seconds); `qu` must be "requests" and `pk` is
+// ignored. The rules are not validated.
+func ParseDraftPolicy(s string) ([]Endpoint, error) {
+	list, err := httpsfv.UnmarshalList([]string{s})
+	if err != nil {
+		return nil, fmt.Errorf("verify: --policy %q is not a RateLimit-Policy value (want \"name\";q=100;w=60): %w", s, err)
+	}
+	var ps problems
+	var out []Endpoint
+	for i, m := range list {
+		item, ok := m.(httpsfv.Item)
+		field := fmt.Sprintf("policy[%d]", i)
+		if !ok {
+			ps.add(field, 0, "inner lists are not policies")
+			continue
+		}
+		var e Endpoint
+		var q, w int64
+		var hasQ, hasW bool
+		switch v := item.Value.(type) {
+		case string:
+			e.Name = v
+		case httpsfv.Token:
+			e.Name = string(v)
+		case int64:
+			q, hasQ = v, true // -06/-07: the item is the quota
+		default:
+			ps.add(field, 0, "an item is a policy name (\"name\") or a quota (100), not %v", v)
+		}
+		for _, k := range item.Params.Names() {
+			v, _ := item.Params.Get(k)
+			switch k {
+			case "q":
+				n, ok := v.(int64)
+				if !ok || n < 0 {
+					ps.add(field+".q", 0, "must be a non-negative integer")
+				}
+				q, hasQ = n, true
+			case "w":
+				n, ok := v.(int64)
+				if !ok || n <= 0 {
+					ps.add(field+".w", 0, "must be a positive integer (seconds)")
+				}
+				w, hasW = n, true
+			case "qu":
+				if u, _ := v.(string); u != "requests" {
+					ps.add(field+".qu", 0, "only the quota unit \"requests\" can be checked")
+				}
+			case "pk":
+			default:
+				ps.add(field+"."+k, 0, "unknown parameter (want q, w, qu, pk)")
+			}
+		}
+		if !hasQ {
+			ps.add(field+".q", 0, "missing: the quota, e.g. q=100")
+		}
+		if !hasW {
+			ps.add(field+".w", 0, "missing: the window in seconds, e.g. w=60")
+		}
+		if w > math.MaxInt64/int64(time.Second) {
+			ps.add(field+".w", 0, "too large")
+			w = 0
+		}
+		e.Limit, e.Window = q, time.Duration(w)*time.Second
+		out = append(out, e)
+	}
+	if err := ps.err(""); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ErrNoPolicy is returned when no policy was declared and the target
+// advertises none either.
+var ErrNoPolicy = errors.New("verify: no policy declared and the target advertises none: declare a policy (--limit N --window D, --rate R --capacity C, --policy or --policy-file)")
