@@ -1,0 +1,390 @@
+package testserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/limiter"
+)
+
+// BackendErrorMode says what a route answers when its backend fails.
+type BackendErrorMode string
+
+// The backend error modes (serve --on-backend-error).
+const (
+	// BackendErrorDeny answers 503 with "Retry-After: 1" (fail closed).
+	BackendErrorDeny BackendErrorMode = "deny"
+	// BackendErrorAllow serves the request unlimited, without rate-limit
+	// headers (fail open).
+	BackendErrorAllow BackendErrorMode = "allow"
+)
+
+// Route binds an exact request path to a policy. The empty path matches
+// every path no other route matches.
+type Route struct {
+	// Path is the exact URL path ("/api/x"); "" is the catch-all route.
+	Path string
+	// Policy is how the route limits and what it advertises.
+	Policy Policy
+	// Backend keeps the route's limiter states; nil means a fresh
+	// MemoryBackend for Policy.Limiter.
+	Backend Backend
+}
+
+// HandlerOptions are a Handler's settings beyond its routes. The zero value
+// is ready to use: the real clock, no echo, fail closed, no log.
+type HandlerOptions struct {
+	// Now reads the clock; nil means time.Now. Tests pass a fixed or
+	// synctest clock.
+	Now func() time.Time
+	// EchoArrival adds headers.ArrivalHeader to every response: the
+	// request's receive time in Unix nanoseconds (see Handler).
+	EchoArrival bool
+	// OnBackendError is what a route answers when its backend fails; ""
+	// means BackendErrorDeny.
+	OnBackendError BackendErrorMode
+	// Log, when not nil, receives one line per request.
+	Log io.Writer
+}
+
+// Handler is the reference rate-limited HTTP handler. Each request is
+// routed by exact path (404 when no route matches), keyed by its route's
+// Policy.Key, decided by the route's Backend at the request's receive time,
+// and answered:
+//
+//   - admitted: 200 "ok\n", after the Decision's Delay (leaky bucket
+//     queueing; a client that goes away ends the wait);
+//   - rejected: Policy.Status with Retry-After (per Policy.RetryAfter) and
+//     "Cache-Control: no-store";
+//   - backend failure: per HandlerOptions.OnBackendError.
+//
+// Every answer of a route carries the rate-limit headers of its dialects,
+// honest unless a Fault says otherwise: remaining, time until more quota,
+// time until the quota is full, and the policy (buckets advertise
+// q=capacity, w=max(1, ceil(capacity/rate))). Durations are rounded up.
+//
+// The receive time is taken as early as the server can: for HTTP/1 served
+// by Server, the moment the last read of the request's bytes returned;
+// otherwise handler entry.
+//
+// A Handler is safe for concurrent use.
+type Handler struct {
+	routes   map[string]*route
+	catchAll *route
+	now      func() time.Time
+	echo     bool
+	onError  BackendErrorMode
+	logMu    sync.Mutex
+	log      io.Writer
+}
+
+// route is a validated Route.
+type route struct {
+	path    string
+	policy  Policy
+	key     keySpec
+	backend Backend
+	status  int
+	dialect []headers.Dialect
+	limit   int64         // the enforced quota
+	window  time.Duration // the advertised window
+	faults  map[Fault]bool
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// NewHandler validates routes and returns their handler. Paths must be
+// unique and start with "/" (or be "" for the catch-all route).
+func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
+	h := &Handler{routes: map[string]*route{}, now: opt.Now, echo: opt.EchoArrival, onError: opt.OnBackendError, log: opt.Log}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	switch h.onError {
+	case "":
+		h.onError = BackendErrorDeny
+	case BackendErrorDeny, BackendErrorAllow:
+	default:
+		return nil, fmt.Errorf("testserver: on-backend-error %q (valid: allow, deny)", h.onError)
+	}
+	if len(routes) == 0 {
+		return nil, errors.New("testserver: no route")
+	}
+	var errs []error
+	for i, r := range routes {
+		rt, err := newRoute(r)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("route %d (%q): %w", i+1, r.Path, err))
+			continue
+		}
+		switch {
+		case r.Path == "":
+			if h.catchAll != nil {
+				errs = append(errs, errors.New("testserver: more than one catch-all route (empty path)"))
+			}
+			h.catchAll = rt
+		case h.routes[r.Path] != nil:
+			errs = append(errs, fmt.Errorf("testserver: path %q appears twice", r.Path))
+		default:
+			h.routes[r.Path] = rt
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func newRoute(r Route) (*route, error) {
+	var errs []error
+	if r.Path != "" && r.Path[0] != '/' {
+		errs = append(errs, fmt.Errorf("testserver: path %q does not start with /", r.Path))
+	}
+	if err := r.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	key, _ := parseKey(r.Policy.Key)
+	rt := &route{path: r.Path, policy: r.Policy, key: key, backend: r.Backend, status: r.Policy.Status,
+		dialect: r.Policy.Dialects, faults: map[Fault]bool{}}
+	if rt.backend == nil {
+		b, err := NewMemoryBackend(r.Policy.Limiter)
+		if err != nil {
+			return nil, err
+		}
+		rt.backend = b
+	}
+	if rt.status == 0 {
+		rt.status = DefaultStatus
+	}
+	if rt.dialect == nil {
+		rt.dialect = DefaultDialects
+	}
+	for _, f := range r.Policy.Faults {
+		rt.faults[f] = true
+	}
+	rt.limit, rt.window = advertised(r.Policy.Limiter)
+	return rt, nil
+}
+
+// advertised returns the quota and window a limiter advertises: Limit and
+// Window for window algorithms, Capacity and max(1 s, ceil(capacity/rate))
+// for buckets.
+func advertised(c limiter.Config) (int64, time.Duration) {
+	return c.Quota(), c.AdvertisedWindow()
+}
+
+// ServeHTTP answers one request; see Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	arrival := h.now()
+	if r.ProtoMajor == 1 {
+		if t, ok := arrivalFromContext(r.Context()); ok && t.Before(arrival) {
+			arrival = t
+		}
+	}
+	if h.echo {
+		w.Header().Set(headers.ArrivalHeader, strconv.FormatInt(arrival.UnixNano(), 10))
+	}
+	rt := h.routes[r.URL.Path]
+	if rt == nil {
+		rt = h.catchAll
+	}
+	if rt == nil {
+		h.logf(r, arrival, "-", http.StatusNotFound, "no route")
+		http.Error(w, "no route for this path", http.StatusNotFound)
+		return
+	}
+	key := rt.keyOf(r)
+	dec, err := rt.backend.Decide(r.Context(), key, arrival)
+	if err != nil {
+		if h.onError == BackendErrorAllow {
+			h.logf(r, arrival, key, http.StatusOK, "backend error, allowed: "+err.Error())
+			writeBody(w, http.StatusOK, "ok (limiter unavailable)\n")
+			return
+		}
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Cache-Control", "no-store")
+		h.logf(r, arrival, key, http.StatusServiceUnavailable, "backend error: "+err.Error())
+		writeBody(w, http.StatusServiceUnavailable, "rate limiter unavailable\n")
+		return
+	}
+	if !dec.Allowed {
+		rt.writeRateLimit(w.Header(), dec, arrival, 0)
+		if ra, ok := rt.retryAfter(dec, arrival); ok {
+			w.Header().Set("Retry-After", ra)
+		}
+		if rt.faults[FaultCacheableReject] {
+			w.Header().Set("Cache-Control", "public, max-age=3600")
+		} else {
+			w.Header().Set("Cache-Control", "no-store")
+		}
+		h.logf(r, arrival, key, rt.status, fmt.Sprintf("remaining=%d retry_after=%v", dec.Remaining, dec.RetryAfter))
+		writeBody(w, rt.status, "rate limited\n")
+		return
+	}
+	if dec.Delay > 0 {
+		t := time.NewTimer(dec.Delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			h.logf(r, arrival, key, 0, fmt.Sprintf("client gone while delayed %v", dec.Delay))
+			return
+		}
+	}
+	rt.writeRateLimit(w.Header(), dec, arrival.Add(dec.Delay), dec.Delay)
+	h.logf(r, arrival, key, http.StatusOK, fmt.Sprintf("remaining=%d delay=%v", dec.Remaining, dec.Delay))
+	writeBody(w, http.StatusOK, "ok\n")
+}
+
+func writeBody(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+// keyOf returns the limiter key of r under the route's key kind.
+func (rt *route) keyOf(r *http.Request) string {
+	switch rt.key.kind {
+	case KeyIP:
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			return ap.Addr().Unmap().String()
+		}
+		return r.RemoteAddr
+	case "header":
+		return r.Header.Get(rt.key.header)
+	}
+	return KeyGlobal
+}
+
+// quota is what the route advertises for dec, answered at now, elapsed
+// after the decision (the leaky-bucket delay): durations count from the
+// response, not the arrival. Faults that lie about values apply here.
+func (rt *route) quota(dec limiter.Decision, elapsed time.Duration) headers.Quota {
+	name := rt.policy.Name
+	if name == "" {
+		name = DefaultPolicyName
+	}
+	q := headers.Quota{
+		Policy:    name,
+		Limit:     rt.limit,
+		Window:    rt.window,
+		Remaining: dec.Remaining,
+		UntilMore: max(0, dec.UntilMore-elapsed),
+		UntilFull: max(0, dec.UntilFull-elapsed),
+	}
+	if rt.faults[FaultRemainingStuck] {
+		q.Remaining = max(0, rt.limit-1)
+	}
+	if rt.faults[FaultPolicyLie] {
+		q.Limit = 2 * rt.limit
+		if q.Limit == 0 {
+			q.Limit = 1
+		}
+	}
+	return q
+}
+
+// writeRateLimit sets the route's rate-limit fields for dec into h.
+func (rt *route) writeRateLimit(h http.Header, dec limiter.Decision, now time.Time, elapsed time.Duration) {
+	q := rt.quota(dec, elapsed)
+	for _, d := range rt.dialect {
+		headers.Set(h, d, now, q)
+	}
+	if rt.faults[FaultMalformedRateLimit] {
+		for _, d := range rt.dialect {
+			for _, f := range stateFields(d) {
+				if vs := h.Values(f); len(vs) > 0 {
+					vs[len(vs)-1] += ";"
+				}
+			}
+		}
+	}
+}
+
+// stateFields are the fields that carry a dialect's current state, the ones
+// FaultMalformedRateLimit breaks.
+func stateFields(d headers.Dialect) []string {
+	switch d {
+	case headers.Draft7, headers.Draft8:
+		return []string{"RateLimit"}
+	case headers.Draft6:
+		return []string{"RateLimit-Remaining"}
+	case headers.XRateLimit, headers.XRateLimitEpoch:
+		return []string{"X-RateLimit-Remaining"}
+	}
+	return nil
+}
+
+// retryAfter returns the Retry-After value for a rejection decided at now,
+// and false when none is sent.
+func (rt *route) retryAfter(dec limiter.Decision, now time.Time) (string, bool) {
+	wait := max(0, dec.RetryAfter)
+	switch rt.policy.RetryAfter {
+	case RetryMissing:
+		return "", false
+	case RetryEarly:
+		wait = (wait / 2).Truncate(time.Second)
+	case RetryLate:
+		wait += rt.window
+	}
+	format := rt.policy.RetryAfterFormat
+	if rt.faults[FaultMalformedRetryAfter] {
+		if format == headers.RetryAfterHTTPDate {
+			return now.Add(wait).UTC().Format(time.RFC3339), true
+		}
+		return strconv.FormatFloat(wait.Seconds()+0.5, 'f', 1, 64), true
+	}
+	return headers.FormatRetryAfter(wait, format, now), true
+}
+
+// logf writes one log line for r when logging is on.
+func (h *Handler) logf(r *http.Request, arrival time.Time, key string, status int, detail string) {
+	if h.log == nil {
+		return
+	}
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	fmt.Fprintf(h.log, "%s %s %s %s key=%q status=%d %s\n", arrival.UTC().Format("2006-01-02T15:04:05.000000Z"),
+		r.RemoteAddr, r.Method, r.URL.Path, key, status, detail)
+}
+
+// arrivalKey is the context key under which Server stores the connection
+// whose last read time is a request's arrival.
+type arrivalKey struct{}
+
+// arrivalFromContext returns the receive time Server recorded for the
+// request whose context is ctx.
+func arrivalFromContext(ctx context.Context) (time.Time, bool) {
+	c, ok := ctx.Value(arrivalKey{}).(*arrivalConn)
+	if !ok {
+		return time.Time{}, false
+	}
+	ns := c.last.Load()
+	if ns == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
+
+// sortedPaths lists the handler's exact paths, for messages.
+func (h *Handler) sortedPaths() []string {
+	var ps []string
+	for p := range h.routes {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}

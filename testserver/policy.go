@@ -1,0 +1,212 @@
+package testserver
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/limiter"
+)
+
+// RetryAfterMode says how honest a rejection's Retry-After is.
+type RetryAfterMode string
+
+// The Retry-After modes (serve --retry-after).
+const (
+	// RetryAccurate advertises the true wait, rounded up to a whole second:
+	// never earlier than the moment a retry is really admitted.
+	RetryAccurate RetryAfterMode = "accurate"
+	// RetryMissing sends no Retry-After at all.
+	RetryMissing RetryAfterMode = "missing"
+	// RetryEarly advertises half the true wait, rounded down to a whole
+	// second (a 1.9 s wait advertises 0).
+	RetryEarly RetryAfterMode = "early"
+	// RetryLate advertises the true wait plus one window (the policy's
+	// window, or a bucket's advertised window), rounded up.
+	RetryLate RetryAfterMode = "late"
+)
+
+// RetryAfterModes lists the modes in the contract's order.
+var RetryAfterModes = []RetryAfterMode{RetryAccurate, RetryMissing, RetryEarly, RetryLate}
+
+// Fault is a deliberate defect in the headers the server emits, each the
+// trigger of one verifier finding.
+type Fault string
+
+// The faults (serve --fault).
+const (
+	// FaultMalformedRateLimit breaks the grammar of the current-state field
+	// of every dialect emitted (RateLimit, RateLimit-Remaining,
+	// X-RateLimit-Remaining) by appending ";" to its value, which no
+	// Structured Field and no integer accepts. Finding:
+	// ratelimit-header-malformed.
+	FaultMalformedRateLimit Fault = "malformed-ratelimit"
+	// FaultMalformedRetryAfter writes Retry-After as a decimal number of
+	// seconds ("2.5") or, with the http-date format, as an RFC 3339 time;
+	// neither is allowed by RFC 9110. Finding: retry-after-malformed.
+	FaultMalformedRetryAfter Fault = "malformed-retry-after"
+	// FaultRemainingStuck advertises remaining = limit − 1 on every
+	// response, whatever the limiter decided. Finding:
+	// ratelimit-header-inconsistent.
+	FaultRemainingStuck Fault = "remaining-stuck"
+	// FaultPolicyLie advertises twice the enforced quota (limit, q).
+	// Finding: ratelimit-policy-mismatch.
+	FaultPolicyLie Fault = "policy-lie"
+	// FaultCacheableReject marks rejections "Cache-Control: public,
+	// max-age=3600" instead of no-store. Finding: cacheable-429.
+	FaultCacheableReject Fault = "cacheable-reject"
+)
+
+// Faults lists every fault.
+var Faults = []Fault{FaultMalformedRateLimit, FaultMalformedRetryAfter, FaultRemainingStuck, FaultPolicyLie, FaultCacheableReject}
+
+// Key kinds (serve --key): KeyGlobal, KeyIP, or KeyHeaderPrefix followed by
+// a header name.
+const (
+	// KeyGlobal gives every request the same quota.
+	KeyGlobal = "global"
+	// KeyIP keys by the connection's source address (never by
+	// X-Forwarded-For or similar headers, which a client can forge).
+	KeyIP = "ip"
+	// KeyHeaderPrefix keys by a request header's value: "header:X-Api-Key".
+	// Requests without the header share one quota.
+	KeyHeaderPrefix = "header:"
+)
+
+// DefaultStatus is the reject status when Policy.Status is zero.
+const DefaultStatus = 429
+
+// DefaultPolicyName names the policy in draft-8 headers when Policy.Name is
+// empty.
+const DefaultPolicyName = "default"
+
+// DefaultDialects are the header dialects of a Policy whose Dialects is nil
+// (serve --headers default).
+var DefaultDialects = []headers.Dialect{headers.Draft8}
+
+// Policy is how one route limits and what it tells clients. It is plain
+// data; the zero value is invalid (its Limiter is). Validate reports every
+// problem at once.
+type Policy struct {
+	// Name is the draft-8 policy name; "" means DefaultPolicyName.
+	Name string
+	// Limiter is the algorithm and its parameters.
+	Limiter limiter.Config
+	// Key says what shares a quota: KeyGlobal (or ""), KeyIP, or
+	// KeyHeaderPrefix+NAME.
+	Key string
+	// Status is the rejection status (400–599); 0 means DefaultStatus.
+	Status int
+	// Dialects are the header dialects emitted on every response; nil
+	// means DefaultDialects, and []headers.Dialect{headers.None} emits no
+	// rate-limit header. At most one of draft-6, draft-7, draft-8 and one
+	// of x-ratelimit, x-ratelimit-epoch: dialects of a group share field
+	// names.
+	Dialects []headers.Dialect
+	// RetryAfter says how honest Retry-After is on rejections; "" means
+	// RetryAccurate.
+	RetryAfter RetryAfterMode
+	// RetryAfterFormat is the Retry-After format; "" means seconds.
+	RetryAfterFormat headers.RetryAfterFormat
+	// Faults are the defects to inject into the headers.
+	Faults []Fault
+}
+
+// Validate reports every problem of p, joined, each prefixed "testserver:".
+func (p Policy) Validate() error {
+	var errs []error
+	if err := p.Limiter.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("testserver: %w", err))
+	}
+	if _, err := parseKey(p.Key); err != nil {
+		errs = append(errs, err)
+	}
+	if p.Status != 0 && (p.Status < 400 || p.Status > 599) {
+		errs = append(errs, fmt.Errorf("testserver: reject status %d is not a 4xx or 5xx status", p.Status))
+	}
+	if err := validateDialects(p.Dialects); err != nil {
+		errs = append(errs, err)
+	}
+	if p.RetryAfter != "" && !slices.Contains(RetryAfterModes, p.RetryAfter) {
+		errs = append(errs, fmt.Errorf("testserver: Retry-After mode %q (valid: accurate, missing, early, late)", p.RetryAfter))
+	}
+	if p.RetryAfterFormat != "" {
+		if _, err := headers.ParseRetryAfterFormat(string(p.RetryAfterFormat)); err != nil {
+			errs = append(errs, fmt.Errorf("testserver: %w", err))
+		}
+	}
+	for _, f := range p.Faults {
+		if !slices.Contains(Faults, f) {
+			errs = append(errs, fmt.Errorf("testserver: fault %q (valid: %s)", f, joinFaults()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func joinFaults() string {
+	s := make([]string, len(Faults))
+	for i, f := range Faults {
+		s[i] = string(f)
+	}
+	return strings.Join(s, ", ")
+}
+
+// validateDialects refuses unknown dialects, none with others, and two
+// dialects that write the same fields.
+func validateDialects(ds []headers.Dialect) error {
+	var errs []error
+	var ietf, x []headers.Dialect
+	for _, d := range ds {
+		switch d {
+		case headers.Draft6, headers.Draft7, headers.Draft8:
+			ietf = append(ietf, d)
+		case headers.XRateLimit, headers.XRateLimitEpoch:
+			x = append(x, d)
+		case headers.None:
+			if len(ds) > 1 {
+				errs = append(errs, errors.New("testserver: header dialect none cannot be combined with others"))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("testserver: unknown header dialect %q", d))
+		}
+	}
+	for _, g := range [][]headers.Dialect{ietf, x} {
+		if len(g) > 1 {
+			errs = append(errs, fmt.Errorf("testserver: header dialects %s write the same fields: choose one", joinDialects(g)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func joinDialects(ds []headers.Dialect) string {
+	s := make([]string, len(ds))
+	for i, d := range ds {
+		s[i] = string(d)
+	}
+	return strings.Join(s, " and ")
+}
+
+// keySpec is a parsed Policy.Key: kind KeyGlobal, KeyIP or "header" with
+// the canonical header name.
+type keySpec struct {
+	kind   string
+	header string
+}
+
+func parseKey(s string) (keySpec, error) {
+	switch s {
+	case "", KeyGlobal:
+		return keySpec{kind: KeyGlobal}, nil
+	case KeyIP:
+		return keySpec{kind: KeyIP}, nil
+	}
+	if name, ok := strings.CutPrefix(s, KeyHeaderPrefix); ok {
+		if name == "" || strings.ContainsAny(name, " \t:\r\n") {
+			return keySpec{}, fmt.Errorf("testserver: key %q: the header name is empty or invalid", s)
+		}
+		return keySpec{kind: "header", header: name}, nil
+	}
+	return keySpec{}, fmt.Errorf("testserver: key %q (valid: global, ip, header:NAME)", s)
+}

@@ -1,0 +1,469 @@
+package testserver
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// BackendKind selects where limiter states live.
+type BackendKind string
+
+// The backends (serve --backend).
+const (
+	// BackendMemory keeps states in process memory (MemoryBackend).
+	BackendMemory BackendKind = "memory"
+	// BackendRedis keeps states in Redis (RedisBackend), shared by every
+	// server on the same Redis and prefix.
+	BackendRedis BackendKind = "redis"
+)
+
+// Defaults of Config (and of the serve flags).
+const (
+	DefaultListen      = "127.0.0.1:8080"
+	DefaultRedisURL    = "redis://127.0.0.1:6379/0"
+	DefaultRedisPrefix = "rlprobe:"
+)
+
+// redisPingTimeout bounds the reachability check of Start.
+const redisPingTimeout = 3 * time.Second
+
+// Errors of Start, wrapped with the details, so callers can tell which
+// resource failed.
+var (
+	// ErrListen wraps a failure to listen (a taken port, a bad address).
+	ErrListen = errors.New("cannot listen")
+	// ErrRedisUnreachable wraps a failed PING of the Redis backend.
+	ErrRedisUnreachable = errors.New("redis unreachable")
+)
+
+// RedisConfig locates the Redis backend and says how it behaves.
+type RedisConfig struct {
+	// URL is a redis:// or rediss:// URL; "" means DefaultRedisURL.
+	URL string
+	// Prefix starts every key; "" means DefaultRedisPrefix. Servers with
+	// the same URL, prefix and route paths share their quotas.
+	Prefix string
+	// NonAtomic and RaceGap are RedisOptions.NonAtomic and RaceGap.
+	NonAtomic bool
+	RaceGap   time.Duration
+}
+
+// Config is a Server's configuration. Routes are required; every other
+// zero value is a default: memory backend, listen on DefaultListen,
+// loopback only, plain HTTP/1.1.
+type Config struct {
+	// Routes are served as Handler does; their Backend must be nil (the
+	// server builds one per route from Backend).
+	Routes []Route
+	// Handler holds the clock, echo, backend-error mode and log.
+	Handler HandlerOptions
+	// Backend is where limiter states live; "" means BackendMemory.
+	Backend BackendKind
+	// Redis configures BackendRedis.
+	Redis RedisConfig
+	// Listen is the TCP address to listen on ("host:port", port 0 picks a
+	// free one); "" means DefaultListen.
+	Listen string
+	// Public allows a Listen address that is not loopback.
+	Public bool
+	// TLS serves HTTPS (HTTP/1.1 and HTTP/2) with an ephemeral
+	// self-signed certificate for localhost, 127.0.0.1 and ::1, unless
+	// TLSCertFile and TLSKeyFile (PEM) name one, which implies TLS.
+	TLS                     bool
+	TLSCertFile, TLSKeyFile string
+	// H2C serves HTTP/2 over cleartext with prior knowledge, beside
+	// HTTP/1.1. It cannot be combined with TLS.
+	H2C bool
+}
+
+// Server is the reference rate-limited HTTP server: a Handler behind an
+// http.Server on a TCP port or an in-memory listener. Create it with New,
+// start it with Start or StartListener, stop it with Shutdown. Its methods
+// are safe for concurrent use.
+type Server struct {
+	cfg     Config
+	handler *Handler
+	redis   *redis.Client
+	cert    *tls.Certificate
+	srv     *http.Server
+
+	mu       sync.Mutex
+	listener net.Listener
+	started  bool
+	serveErr chan error
+	closed   atomic.Bool
+}
+
+// New validates cfg and builds the server; it does not touch the network.
+func New(cfg Config) (*Server, error) {
+	var errs []error
+	if cfg.Backend == "" {
+		cfg.Backend = BackendMemory
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.Redis.URL == "" {
+		cfg.Redis.URL = DefaultRedisURL
+	}
+	if cfg.Redis.Prefix == "" {
+		cfg.Redis.Prefix = DefaultRedisPrefix
+	}
+	if err := checkListen(cfg.Listen, cfg.Public); err != nil {
+		errs = append(errs, err)
+	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		errs = append(errs, errors.New("testserver: a TLS certificate needs both its certificate and key files"))
+	}
+	useTLS := cfg.TLS || cfg.TLSCertFile != ""
+	if useTLS && cfg.H2C {
+		errs = append(errs, errors.New("testserver: h2c is HTTP/2 without TLS: it cannot be combined with TLS"))
+	}
+	s := &Server{cfg: cfg}
+	switch cfg.Backend {
+	case BackendMemory:
+	case BackendRedis:
+		opt, err := redis.ParseURL(cfg.Redis.URL)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("testserver: redis URL %q: %w", cfg.Redis.URL, err))
+		} else {
+			s.redis = redis.NewClient(opt)
+		}
+	default:
+		errs = append(errs, fmt.Errorf("testserver: backend %q (valid: memory, redis)", cfg.Backend))
+	}
+	if err := errors.Join(errs...); err != nil {
+		if s.redis != nil {
+			s.redis.Close()
+		}
+		return nil, err
+	}
+	routes := make([]Route, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		if r.Backend != nil {
+			errs = append(errs, fmt.Errorf("testserver: route %q: Config routes get their backend from Config.Backend", r.Path))
+			continue
+		}
+		if s.redis != nil {
+			b, err := NewRedisBackend(s.redis, r.Policy.Limiter, RedisOptions{
+				Prefix: cfg.Redis.Prefix + routeID(r.Path) + ":", NonAtomic: cfg.Redis.NonAtomic, RaceGap: cfg.Redis.RaceGap})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("route %q: %w", r.Path, err))
+				continue
+			}
+			r.Backend = b
+		}
+		routes[i] = r
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.closeRedis()
+		return nil, err
+	}
+	h, err := NewHandler(routes, cfg.Handler)
+	if err != nil {
+		s.closeRedis()
+		return nil, err
+	}
+	s.handler = h
+	if useTLS {
+		var cert tls.Certificate
+		var err error
+		if cfg.TLSCertFile != "" {
+			cert, err = tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		} else {
+			cert, err = selfSigned(time.Now())
+		}
+		if err != nil {
+			s.closeRedis()
+			return nil, fmt.Errorf("testserver: TLS certificate: %w", err)
+		}
+		s.cert = &cert
+	}
+	return s, nil
+}
+
+// routeID names a route in Redis keys.
+func routeID(path string) string {
+	if path == "" {
+		return "*"
+	}
+	return path
+}
+
+// checkListen refuses an address that is not loopback unless public.
+func checkListen(addr string, public bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("testserver: listen address %q: %w", addr, err)
+	}
+	if public {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("testserver: listen address %q is not loopback: the reference server is for tests; allow it explicitly (serve --public)", addr)
+}
+
+// Handler returns the server's handler, for serving it by other means.
+func (s *Server) Handler() *Handler { return s.handler }
+
+// Start checks that the backend answers, listens on Config.Listen and
+// serves in the background. A taken port is an error wrapping ErrListen,
+// an unreachable Redis one wrapping ErrRedisUnreachable.
+func (s *Server) Start() error {
+	if err := s.pingBackend(); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("testserver: %w on %s: %w", ErrListen, s.cfg.Listen, unwrapOpError(err))
+	}
+	return s.serve(l)
+}
+
+// unwrapOpError drops net.OpError's repetition of the address.
+func unwrapOpError(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err
+	}
+	return err
+}
+
+// StartListener serves on l (a MemListener in tests, or any listener the
+// caller made) in the background. The backend must answer, as for Start.
+func (s *Server) StartListener(l net.Listener) error {
+	if err := s.pingBackend(); err != nil {
+		return err
+	}
+	return s.serve(l)
+}
+
+func (s *Server) pingBackend() error {
+	if s.redis == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), redisPingTimeout)
+	defer cancel()
+	if err := s.redis.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("testserver: %w at %s: %w", ErrRedisUnreachable, redactURL(s.cfg.Redis.URL), err)
+	}
+	return nil
+}
+
+// redactURL hides a password in a Redis URL.
+func redactURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		if j := strings.LastIndex(u, "@"); j > i {
+			return u[:i+3] + "***@" + u[j+1:]
+		}
+	}
+	return u
+}
+
+func (s *Server) serve(l net.Listener) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		l.Close()
+		return errors.New("testserver: server already started")
+	}
+	s.started = true
+	now := s.handler.now
+	s.listener = l
+	al := &arrivalListener{Listener: l, now: now}
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*tls.Conn); ok {
+				c = tc.NetConn()
+			}
+			if ac, ok := c.(*arrivalConn); ok {
+				return context.WithValue(ctx, arrivalKey{}, ac)
+			}
+			return ctx
+		},
+	}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	if s.cfg.H2C {
+		p.SetUnencryptedHTTP2(true)
+	}
+	if s.cert != nil {
+		p.SetHTTP2(true)
+		s.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*s.cert}, MinVersion: tls.VersionTLS12}
+	}
+	s.srv.Protocols = &p
+	s.serveErr = make(chan error, 1)
+	go func() {
+		var err error
+		if s.cert != nil {
+			err = s.srv.ServeTLS(al, "", "")
+		} else {
+			err = s.srv.Serve(al)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.serveErr <- err
+	}()
+	return nil
+}
+
+// Addr returns the address the server listens on (with the real port when
+// Config.Listen asked for port 0), or "" before it starts.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener == nil {
+		return ""
+	}
+	return s.listener.Addr().String()
+}
+
+// URL returns "http://ADDR" or, with TLS, "https://ADDR"; "" before the
+// server starts.
+func (s *Server) URL() string {
+	addr := s.Addr()
+	if addr == "" {
+		return ""
+	}
+	if s.cert != nil {
+		return "https://" + addr
+	}
+	return "http://" + addr
+}
+
+// Certificate returns the server's TLS leaf certificate, or nil without
+// TLS. Clients of a self-signed server trust it through RootCAs.
+func (s *Server) Certificate() *x509.Certificate {
+	if s.cert == nil {
+		return nil
+	}
+	return s.cert.Leaf
+}
+
+// RootCAs returns a pool holding the server's certificate, for a client's
+// tls.Config; nil without TLS.
+func (s *Server) RootCAs() *x509.CertPool {
+	if s.cert == nil || s.cert.Leaf == nil {
+		return nil
+	}
+	p := x509.NewCertPool()
+	p.AddCert(s.cert.Leaf)
+	return p
+}
+
+// Shutdown stops the server gracefully: no new connections, in-flight
+// requests finish (or ctx ends), then the backend is closed. It returns the
+// error that stopped serving, if any, or ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.mu.Lock()
+	srv, serveErr := s.srv, s.serveErr
+	s.mu.Unlock()
+	var err error
+	if srv != nil {
+		err = srv.Shutdown(ctx)
+		if serr := <-serveErr; err == nil {
+			err = serr
+		}
+	}
+	s.closeRedis()
+	return err
+}
+
+func (s *Server) closeRedis() {
+	if s.redis != nil {
+		s.redis.Close()
+	}
+}
+
+// arrivalListener wraps accepted connections in arrivalConn.
+type arrivalListener struct {
+	net.Listener
+	now func() time.Time
+}
+
+func (l *arrivalListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &arrivalConn{Conn: c, now: l.now}, nil
+}
+
+// arrivalConn records when its last read returned data: for an HTTP/1
+// request, the arrival of its final bytes.
+type arrivalConn struct {
+	net.Conn
+	now  func() time.Time
+	last atomic.Int64 // Unix ns; 0 before the first read
+}
+
+func (c *arrivalConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.last.Store(c.now().UnixNano())
+	}
+	return n, err
+}
+
+// selfSigned makes an ECDSA P-256 certificate for localhost, 127.0.0.1 and
+// ::1, valid from an hour before now for a week.
+func selfSigned(now time.Time) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "rlprobe reference server", Organization: []string{"rlprobe"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(7 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
+}
