@@ -1,0 +1,257 @@
+package probe
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/rlprobe/rlprobe/record"
+)
+
+const (
+	// maxIdleAge is how long an idle keep-alive connection is trusted: an
+	// older one is closed rather than reused, since servers close idle
+	// connections (Apache and Node after 5 s) and a request written into a
+	// connection the server is closing fails for no fault of the target.
+	maxIdleAge = 4 * time.Second
+	// maxIdlePerPool bounds the idle connections a pool keeps.
+	maxIdlePerPool = 512
+	// maxPredialPerPool bounds the connections dialled ahead of a run.
+	maxPredialPerPool = 256
+	// predialParallel is how many connections are dialled at once.
+	predialParallel = 16
+)
+
+// dialMode says which protocols a new connection may speak.
+type dialMode int
+
+const (
+	dialAny dialMode = iota // HTTP/2 when the target offers it (ALPN) or H2C is set
+	dialH1                  // HTTP/1.1 only
+	dialH2                  // HTTP/2 only: TLS with ALPN h2, or prior knowledge
+)
+
+// defaultDial dials with a net.Dialer bound to src.
+func defaultDial(ctx context.Context, network, addr string, src netip.Addr) (net.Conn, error) {
+	var d net.Dialer
+	if src.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: src.AsSlice(), Zone: src.Zone()}
+	}
+	return d.DialContext(ctx, network, addr)
+}
+
+// stampConn remembers when a Read first returned data since the last
+// reset: the time to first byte. Only the goroutine owning the connection
+// touches it.
+type stampConn struct {
+	net.Conn
+	first time.Time
+}
+
+func (c *stampConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.first.IsZero() {
+		c.first = time.Now()
+	}
+	return n, err
+}
+
+// h1Conn is an HTTP/1.1 connection, owned by one request at a time.
+type h1Conn struct {
+	sc        *stampConn // outermost: above TLS, so TTFB counts application data
+	br        *bufio.Reader
+	src       string // local address
+	used      int    // requests completed on it
+	idleSince time.Time
+}
+
+func newH1Conn(c net.Conn) *h1Conn {
+	sc := &stampConn{Conn: c}
+	return &h1Conn{sc: sc, br: bufio.NewReaderSize(sc, 4096), src: localAddr(c)}
+}
+
+func (c *h1Conn) close() { _ = c.sc.Close() }
+
+// h2Conn is a multiplexed HTTP/2 connection shared by a pool.
+type h2Conn struct {
+	cc  *http2.ClientConn
+	src string
+}
+
+func localAddr(c net.Conn) string {
+	if a := c.LocalAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
+// pool holds the connections of one client to one target, and the request
+// that client sends there. It is safe for concurrent use.
+type pool struct {
+	e      *Engine
+	t      *target
+	client int
+	src    netip.Addr
+	label  string      // Result.Client
+	h1req  []byte      // the whole HTTP/1.1 request
+	header http.Header // request headers for the HTTP/2 path
+
+	mu   sync.Mutex
+	idle []*h1Conn // LIFO
+	h2   []*h2Conn
+}
+
+// getH1 returns an idle HTTP/1.1 connection, or nil.
+func (p *pool) getH1(now time.Time) *h1Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.idle) > 0 {
+		c := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		if now.Sub(c.idleSince) < maxIdleAge {
+			return c
+		}
+		c.close()
+	}
+	return nil
+}
+
+// putH1 returns a connection to the idle list.
+func (p *pool) putH1(c *h1Conn) {
+	c.idleSince = time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle) >= maxIdlePerPool {
+		c.close()
+		return
+	}
+	p.idle = append(p.idle, c)
+}
+
+// idleCount returns the number of idle HTTP/1.1 connections.
+func (p *pool) idleCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+// getH2 reserves a stream on a live HTTP/2 connection, or returns nil.
+func (p *pool) getH2() *h2Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	live := p.h2[:0]
+	var got *h2Conn
+	for _, c := range p.h2 {
+		st := c.cc.State()
+		if st.Closed || st.Closing {
+			_ = c.cc.Close()
+			continue
+		}
+		live = append(live, c)
+		if got == nil && c.cc.ReserveNewRequest() {
+			got = c
+		}
+	}
+	clear(p.h2[len(live):])
+	p.h2 = live
+	return got
+}
+
+func (p *pool) addH2(c *h2Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.h2 = append(p.h2, c)
+}
+
+// hasH2 reports whether the pool holds an HTTP/2 connection.
+func (p *pool) hasH2() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.h2) > 0
+}
+
+// closeAll closes every pooled connection.
+func (p *pool) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.idle {
+		c.close()
+	}
+	for _, c := range p.h2 {
+		_ = c.cc.Close()
+	}
+	p.idle, p.h2 = nil, nil
+}
+
+// dialRaw dials the target from the pool's source address and completes
+// the TLS handshake; it returns the connection and whether it speaks
+// HTTP/2.
+func (p *pool) dialRaw(ctx context.Context, mode dialMode) (net.Conn, bool, error) {
+	t := p.t
+	ctx, cancel := context.WithTimeout(ctx, p.e.opt.Timeout)
+	defer cancel()
+	c, err := p.e.dial(ctx, "tcp", t.addr, p.src)
+	if err != nil {
+		return nil, false, err
+	}
+	if !t.tls {
+		return c, mode == dialH2 || (mode == dialAny && t.h2c), nil
+	}
+	cfg := t.tlsAny
+	switch mode {
+	case dialH1:
+		cfg = t.tlsH1
+	case dialH2:
+		cfg = t.tlsH2
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		return nil, false, withClass(record.ErrTLS, fmt.Errorf("tls handshake: %w", err))
+	}
+	h2 := tc.ConnectionState().NegotiatedProtocol == "h2"
+	if mode == dialH2 && !h2 {
+		_ = tc.Close()
+		return nil, false, withClass(record.ErrTLS, errors.New("server did not negotiate HTTP/2 (ALPN h2)"))
+	}
+	return tc, h2, nil
+}
+
+// conn is what a request gets from getConn: exactly one field is set.
+type conn struct {
+	h1 *h1Conn
+	h2 *h2Conn
+}
+
+// dialConn dials a new connection. An HTTP/2 connection joins the pool and
+// comes back with a stream reserved when reserve is set.
+func (p *pool) dialConn(ctx context.Context, mode dialMode, reserve bool) (conn, error) {
+	c, isH2, err := p.dialRaw(ctx, mode)
+	if err != nil {
+		return conn{}, err
+	}
+	if !isH2 {
+		return conn{h1: newH1Conn(c)}, nil
+	}
+	cc, err := p.e.h2t.NewClientConn(c)
+	if err != nil {
+		_ = c.Close()
+		return conn{}, fmt.Errorf("http2 setup: %w", err)
+	}
+	hc := &h2Conn{cc: cc, src: localAddr(c)}
+	if reserve && !cc.ReserveNewRequest() {
+		_ = cc.Close()
+		return conn{}, errors.New("http2: new connection refused a stream")
+	}
+	p.addH2(hc)
+	return conn{h2: hc}, nil
+}

@@ -1,0 +1,31 @@
+// Package probe is rlprobe's open-loop traffic engine. An [Engine] sends a
+// schedule of requests ([Send]: "request i is due at offset At, as client
+// c") at absolute deadlines, whatever the target's latency, and records
+// exactly one [record.Result] per send: a response (any status), a
+// transport error classified as refused, timeout, reset, dns, tls or other,
+// or not-sent (the run was interrupted, aborted or out of budget).
+//
+// The engine builds its own transports from a [DialFunc], so tests run it
+// over in-memory connections and it controls pooling, source addresses and
+// the timing of every byte:
+//
+//   - HTTP/1.1 runs on a lean path of its own: requests are serialised once
+//     per client and target, written on pooled keep-alive connections (one
+//     request per connection at a time, so a burst of N uses N connections,
+//     dialled before the first deadline) and parsed with net/http's
+//     response reader. Result times mark the first byte written (Sent), the
+//     last byte written (Wrote), the first response byte (TTFB) and the end
+//     of the response (Done).
+//   - HTTP/2 is used when a TLS server offers it (ALPN h2) or with H2C, one
+//     multiplexed connection per client and target.
+//   - Client identity is a header value, a source address, or both.
+//     Several URLs are replicas: each client goes round-robin over them.
+//   - Batches race in one of three modes: barrier, last-byte (every request
+//     written but its final byte, then all final bytes released) and
+//     single-packet (HTTP/2: every stream's final frame withheld, then all
+//     flushed in one write per connection).
+//
+// Secrets never reach a result: URLs, captured headers and identity values
+// pass through the Options.Redactor. [Summarize] condenses results into
+// counts, HDR-histogram latency percentiles, pacing error and race spread.
+package probe

@@ -1,0 +1,720 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// aLongTimeAgo is a deadline in the past, to unblock a read at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// item is what the plan decided for one send.
+type item struct {
+	pool *pool
+}
+
+// event is a step of the dispatcher: one send, or the preparation of a
+// batch.
+type event struct {
+	at   time.Duration // offset from begin
+	idx  int           // the send, when race is nil
+	race *race
+}
+
+// race is one batch.
+type race struct {
+	at      time.Duration // release offset
+	members []int         // send indexes
+}
+
+// run is the state of one Run (or Preflight).
+type run struct {
+	e           *Engine
+	zero, begin time.Time
+	sends       []Send
+	sink        Sink
+	base        int64 // Seq of sends[0]
+	items       []item
+	events      []event
+	capture     bool // keep the first body bytes (Preflight)
+
+	parent  context.Context
+	dctx    context.Context // dispatching: ends on cancel or abort
+	dcancel context.CancelCauseFunc
+	rctx    context.Context // requests in flight: ends when the grace runs out
+	rcancel context.CancelFunc
+
+	connected atomic.Bool // some connection to the target worked
+	killed    atomic.Bool // requests in flight were abandoned
+	wg        sync.WaitGroup
+
+	mu       sync.Mutex // guards the fields below
+	results  []record.Result
+	finished []bool
+	consec   int // consecutive transport errors
+	abortErr error
+	sinkErr  error
+	lastErr  error
+	body     []byte // Preflight's body bytes
+}
+
+func (e *Engine) newRun(ctx context.Context, zero, begin time.Time, sends []Send, sink Sink) *run {
+	r := &run{
+		e:        e,
+		zero:     zero,
+		begin:    begin,
+		sends:    sends,
+		sink:     sink,
+		items:    make([]item, len(sends)),
+		parent:   ctx,
+		results:  make([]record.Result, len(sends)),
+		finished: make([]bool, len(sends)),
+	}
+	e.mu.Lock()
+	r.base = e.seq
+	e.seq += int64(len(sends))
+	e.mu.Unlock()
+	r.dctx, r.dcancel = context.WithCancelCause(ctx)
+	r.rctx, r.rcancel = context.WithCancel(context.WithoutCancel(ctx))
+	return r
+}
+
+// stamp returns t as nanoseconds since zero for an event that happened: a
+// result of exactly 0 (which means "did not happen") becomes 1.
+func (r *run) stamp(t time.Time) int64 {
+	if d := t.Sub(r.zero).Nanoseconds(); d != 0 {
+		return d
+	}
+	return 1
+}
+
+// newResult returns the result of send i with its identity filled in.
+func (r *run) newResult(i int) record.Result {
+	s := r.sends[i]
+	p := r.items[i].pool
+	return record.Result{
+		Type:   record.TypeResult,
+		Seq:    r.base + int64(i),
+		Agent:  r.e.opt.Agent,
+		Client: p.label,
+		Method: r.e.opt.Method,
+		URL:    p.t.redacted,
+		Phase:  s.Phase,
+		Sched:  r.begin.Add(s.At).Sub(r.zero).Nanoseconds(),
+	}
+}
+
+// plan assigns every send its pool (round-robin over the URLs per client;
+// batch members spread over all URLs) and builds the dispatcher's events.
+func (r *run) plan() {
+	e := r.e
+	n := len(e.targets)
+	batches := make(map[int]*race)
+	e.mu.Lock()
+	urls := make([]int, len(r.sends))
+	for i, s := range r.sends {
+		if s.Batch == 0 {
+			urls[i] = e.rr[s.Client] % n
+			e.rr[s.Client]++
+			r.events = append(r.events, event{at: s.At, idx: i})
+			continue
+		}
+		rc := batches[s.Batch]
+		if rc == nil {
+			rc = &race{at: s.At}
+			batches[s.Batch] = rc
+			r.events = append(r.events, event{at: s.At - e.opt.RaceHold, race: rc})
+		}
+		urls[i] = len(rc.members) % n
+		rc.members = append(rc.members, i)
+	}
+	e.mu.Unlock()
+	for i, s := range r.sends {
+		r.items[i].pool = e.pool(s.Client, urls[i])
+	}
+	slices.SortStableFunc(r.events, func(a, b event) int { return int(a.at - b.at) })
+}
+
+// predial dials, before the first deadline, as many connections per pool as
+// the pool has sends due within any millisecond (HTTP/2 pools: one). It
+// reports false when the run must not start: the first connection failed
+// (the first send then carries the error and the run is aborted) or ctx was
+// cancelled.
+func (r *run) predial() bool {
+	type need struct {
+		p     *pool
+		first int // the pool's first send
+		ats   []time.Duration
+		n     int
+	}
+	var needs []*need
+	byPool := make(map[*pool]*need)
+	for _, ev := range r.events {
+		if ev.race != nil {
+			continue
+		}
+		p := r.items[ev.idx].pool
+		nd := byPool[p]
+		if nd == nil {
+			nd = &need{p: p, first: ev.idx}
+			byPool[p] = nd
+			needs = append(needs, nd)
+		}
+		nd.ats = append(nd.ats, ev.at)
+	}
+	for _, nd := range needs {
+		lo := 0
+		for hi, at := range nd.ats {
+			for at-nd.ats[lo] >= time.Millisecond {
+				lo++
+			}
+			nd.n = max(nd.n, hi-lo+1)
+		}
+		nd.n = min(nd.n, maxPredialPerPool)
+		if nd.p.hasH2() {
+			nd.n = 0
+		} else if idle := nd.p.idleCount(); idle > 0 {
+			r.connected.Store(true)
+			nd.n -= idle
+		}
+	}
+	// Dial one connection per pool first (it tells whether the target
+	// speaks HTTP/2), the very first alone unless something is connected.
+	sem := make(chan struct{}, predialParallel)
+	var wg sync.WaitGroup
+	dialOne := func(nd *need) {
+		c, err := nd.p.dialConn(r.dctx, dialAny, false)
+		if err != nil {
+			if r.dialFailed(err) {
+				r.finish(nd.first, r.newResult(nd.first), err)
+			}
+			nd.n = 0
+			return
+		}
+		r.connected.Store(true)
+		if c.h1 == nil {
+			nd.n = 0 // HTTP/2: one connection carries every request
+			return
+		}
+		nd.p.putH1(c.h1)
+		nd.n--
+	}
+	for _, nd := range needs {
+		if nd.n <= 0 {
+			continue
+		}
+		if !r.connected.Load() {
+			dialOne(nd)
+			if r.dctx.Err() != nil {
+				return false
+			}
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			dialOne(nd)
+		})
+	}
+	wg.Wait()
+	for _, nd := range needs {
+		for range max(nd.n, 0) {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if c, err := nd.p.dialConn(r.dctx, dialH1, false); err == nil {
+					nd.p.putH1(c.h1)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return r.dctx.Err() == nil
+}
+
+// dispatch walks the events at their deadlines until the end or until
+// dctx is done.
+func (r *run) dispatch() {
+	p := r.e.pacer
+	p.start()
+	defer p.stop()
+	for _, ev := range r.events {
+		p.wait(r.dctx, r.begin.Add(ev.at))
+		if r.dctx.Err() != nil {
+			return
+		}
+		if ev.race != nil {
+			r.wg.Add(1)
+			go r.race(ev.race)
+			continue
+		}
+		if !r.guard(p, 1) {
+			return
+		}
+		r.send(ev.idx)
+	}
+}
+
+// guard takes n tokens from the MaxRate guard, waiting as long as it says.
+// It reports false when dctx ended during the wait.
+func (r *run) guard(p pacer, n int) bool {
+	now := time.Now()
+	rv := r.e.lim.ReserveN(now, n)
+	if !rv.OK() { // larger than the bucket: refused by checkSends
+		return true
+	}
+	if d := rv.DelayFrom(now); d > 0 {
+		p.wait(r.dctx, now.Add(d))
+		if r.dctx.Err() != nil {
+			rv.CancelAt(time.Now())
+			return false
+		}
+	}
+	return true
+}
+
+// send starts send i now. With an idle HTTP/1.1 connection at hand the
+// dispatcher writes the request itself, which keeps a goroutine hand-off
+// off the critical path; otherwise a goroutine dials or uses HTTP/2.
+func (r *run) send(i int) {
+	p := r.items[i].pool
+	r.wg.Add(1)
+	if c := p.getH1(time.Now()); c != nil {
+		res := r.newResult(i)
+		err := r.writeH1(c, p.h1req, &res)
+		go func() {
+			defer r.wg.Done()
+			r.completeH1(i, p, c, res, err, true)
+		}()
+		return
+	}
+	go r.sendNew(i)
+}
+
+// sendNew runs send i on a pooled HTTP/2 stream or a new connection. The
+// caller has done r.wg.Add(1).
+func (r *run) sendNew(i int) {
+	defer r.wg.Done()
+	p := r.items[i].pool
+	res := r.newResult(i)
+	c, err := r.getConn(r.rctx, p, dialAny)
+	if err != nil {
+		r.finish(i, res, err)
+		return
+	}
+	if c.h2 != nil {
+		r.roundTripH2(i, p, c.h2, res)
+		return
+	}
+	err = r.writeH1(c.h1, p.h1req, &res)
+	r.completeH1(i, p, c.h1, res, err, true)
+}
+
+// getConn returns a reserved HTTP/2 stream or an idle HTTP/1.1 connection
+// of p, or dials one.
+func (r *run) getConn(ctx context.Context, p *pool, mode dialMode) (conn, error) {
+	if mode != dialH1 {
+		if h := p.getH2(); h != nil {
+			return conn{h2: h}, nil
+		}
+	}
+	if mode != dialH2 {
+		if c := p.getH1(time.Now()); c != nil {
+			return conn{h1: c}, nil
+		}
+	}
+	c, err := p.dialConn(ctx, mode, true)
+	if err != nil {
+		r.dialFailed(err)
+		return conn{}, err
+	}
+	r.connected.Store(true)
+	return c, nil
+}
+
+// dialFailed aborts the run when no connection has worked yet; it reports
+// whether it did.
+func (r *run) dialFailed(err error) bool {
+	if r.connected.Load() || r.dctx.Err() != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.abortLocked(fmt.Errorf("first connection failed: %w", err))
+	return true
+}
+
+// writeH1 writes the whole request b on c, stamping Sent and Wrote.
+func (r *run) writeH1(c *h1Conn, b []byte, res *record.Result) error {
+	now := time.Now()
+	if err := c.sc.SetDeadline(now.Add(r.e.opt.Timeout)); err != nil {
+		return err
+	}
+	c.sc.first = time.Time{}
+	res.Src = c.src
+	res.Sent = r.stamp(time.Now())
+	if _, err := c.sc.Write(b); err != nil {
+		return err
+	}
+	res.Wrote = r.stamp(time.Now())
+	return nil
+}
+
+// completeH1 reads the response to a request written on c (werr is the
+// write's error), returns c to its pool or closes it, and finishes the
+// result. A request that failed on a reused connection before any response
+// byte (the server had closed it) is retried once on a new connection when
+// retry is set and the method is idempotent.
+func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr error, retry bool) {
+	err := werr
+	reuse := false
+	if err == nil {
+		reuse, err = r.readH1(c, &res)
+	}
+	if err != nil && retry && c.used > 0 && res.TTFB == 0 && r.retryable(err) {
+		c.close()
+		res = r.newResult(i)
+		var nc conn
+		nc, err = r.getConnNew(p)
+		if err != nil {
+			r.finish(i, res, err)
+			return
+		}
+		c = nc.h1
+		if err = r.writeH1(c, p.h1req, &res); err == nil {
+			reuse, err = r.readH1(c, &res)
+		}
+	}
+	if err != nil || !reuse {
+		c.close()
+	} else {
+		c.used++
+		p.putH1(c)
+	}
+	r.finish(i, res, err)
+}
+
+// getConnNew dials a new HTTP/1.1 connection for a retry.
+func (r *run) getConnNew(p *pool) (conn, error) {
+	return p.dialConn(r.rctx, dialH1, false)
+}
+
+// retryable reports whether err is a connection closed by the server.
+func (r *run) retryable(err error) bool {
+	if r.killed.Load() || isTimeout(err) || classify(err) != record.ErrReset {
+		return false
+	}
+	switch r.e.opt.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// readH1 reads one response from c into res and reports whether c can
+// carry another request.
+func (r *run) readH1(c *h1Conn, res *record.Result) (reuse bool, err error) {
+	stop := context.AfterFunc(r.rctx, func() { _ = c.sc.SetDeadline(aLongTimeAgo) })
+	defer stop()
+	var resp *http.Response
+	for {
+		resp, err = http.ReadResponse(c.br, r.e.respReq)
+		if err != nil {
+			return false, err
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		// An interim 1xx response: the final one follows.
+	}
+	if !c.sc.first.IsZero() {
+		res.TTFB = r.stamp(c.sc.first)
+	}
+	res.Status = resp.StatusCode
+	r.captureHeaders(res, resp.Header)
+	n, berr := r.drain(resp.Body)
+	_ = resp.Body.Close()
+	res.Done = r.stamp(time.Now())
+	if berr != nil {
+		// The status arrived, so this is a response; the connection is done.
+		res.ErrMsg = "reading body: " + berr.Error()
+		return false, nil
+	}
+	reuse = !resp.Close && n <= MaxBodyDrain && c.br.Buffered() == 0 &&
+		resp.StatusCode != http.StatusSwitchingProtocols &&
+		(resp.ContentLength >= 0 || slices.Contains(resp.TransferEncoding, "chunked"))
+	return reuse, nil
+}
+
+// drain reads a response body up to MaxBodyDrain+1 bytes, keeping the
+// first PreflightBodyBytes in a Preflight, and returns how many it read.
+func (r *run) drain(body io.Reader) (int64, error) {
+	if r.capture {
+		var buf bytes.Buffer
+		n, err := io.CopyN(&buf, body, PreflightBodyBytes)
+		r.mu.Lock()
+		r.body = buf.Bytes()
+		r.mu.Unlock()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return n, err
+		}
+		m, err := io.CopyN(io.Discard, body, MaxBodyDrain+1-n)
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return n + m, err
+	}
+	n, err := io.CopyN(io.Discard, body, MaxBodyDrain+1)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return n, err
+}
+
+// captureHeaders keeps the captured response headers (redacted) and the
+// arrival echo.
+func (r *run) captureHeaders(res *record.Result, h http.Header) {
+	var out http.Header
+	for _, name := range r.e.opt.Captured {
+		if vs := h[name]; len(vs) > 0 {
+			if out == nil {
+				out = make(http.Header)
+			}
+			out[name] = slices.Clone(vs)
+		}
+	}
+	res.Headers = r.e.opt.Redactor.Header(out)
+	if v := h.Get(arrivalHeader); v != "" {
+		if ns, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			a := ns - r.zero.UnixNano()
+			res.Arrival = &a
+		}
+	}
+}
+
+// h2Stamps collects the trace events of one HTTP/2 request, which arrive
+// on the transport's goroutines.
+type h2Stamps struct {
+	mu                  sync.Mutex
+	headers, wrote, ttf time.Time
+}
+
+func (s *h2Stamps) set(p *time.Time) {
+	now := time.Now()
+	s.mu.Lock()
+	if p.IsZero() {
+		*p = now
+	}
+	s.mu.Unlock()
+}
+
+// roundTripH2 runs send i on a reserved stream of hc.
+func (r *run) roundTripH2(i int, p *pool, hc *h2Conn, res record.Result) {
+	ctx, cancel := context.WithTimeout(r.rctx, r.e.opt.Timeout)
+	defer cancel()
+	var st h2Stamps
+	trace := &httptrace.ClientTrace{
+		WroteHeaders:         func() { st.set(&st.headers) },
+		WroteRequest:         func(httptrace.WroteRequestInfo) { st.set(&st.wrote) },
+		GotFirstResponseByte: func() { st.set(&st.ttf) },
+	}
+	u := *p.t.url
+	req := &http.Request{
+		Method:     r.e.opt.Method,
+		URL:        &u,
+		Proto:      "HTTP/2.0",
+		ProtoMajor: 2,
+		Header:     p.header.Clone(),
+		Host:       p.t.host,
+	}
+	if body := r.e.opt.Body; len(body) > 0 {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	res.Src = hc.src
+	start := time.Now()
+	resp, err := hc.cc.RoundTrip(req)
+	var berr error
+	if err == nil {
+		res.Status = resp.StatusCode
+		r.captureHeaders(&res, resp.Header)
+		_, berr = r.drain(resp.Body)
+		_ = resp.Body.Close()
+	}
+	now := time.Now()
+	st.mu.Lock()
+	res.Sent = r.stamp(start)
+	if !st.headers.IsZero() {
+		res.Sent = r.stamp(st.headers)
+	}
+	if !st.wrote.IsZero() {
+		res.Wrote = r.stamp(st.wrote)
+	}
+	if !st.ttf.IsZero() {
+		res.TTFB = r.stamp(st.ttf)
+	}
+	st.mu.Unlock()
+	res.Done = r.stamp(now)
+	if err == nil && berr != nil {
+		res.ErrMsg = "reading body: " + berr.Error()
+	}
+	r.finish(i, res, err)
+}
+
+// finish records the outcome of send i: a response when err is nil, else a
+// transport error. It counts consecutive errors and aborts at the limit.
+func (r *run) finish(i int, res record.Result, err error) {
+	if res.Done == 0 {
+		res.Done = r.stamp(time.Now())
+	}
+	if err == nil {
+		res.Outcome = record.OutcomeResponse
+	} else {
+		res.Outcome = record.OutcomeError
+		res.Status = 0
+		if r.killed.Load() && r.rctx.Err() != nil {
+			res.Err = record.ErrOther
+			res.ErrMsg = "abandoned at the end of the grace period: " + err.Error()
+		} else {
+			res.Err = classify(err)
+			res.ErrMsg = err.Error()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finished[i] {
+		return // cannot happen: every path finishes a send once
+	}
+	r.finished[i] = true
+	r.results[i] = res
+	if err == nil {
+		r.consec = 0
+		r.connected.Store(true)
+	} else {
+		r.consec++
+		r.lastErr = err
+		if lim := r.e.opt.AbortAfterErrors; lim > 0 && r.consec >= lim {
+			r.abortLocked(fmt.Errorf("%d consecutive transport errors, the last %s: %w", r.consec, res.Err, err))
+		}
+	}
+	r.writeLocked(res)
+}
+
+// writeLocked passes res to the sink; a sink error aborts the run.
+func (r *run) writeLocked(res record.Result) {
+	if r.sink == nil || r.sinkErr != nil {
+		return
+	}
+	if err := r.sink.WriteResult(res); err != nil {
+		r.sinkErr = err
+		r.abortLocked(fmt.Errorf("writing results: %w", err))
+	}
+}
+
+// abortLocked stops the dispatcher with reason err (the first one wins).
+func (r *run) abortLocked(err error) {
+	if r.abortErr != nil || r.dctx.Err() != nil {
+		return
+	}
+	r.abortErr = err
+	r.dcancel(fmt.Errorf("%w: %w", ErrAborted, err))
+}
+
+// settle waits for every request in flight; once dispatching has stopped
+// early, it waits at most the grace period and then abandons the rest.
+func (r *run) settle() {
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-r.dctx.Done():
+	}
+	t := time.NewTimer(r.e.opt.Grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		r.killed.Store(true)
+		r.rcancel()
+		<-done
+	}
+}
+
+// notSentReason says why the dispatcher stopped.
+func (r *run) notSentReason() string {
+	cause := context.Cause(r.dctx)
+	switch {
+	case errors.Is(cause, ErrAborted):
+		return NotSentAbort
+	case errors.Is(cause, context.DeadlineExceeded):
+		return NotSentCap
+	default:
+		return NotSentSignal
+	}
+}
+
+// sweep records every send that never went out as not-sent.
+func (r *run) sweep() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var reason string
+	for i, done := range r.finished {
+		if done {
+			continue
+		}
+		if reason == "" {
+			reason = r.notSentReason()
+		}
+		res := r.newResult(i)
+		res.Outcome = record.OutcomeNotSent
+		res.Err = reason
+		r.finished[i] = true
+		r.results[i] = res
+		r.writeLocked(res)
+	}
+}
+
+// outcome is Run's error.
+func (r *run) outcome() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.abortErr != nil {
+		return fmt.Errorf("%w: %w", ErrAborted, r.abortErr)
+	}
+	stopped := r.killed.Load()
+	for _, res := range r.results {
+		if res.Outcome == record.OutcomeNotSent {
+			stopped = true
+			break
+		}
+	}
+	if !stopped {
+		return nil
+	}
+	if errors.Is(context.Cause(r.dctx), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrBudget, context.Cause(r.dctx))
+	}
+	return ErrInterrupted
+}

@@ -1,0 +1,245 @@
+package probe
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// Summary condenses a run's results: counts per outcome, status, error
+// class and client, latency per status, pacing error and race spread. It
+// is the body of `rlprobe run`'s document; every number carries its unit
+// in its JSON name.
+//
+// Accepted is 2xx and Rejected 429 or 503 (a run knows no declared
+// policy); Other is every other status.
+type Summary struct {
+	Scheduled int `json:"scheduled"`
+	Sent      int `json:"sent"` // responses + errors
+	Responses int `json:"responses"`
+	Errors    int `json:"errors"`
+	NotSent   int `json:"not_sent"`
+	Accepted  int `json:"accepted"`
+	Rejected  int `json:"rejected"`
+	Other     int `json:"other"`
+	// Statuses counts responses by status code ("200": n).
+	Statuses map[string]int `json:"statuses"`
+	// ErrorClasses counts errors by class (record.ErrRefused …).
+	ErrorClasses map[string]int `json:"error_classes,omitempty"`
+	// NotSentReasons counts not-sent results by reason (NotSentAbort …).
+	NotSentReasons map[string]int `json:"not_sent_reasons,omitempty"`
+	// Clients has one entry per client identity, in order of their labels.
+	Clients []ClientSummary `json:"clients"`
+	// Latency is the distribution, per status code, of done − sent (for a
+	// race member whose head went out early: done − wrote).
+	Latency map[string]Dist `json:"latency"`
+	// Pacing is the distribution of the send error: sent − sched, or, for a
+	// race member whose head went out before its release, wrote − sched.
+	// Negative errors count as 0.
+	Pacing Dist `json:"pacing_error"`
+	// Late counts sends whose pacing error exceeds LateThreshold.
+	Late int `json:"late"`
+	// Races counts releases: two or more sent results of one phase with the
+	// same sched.
+	Races int `json:"races"`
+	// RaceWroteSpread is the distribution over releases of max − min of
+	// wrote: how closely the client released its requests.
+	RaceWroteSpread Dist `json:"race_wrote_spread"`
+	// RaceArrivalSpread is the distribution over releases of max − min of
+	// the server-echoed arrival (releases with at least two echoes).
+	RaceArrivalSpread Dist `json:"race_arrival_spread"`
+	// DurationS is the span from the first send to the last completion.
+	DurationS float64 `json:"duration_s"`
+	// SentPerS is Sent / DurationS (0 when the span is empty).
+	SentPerS float64 `json:"sent_per_s"`
+}
+
+// ClientSummary counts one client's results.
+type ClientSummary struct {
+	Client   string `json:"client"`
+	Sent     int    `json:"sent"`
+	Accepted int    `json:"accepted"`
+	Rejected int    `json:"rejected"`
+	Other    int    `json:"other"`
+	Errors   int    `json:"errors"`
+	NotSent  int    `json:"not_sent"`
+}
+
+// Dist is a distribution in microseconds, from an HDR histogram (three
+// significant digits). The zero value is the empty distribution.
+type Dist struct {
+	Count  int64   `json:"count"`
+	MeanUS float64 `json:"mean_us"`
+	P50US  int64   `json:"p50_us"`
+	P90US  int64   `json:"p90_us"`
+	P99US  int64   `json:"p99_us"`
+	P999US int64   `json:"p999_us"`
+	MaxUS  int64   `json:"max_us"`
+}
+
+// histMaxUS is the largest value a histogram holds: one hour.
+const histMaxUS = 3600 * 1_000_000
+
+// hist accumulates nanosecond values as microseconds.
+type hist struct{ h *hdrhistogram.Histogram }
+
+func (h *hist) add(ns int64) {
+	if h.h == nil {
+		h.h = hdrhistogram.New(0, histMaxUS, 3)
+	}
+	_ = h.h.RecordValue(min(max(ns/1000, 0), histMaxUS))
+}
+
+func (h *hist) dist() Dist {
+	if h.h == nil || h.h.TotalCount() == 0 {
+		return Dist{}
+	}
+	return Dist{
+		Count:  h.h.TotalCount(),
+		MeanUS: math.Round(h.h.Mean()*10) / 10,
+		P50US:  h.h.ValueAtQuantile(50),
+		P90US:  h.h.ValueAtQuantile(90),
+		P99US:  h.h.ValueAtQuantile(99),
+		P999US: h.h.ValueAtQuantile(99.9),
+		MaxUS:  h.h.Max(),
+	}
+}
+
+// sendError returns a sent result's pacing error and the start of its
+// latency (see Summary.Pacing).
+func sendError(r record.Result) (pacing, start int64) {
+	if r.Sent < r.Sched && r.Wrote != 0 {
+		return r.Wrote - r.Sched, r.Wrote
+	}
+	return r.Sent - r.Sched, r.Sent
+}
+
+// Summarize condenses results (of one or several runs, in any order).
+func Summarize(results []record.Result) Summary {
+	s := Summary{Statuses: make(map[string]int), Latency: make(map[string]Dist)}
+	clients := make(map[string]*ClientSummary)
+	latency := make(map[string]*hist)
+	var pacing, wroteSpread, arrivalSpread hist
+	type releaseKey struct {
+		phase string
+		sched int64
+	}
+	type release struct {
+		n                  int
+		wroteLo, wroteHi   int64
+		arrivals           int
+		arriveLo, arriveHi int64
+	}
+	releases := make(map[releaseKey]*release)
+	first, last := int64(math.MaxInt64), int64(math.MinInt64)
+
+	for _, r := range results {
+		s.Scheduled++
+		c := clients[r.Client]
+		if c == nil {
+			c = &ClientSummary{Client: r.Client}
+			clients[r.Client] = c
+		}
+		switch r.Outcome {
+		case record.OutcomeNotSent:
+			s.NotSent++
+			c.NotSent++
+			if s.NotSentReasons == nil {
+				s.NotSentReasons = make(map[string]int)
+			}
+			s.NotSentReasons[r.Err]++
+			continue
+		case record.OutcomeError:
+			s.Errors++
+			c.Errors++
+			if s.ErrorClasses == nil {
+				s.ErrorClasses = make(map[string]int)
+			}
+			s.ErrorClasses[r.Err]++
+		case record.OutcomeResponse:
+			s.Responses++
+			code := strconv.Itoa(r.Status)
+			s.Statuses[code]++
+			switch {
+			case r.Status >= 200 && r.Status < 300:
+				s.Accepted++
+				c.Accepted++
+			case r.Status == 429 || r.Status == 503:
+				s.Rejected++
+				c.Rejected++
+			default:
+				s.Other++
+				c.Other++
+			}
+		}
+		s.Sent++
+		c.Sent++
+		if r.Done != 0 {
+			last = max(last, r.Done)
+		}
+		if r.Sent == 0 {
+			continue // failed before its first byte
+		}
+		perr, start := sendError(r)
+		first = min(first, start)
+		pacing.add(perr)
+		if perr > int64(LateThreshold) {
+			s.Late++
+		}
+		if r.Outcome == record.OutcomeResponse && r.Done != 0 {
+			code := strconv.Itoa(r.Status)
+			h := latency[code]
+			if h == nil {
+				h = &hist{}
+				latency[code] = h
+			}
+			h.add(r.Done - start)
+		}
+		k := releaseKey{r.Phase, r.Sched}
+		rel := releases[k]
+		if rel == nil {
+			rel = &release{wroteLo: math.MaxInt64, wroteHi: math.MinInt64, arriveLo: math.MaxInt64, arriveHi: math.MinInt64}
+			releases[k] = rel
+		}
+		rel.n++
+		if r.Wrote != 0 {
+			rel.wroteLo, rel.wroteHi = min(rel.wroteLo, r.Wrote), max(rel.wroteHi, r.Wrote)
+		}
+		if r.Arrival != nil {
+			rel.arrivals++
+			rel.arriveLo, rel.arriveHi = min(rel.arriveLo, *r.Arrival), max(rel.arriveHi, *r.Arrival)
+		}
+	}
+	for _, rel := range releases {
+		if rel.n < 2 {
+			continue
+		}
+		s.Races++
+		if rel.wroteHi >= rel.wroteLo {
+			wroteSpread.add(rel.wroteHi - rel.wroteLo)
+		}
+		if rel.arrivals >= 2 {
+			arrivalSpread.add(rel.arriveHi - rel.arriveLo)
+		}
+	}
+	for code, h := range latency {
+		s.Latency[code] = h.dist()
+	}
+	s.Pacing = pacing.dist()
+	s.RaceWroteSpread = wroteSpread.dist()
+	s.RaceArrivalSpread = arrivalSpread.dist()
+	for _, c := range clients {
+		s.Clients = append(s.Clients, *c)
+	}
+	slices.SortFunc(s.Clients, func(a, b ClientSummary) int { return cmp.Compare(a.Client, b.Client) })
+	if first != math.MaxInt64 && last > first {
+		s.DurationS = float64(last-first) / 1e9
+		s.SentPerS = math.Round(float64(s.Sent)/s.DurationS*10) / 10
+	}
+	return s
+}
