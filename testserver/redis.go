@@ -452,7 +452,7 @@ local function excess_at(last, exc)
   if el < -60000 then el = 1 elseif el < 0 then el = 0 end
   local e = exc - muldiv(rate_m, el, 1000) + 1000
   if e < 0 then e = 0 end
-  return e
+  return e, el
 end
 local function full_at(last, exc)
   return (last + cdiv((exc + 1000) * 1000, rate_m)) * 1000
@@ -462,11 +462,12 @@ if not exists then
   at, count, ok = ms, 0, true
   save(at, count, 0, full_at(at, count))
 else
-  excess = excess_at(at, count)
+  local el
+  excess, el = excess_at(at, count)
   if excess <= burst_m then
     ok = true
     count = excess
-    at = ms
+    if el ~= 0 then at = ms end
     save(at, count, 0, full_at(at, count))
   end
 end
@@ -474,7 +475,7 @@ local delay = 0
 if ok and delay_m >= 0 and excess > delay_m then
   delay = fdiv((excess - delay_m) * 1000, rate_m) * 1000
 end
-local nxt = excess_at(at, count)
+local nxt = excess_at(at, count)  -- first result only
 local remaining, until_more, until_full = 0, 0, 0
 if nxt <= burst_m then
   remaining = fdiv(burst_m - nxt, 1000) + 1
