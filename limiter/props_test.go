@@ -1,0 +1,273 @@
+package limiter
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// checkStep checks every promise of a Decision d = Step(pre, now) → post
+// against cfg: field ranges and their relations, rejected requests leaving
+// the state alone, and the exactness of Remaining, UntilMore (hence
+// RetryAfter), UntilFull and IdleAt, by stepping post at those instants and
+// one microsecond before. It returns the first broken promise, or nil.
+// Remaining is only checked by stepping when it is at most maxSteps.
+func checkStep(cfg Config, pre State, now time.Time, post State, d Decision, maxSteps int64) error {
+	lim := cfg.Quota()
+	switch {
+	case d.Limit != lim:
+		return fmt.Errorf("Limit = %d, want %d", d.Limit, lim)
+	case d.Remaining < 0 || d.Remaining > lim:
+		return fmt.Errorf("Remaining = %d, not in [0, %d]", d.Remaining, lim)
+	case d.Allowed && d.Remaining >= lim:
+		return fmt.Errorf("admitted, yet Remaining = %d = Limit", d.Remaining)
+	case (d.UntilMore == 0) != (d.Remaining > 0):
+		return fmt.Errorf("UntilMore = %v with Remaining = %d", d.UntilMore, d.Remaining)
+	case (d.RetryAfter > 0) == d.Allowed:
+		return fmt.Errorf("RetryAfter = %v with Allowed = %v", d.RetryAfter, d.Allowed)
+	case !d.Allowed && d.RetryAfter != d.UntilMore:
+		return fmt.Errorf("RetryAfter = %v ≠ UntilMore = %v", d.RetryAfter, d.UntilMore)
+	case d.UntilFull < d.UntilMore:
+		return fmt.Errorf("UntilFull = %v < UntilMore = %v", d.UntilFull, d.UntilMore)
+	case (d.UntilFull == 0) != (d.Remaining == lim):
+		return fmt.Errorf("UntilFull = %v with Remaining = %d of %d", d.UntilFull, d.Remaining, lim)
+	case d.Delay < 0 || (d.Delay > 0 && !(cfg.Algorithm == LeakyBucket && !cfg.NoDelay && d.Allowed)):
+		return fmt.Errorf("Delay = %v (allowed %v)", d.Delay, d.Allowed)
+	}
+	countsRejected := cfg.CountRejected && (cfg.Algorithm == SlidingLog || cfg.Algorithm == SlidingWindowCounter || cfg.Algorithm == FixedWindow)
+	if !d.Allowed && !countsRejected && !reflect.DeepEqual(pre, post) {
+		return fmt.Errorf("rejection changed the state from %+v to %+v", pre, post)
+	}
+	at := func(x time.Duration) (State, Decision) { return cfg.Step(post, now.Add(x)) }
+	if d.UntilMore > 0 {
+		if _, d2 := at(d.UntilMore); !d2.Allowed {
+			return fmt.Errorf("rejected at now+UntilMore (%v): %+v", d.UntilMore, d2)
+		}
+		if _, d2 := at(d.UntilMore - us); d2.Allowed {
+			return fmt.Errorf("admitted at now+UntilMore−1µs (%v): %+v", d.UntilMore, d2)
+		}
+	}
+	full := func(d Decision) bool { return d.Allowed && d.Remaining == lim-1 }
+	if _, d2 := at(d.UntilFull); !full(d2) {
+		return fmt.Errorf("not full at now+UntilFull (%v): %+v", d.UntilFull, d2)
+	}
+	if d.UntilFull > 0 {
+		if _, d2 := at(d.UntilFull - us); full(d2) {
+			return fmt.Errorf("already full at now+UntilFull−1µs (%v): %+v", d.UntilFull, d2)
+		}
+	}
+	if d.Remaining <= maxSteps {
+		st := post
+		for i := range d.Remaining + 1 {
+			var d2 Decision
+			st, d2 = cfg.Step(st, now)
+			if d2.Allowed != (i < d.Remaining) {
+				return fmt.Errorf("Remaining = %d, but request %d more at now: allowed = %v", d.Remaining, i+1, d2.Allowed)
+			}
+		}
+	}
+	idle := cfg.IdleAt(post)
+	if idle.Before(now) {
+		idle = now
+	}
+	for _, x := range []time.Time{idle, idle.Add(1234567 * us)} {
+		s1, d1 := cfg.Step(post, x)
+		s0, d0 := cfg.Step(State{}, x)
+		if !reflect.DeepEqual(s1, s0) || d1 != d0 {
+			return fmt.Errorf("at IdleAt %v (+%v): %+v %+v, but from the zero State %+v %+v", idle, x.Sub(idle), s1, d1, s0, d0)
+		}
+	}
+	js, err := json.Marshal(post)
+	if err != nil {
+		return err
+	}
+	var back State
+	if err := json.Unmarshal(js, &back); err != nil || !reflect.DeepEqual(normLog(back), normLog(post)) {
+		return fmt.Errorf("State %+v does not survive JSON (%s → %+v, %v)", post, js, back, err)
+	}
+	return nil
+}
+
+func normLog(s State) State {
+	if len(s.Log) == 0 {
+		s.Log = nil
+	}
+	return s
+}
+
+// propertyConfigs covers every algorithm with awkward parameters: rates
+// whose interval is not a whole µs or ms, windows not a whole second,
+// capacities of 1.
+func propertyConfigs() []Config {
+	var cs []Config
+	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingWindowCounter} {
+		for _, lim := range []int64{1, 3, 7} {
+			for _, w := range []time.Duration{1 * sec, 2500*ms + 7*us} {
+				for _, align := range []Align{"", AlignEpoch, AlignFirstRequest} {
+					if alg == SlidingLog && align != "" {
+						continue
+					}
+					for _, cr := range []bool{false, true} {
+						cs = append(cs, Config{Algorithm: alg, Limit: lim, Window: w, Align: align, CountRejected: cr})
+					}
+				}
+			}
+		}
+	}
+	for _, rate := range []float64{1, 3, 0.7, 250, 1.0 / 60, 7.0 / 60} {
+		for _, c := range []int64{1, 4, 9} {
+			cs = append(cs,
+				Config{Algorithm: TokenBucket, Rate: rate, Capacity: c},
+				Config{Algorithm: GCRA, Rate: rate, Capacity: c},
+				Config{Algorithm: LeakyBucket, Rate: rate, Capacity: c},
+				Config{Algorithm: LeakyBucket, Rate: rate, Capacity: c, Delay: c / 2},
+				Config{Algorithm: LeakyBucket, Rate: rate, Capacity: c, NoDelay: true},
+			)
+		}
+	}
+	return cs
+}
+
+// arrivals returns k arrival times after t0 for a limiter whose natural
+// period is about p: bursts, gaps around p, long idles, and now and then a
+// clock that runs backwards.
+func arrivals(rng *rand.Rand, k int, p time.Duration) []time.Time {
+	out := make([]time.Time, k)
+	now := t0.Add(time.Duration(rng.Int64N(int64(10 * sec))))
+	for i := range out {
+		switch x := rng.IntN(100); {
+		case x < 35: // same instant
+		case x < 60:
+			now = now.Add(time.Duration(rng.Int64N(int64(p/4) + 1)))
+		case x < 85:
+			now = now.Add(time.Duration(rng.Int64N(int64(2*p) + 1)))
+		case x < 95:
+			now = now.Add(time.Duration(rng.Int64N(int64(20*p) + 1)))
+		default:
+			now = now.Add(-time.Duration(rng.Int64N(int64(3*p) + 1)))
+		}
+		out[i] = now.Truncate(us) // Step reads µs; keep the check's arithmetic exact
+	}
+	return out
+}
+
+// naturalPeriod is the time one more request takes to become available.
+func naturalPeriod(c Config) time.Duration {
+	if c.Algorithm.windowed() {
+		return c.Window / time.Duration(c.Limit)
+	}
+	return time.Duration(float64(sec) / c.Rate)
+}
+
+// TestDecisionPromises drives every algorithm with randomised arrivals and
+// checks each decision with checkStep: in particular that a retry at
+// now+RetryAfter is admitted and one at now+RetryAfter−1µs is not.
+func TestDecisionPromises(t *testing.T) {
+	steps := 300
+	if testing.Short() {
+		steps = 60
+	}
+	for i, cfg := range propertyConfigs() {
+		name := fmt.Sprintf("%d/%s", i, cfg.Algorithm)
+		t.Run(name, func(t *testing.T) {
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			var st State
+			rejected := 0
+			for _, now := range arrivals(rng, steps, naturalPeriod(cfg)) {
+				post, d := cfg.Step(st, now)
+				if err := checkStep(cfg, st, now, post, d, 64); err != nil {
+					t.Fatalf("%+v\nStep(%+v, t0+%v) = %+v, %+v:\n%v", cfg, st, now.Sub(t0), post, d, err)
+				}
+				if !d.Allowed {
+					rejected++
+				}
+				st = post
+			}
+			if rejected == 0 {
+				t.Errorf("no request was rejected: the arrivals test nothing")
+			}
+		})
+	}
+}
+
+// FuzzStep checks checkStep's promises for random configurations and
+// arrival sequences; invalid configurations must still not panic.
+func FuzzStep(f *testing.F) {
+	f.Add(uint8(0), uint16(3), uint32(1_000_000), uint8(0), uint8(0), []byte{0, 0, 0, 0, 0, 0, 1, 0, 1})
+	f.Add(uint8(1), uint16(2), uint32(2_500_007), uint8(4), uint8(0), []byte{9, 9, 1, 0, 0, 2, 7, 7, 3})
+	f.Add(uint8(2), uint16(5), uint32(10_000_000), uint8(5), uint8(0), []byte{1, 200, 2, 0, 0, 0, 3, 1, 1})
+	f.Add(uint8(3), uint16(4), uint32(333_333), uint8(0), uint8(0), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 5, 1})
+	f.Add(uint8(4), uint16(4), uint32(1_000_000), uint8(0), uint8(0), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 244, 1})
+	f.Add(uint8(5), uint16(6), uint32(1_000_000), uint8(0), uint8(2), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(uint8(4), uint16(1), uint32(60_000_000), uint8(0), uint8(0), []byte{0, 0, 0, 0xea, 0x60, 3, 0x27, 0x10, 3})
+	f.Add(uint8(5), uint16(0), uint32(0), uint8(0xff), uint8(9), []byte{})
+	f.Fuzz(func(t *testing.T, alg uint8, count uint16, spanUS uint32, flags uint8, delay uint8, times []byte) {
+		cfg := Config{Algorithm: Algorithms[int(alg)%len(Algorithms)]}
+		if flags&0x80 != 0 { // nonsense mixtures, to exercise Validate
+			cfg.Limit, cfg.Window, cfg.Rate, cfg.Capacity = int64(count), time.Duration(spanUS)*us, float64(delay), int64(count)
+		} else if cfg.Algorithm.windowed() {
+			cfg.Limit, cfg.Window = int64(count), time.Duration(spanUS)*us
+		} else {
+			cfg.Capacity = int64(count)
+			if spanUS > 0 {
+				cfg.Rate = 1e6 / float64(spanUS)
+			}
+		}
+		switch flags & 3 {
+		case 1:
+			cfg.Align = AlignEpoch
+		case 2:
+			cfg.Align = AlignFirstRequest
+		}
+		cfg.CountRejected = flags&4 != 0
+		cfg.NoDelay = flags&8 != 0
+		cfg.Delay = int64(delay)
+		if flags&0x40 == 0 { // mostly, drop what the algorithm does not take
+			if !cfg.Algorithm.windowed() || cfg.Algorithm == SlidingLog {
+				cfg.Align = ""
+			}
+			if !cfg.Algorithm.windowed() {
+				cfg.CountRejected = false
+			}
+			if cfg.Algorithm != LeakyBucket {
+				cfg.NoDelay, cfg.Delay = false, 0
+			} else if cfg.NoDelay || cfg.Delay >= cfg.Capacity {
+				cfg.Delay = 0
+			}
+		}
+		valid := cfg.Validate() == nil
+		now := t0
+		var st State
+		for i := 0; i+3 <= len(times) && i < 3*100; i += 3 {
+			gap := time.Duration(binary.BigEndian.Uint16(times[i:]))
+			switch times[i+2] % 5 {
+			case 0:
+				gap *= us
+			case 1:
+				gap *= ms
+			case 2:
+				gap *= 10 * ms
+			case 3:
+				gap *= sec
+			case 4:
+				gap *= -ms
+			}
+			now = now.Add(gap)
+			post, d := cfg.Step(st, now)
+			if !valid {
+				continue // only: no panic
+			}
+			if err := checkStep(cfg, st, now, post, d, 200); err != nil {
+				t.Fatalf("%+v\nStep(%+v, t0+%v) = %+v, %+v:\n%v", cfg, st, now.Sub(t0), post, d, err)
+			}
+			st = post
+		}
+	})
+}
