@@ -1,10 +1,27 @@
 // Package record defines rlprobe's record file: JSON Lines, one object per
 // line, each with a "type". The first line is a Header, then one Result per
-// scheduled request (in completion order), Finding and Inference documents
-// appended by check, infer and analyze, and an End line last.
+// scheduled request (in completion order), an End line, and any finding and
+// inference documents that check, infer and analyze add (before or after the
+// End line).
 //
 // Times inside a file are int64 nanoseconds relative to Header.Start, because
 // absolute Unix nanoseconds overflow JavaScript numbers.
+//
+// The package has four parts:
+//
+//   - a streaming [Writer] (and [Create] to open its file safely), safe for
+//     many goroutines, that flushes at least every [FlushInterval] and every
+//     [FlushRecords] records so a killed process loses little; an [Appender]
+//     adds findings and inferences to an existing file;
+//   - a tolerant reader, [Read] for a whole file and [NewReader] to stream
+//     one, that accepts a truncated last line, names corrupt lines by number
+//     and refuses unknown major formats with a [*FormatError];
+//   - [Merge], which puts several agents' files on one timeline;
+//   - a [Redactor], which replaces secrets (credentials in headers, query
+//     parameters and URLs) by a stable [Fingerprint] before anything is
+//     written.
+//
+// The package imports nothing but the standard library.
 package record
 
 import (
@@ -26,25 +43,32 @@ const (
 	TypeEnd       = "end"
 )
 
-// Header is the first line of a record file.
+// Header is the first line of a record file. [NewWriter] fills Type and
+// Format; everything else is the caller's.
 type Header struct {
-	Type   string    `json:"type"`   // always "header"
-	Format int       `json:"format"` // FormatMajor
-	Tool   string    `json:"tool"`   // "rlprobe vX.Y.Z"
-	Go     string    `json:"go"`     // runtime.Version()
-	Start  time.Time `json:"start"`  // RFC 3339 with ns; every relative time counts from here
-	Agent  string    `json:"agent"`  // this agent's name; refs are "agent:seq"
-	Host   string    `json:"host"`
+	Type   string `json:"type"`   // always "header"
+	Format int    `json:"format"` // the file's major format; FormatMajor when written by this package
+	Tool   string `json:"tool"`   // "rlprobe vX.Y.Z"
+	Go     string `json:"go"`     // runtime.Version()
+	// Start is the instant every relative time of the file counts from, on
+	// this agent's clock; written in UTC as RFC 3339 with nanoseconds, and
+	// read back in UTC. Choose it before the first send so that a relative
+	// time of 0 can mean "did not happen" (see Result).
+	Start time.Time `json:"start"`
+	Agent string    `json:"agent"` // this agent's name; refs are "agent:seq" (see Merge)
+	Host  string    `json:"host"`  // the machine the agent ran on
 	// Targets are the target URLs (secrets redacted).
 	Targets []string `json:"targets"`
 	// Plan and Policy are the traffic plan and declared policy as raw JSON,
-	// secrets redacted; null when absent.
+	// secrets redacted; nil when absent (omitted from the file). The reader
+	// returns them compacted, with a JSON null read as nil.
 	Plan   json.RawMessage `json:"plan,omitempty"`
 	Policy json.RawMessage `json:"policy,omitempty"`
-	Seed   uint64          `json:"seed"`
+	Seed   uint64          `json:"seed"` // the seed of every randomised schedule
 	// ClockOffsetNS is this agent's clock minus the reference clock (the
 	// target's), and ClockUncertaintyNS its half-width; subtract the offset
-	// to put this agent's times on the reference clock.
+	// to put this agent's times on the reference clock. Both are zero for a
+	// single agent that made no clock measurement.
 	ClockOffsetNS      int64 `json:"clock_offset_ns"`
 	ClockUncertaintyNS int64 `json:"clock_uncertainty_ns"`
 	// Captured lists the response header names kept in results.
@@ -72,12 +96,14 @@ const (
 )
 
 // Result is exactly one scheduled request. All times are nanoseconds since
-// Header.Start on this agent's clock; a zero time means "did not happen"
-// except Sched, which is always set.
+// Header.Start on this agent's clock; a zero Sent, Wrote, TTFB or Done means
+// "did not happen" (and is omitted from the file), while Sched is always
+// present. The zero Result is not meaningful; a writer fills at least Seq,
+// Method, URL, Sched and Outcome.
 type Result struct {
-	Type   string `json:"type"` // always "result"
-	Seq    int64  `json:"seq"`  // unique per agent, in schedule order from 0
-	Agent  string `json:"agent,omitempty"`
+	Type   string `json:"type"`             // always "result"
+	Seq    int64  `json:"seq"`              // unique per agent, in schedule order from 0
+	Agent  string `json:"agent,omitempty"`  // the agent that sent it; Merge sets it to the agent's merged name
 	Client string `json:"client,omitempty"` // client identity (key value or source address)
 	Src    string `json:"src,omitempty"`    // local address used, "ip:port"
 	Method string `json:"method"`
@@ -96,19 +122,24 @@ type Result struct {
 	Err    string `json:"err,omitempty"`
 	ErrMsg string `json:"err_msg,omitempty"`
 	// Headers are the captured response headers, verbatim (one entry per
-	// field line), canonical keys, secrets redacted.
+	// field line), canonical keys, secrets redacted (see Redactor). The
+	// reader returns nil, never an empty map, when there are none.
 	Headers http.Header `json:"headers,omitempty"`
-	// Arrival is the server's echoed receive time converted to nanoseconds
-	// since Header.Start on the server's clock, when the server echoes it.
+	// Arrival is the server's echoed receive time, when the server echoes
+	// it: the echoed Unix nanoseconds (server clock, the reference clock)
+	// minus Header.Start's Unix nanoseconds. Header.Start + Arrival is thus
+	// the arrival on the reference clock; unlike the times above, no clock
+	// offset is to be subtracted. Nil when there was no echo.
 	Arrival *int64 `json:"arrival,omitempty"`
 }
 
-// End is the last line of a complete file.
+// End closes the results of a file; a file without one was cut short (the
+// process was killed). Only finding and inference lines may follow it.
 type End struct {
-	Type      string `json:"type"`   // always "end"
-	Reason    string `json:"reason"` // completed, interrupted, aborted, budget
-	Scheduled int64  `json:"scheduled"`
-	Sent      int64  `json:"sent"`
+	Type      string `json:"type"`      // always "end"
+	Reason    string `json:"reason"`    // ReasonCompleted, ReasonInterrupted, ReasonAborted or ReasonBudget
+	Scheduled int64  `json:"scheduled"` // requests scheduled (= results written)
+	Sent      int64  `json:"sent"`      // requests that went out (outcome response or error)
 }
 
 // End reasons.

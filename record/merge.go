@@ -1,0 +1,222 @@
+package record
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Merged is several agents' runs put on one timeline, as Merge returns it.
+//
+// All times in Results are nanoseconds since Start on the reference clock
+// (the target's): Sched, Sent, Wrote, TTFB and Done have had their agent's
+// clock offset removed, and Arrival (the server's own echo) needed no
+// correction. A zero Sent, Wrote, TTFB or Done still means "did not happen".
+//
+// Clock offsets are estimates: each agent's corrected times are only known
+// to within ± its ClockUncertaintyNS (see Uncertainty). Verdict code widens
+// an accepted request's arrival bounds [Wrote, TTFB] by that amount on both
+// sides; an Arrival echo is on the reference clock already and needs no
+// widening for clock offset.
+type Merged struct {
+	// Start is the earliest agent start on the reference clock: the
+	// minimum over the runs of Header.Start − ClockOffsetNS. The zero time
+	// when no runs were merged.
+	Start time.Time
+	// Agents describes the merged runs in argument order.
+	Agents []AgentInfo
+	// Results holds every run's results, sorted by send time (Sent, or
+	// Sched for a result that was never sent), ties broken by agent order
+	// then Seq. Each result's Agent is its agent's merged name, so Ref(r)
+	// names it uniquely.
+	Results []Result
+	// Findings and Inferences are the runs' finding and inference lines,
+	// in argument order, as read. Refs inside them use the names the
+	// agents had in their own files.
+	Findings   []json.RawMessage
+	Inferences []json.RawMessage
+	// Uncertainty maps an agent's merged name to its clock uncertainty in
+	// nanoseconds (Header.ClockUncertaintyNS, never negative).
+	Uncertainty map[string]int64
+	// Warnings holds the runs' reader warnings, each prefixed with its
+	// agent's merged name.
+	Warnings []string
+}
+
+// AgentInfo describes one run of a Merged.
+type AgentInfo struct {
+	// Name is the agent's name in refs, unique within the merge: the
+	// header's Agent when it is non-empty and no other run has it, else
+	// "aN" where N is the run's 1-based position among Merge's arguments
+	// (with "-2", "-3", … appended should that collide with another name).
+	Name string
+	// Run is the run's 0-based position among Merge's arguments.
+	Run int
+	// Header is the run's header as read, unchanged.
+	Header Header
+	// End is the run's end line, nil when the run was cut short.
+	End *End
+	// ShiftNS is what was added to this run's relative times to rebase
+	// them onto Merged.Start: (Header.Start − ClockOffsetNS) − Merged.Start,
+	// never negative.
+	ShiftNS int64
+	// Results is how many results the run contributed.
+	Results int
+}
+
+// Complete reports whether every merged run ended with ReasonCompleted.
+// It is false when no runs were merged.
+func (m *Merged) Complete() bool {
+	if len(m.Agents) == 0 {
+		return false
+	}
+	for _, a := range m.Agents {
+		if a.End == nil || a.End.Reason != ReasonCompleted {
+			return false
+		}
+	}
+	return true
+}
+
+// Merge puts the runs — one per agent, typically one per file — on one
+// timeline. Each run's relative time t becomes Header.Start + t −
+// ClockOffsetNS on the reference clock, expressed relative to the merged
+// Start; the results are sorted by send time and carry their agent's merged
+// name (see AgentInfo.Name). A single run keeps its agent-clock times
+// unchanged (its shift is zero), while its Arrival echoes move by its
+// ClockOffsetNS, since Start moved under them. The runs are not modified;
+// every run must be non-nil.
+func Merge(runs ...*Run) *Merged {
+	m := &Merged{Uncertainty: make(map[string]int64, len(runs))}
+	if len(runs) == 0 {
+		return m
+	}
+	starts := make([]time.Time, len(runs))
+	for i, run := range runs {
+		starts[i] = run.Header.Start.Add(-time.Duration(run.Header.ClockOffsetNS))
+		if i == 0 || starts[i].Before(m.Start) {
+			m.Start = starts[i]
+		}
+	}
+	names := agentNames(runs)
+	total := 0
+	for i, run := range runs {
+		unc := run.Header.ClockUncertaintyNS
+		if unc < 0 {
+			unc = -unc
+		}
+		m.Agents = append(m.Agents, AgentInfo{
+			Name:    names[i],
+			Run:     i,
+			Header:  run.Header,
+			End:     run.End,
+			ShiftNS: int64(starts[i].Sub(m.Start)),
+			Results: len(run.Results),
+		})
+		m.Uncertainty[names[i]] = unc
+		m.Findings = append(m.Findings, run.Findings...)
+		m.Inferences = append(m.Inferences, run.Inferences...)
+		for _, w := range run.Warnings {
+			m.Warnings = append(m.Warnings, names[i]+": "+w)
+		}
+		total += len(run.Results)
+	}
+
+	// Sort small keys, then copy the results once in order.
+	type item struct {
+		key      int64
+		run, idx int
+	}
+	items := make([]item, 0, total)
+	for i, run := range runs {
+		shift := m.Agents[i].ShiftNS
+		for j := range run.Results {
+			r := &run.Results[j]
+			k := r.Sent
+			if k == 0 {
+				k = r.Sched
+			}
+			items = append(items, item{key: k + shift, run: i, idx: j})
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.run, b.run),
+			cmp.Compare(runs[a.run].Results[a.idx].Seq, runs[b.run].Results[b.idx].Seq),
+			cmp.Compare(a.idx, b.idx))
+	})
+	m.Results = make([]Result, len(items))
+	for n, it := range items {
+		m.Results[n] = rebase(runs[it.run].Results[it.idx], m.Agents[it.run].ShiftNS,
+			runs[it.run].Header.ClockOffsetNS, names[it.run])
+	}
+	return m
+}
+
+// rebase returns r with its times moved by shift (and its Arrival by shift
+// + offset, since the echo was on the reference clock) and its Agent set.
+func rebase(r Result, shift, offset int64, agent string) Result {
+	r.Agent = agent
+	r.Sched += shift
+	for _, t := range []*int64{&r.Sent, &r.Wrote, &r.TTFB, &r.Done} {
+		if *t != 0 {
+			*t += shift
+		}
+	}
+	if r.Arrival != nil {
+		a := *r.Arrival + shift + offset
+		r.Arrival = &a
+	}
+	return r
+}
+
+// agentNames names each run's agent uniquely (see AgentInfo.Name).
+func agentNames(runs []*Run) []string {
+	count := make(map[string]int, len(runs))
+	for _, run := range runs {
+		count[run.Header.Agent]++
+	}
+	names := make([]string, len(runs))
+	used := make(map[string]bool, len(runs))
+	for i, run := range runs {
+		if n := run.Header.Agent; n != "" && count[n] == 1 {
+			names[i] = n
+			used[n] = true
+		}
+	}
+	for i := range runs {
+		if names[i] != "" {
+			continue
+		}
+		n := fmt.Sprintf("a%d", i+1)
+		for k := 2; used[n]; k++ {
+			n = fmt.Sprintf("a%d-%d", i+1, k)
+		}
+		names[i] = n
+		used[n] = true
+	}
+	return names
+}
+
+// Ref returns the reference of r used in findings' evidence: "agent:seq".
+func Ref(r Result) string {
+	return r.Agent + ":" + strconv.FormatInt(r.Seq, 10)
+}
+
+// ParseRef splits a reference made by Ref into its agent and seq. The agent
+// is everything before the last colon, so it may itself contain colons.
+func ParseRef(ref string) (agent string, seq int64, err error) {
+	i := strings.LastIndexByte(ref, ':')
+	if i < 0 {
+		return "", 0, fmt.Errorf("record: ref %q: %w", ref, errors.New("want agent:seq"))
+	}
+	seq, err = strconv.ParseInt(ref[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("record: ref %q: want agent:seq: %w", ref, err)
+	}
+	return ref[:i], seq, nil
+}
