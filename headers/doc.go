@@ -24,5 +24,6 @@
 // freshness rules of RFC 9111 for the cacheable-429 finding.
 //
 // Everything in this package is a pure function of its arguments: the
-// current time is always passed in, and nothing reads the clock.
+// current time is always passed in, nothing reads the clock, and every
+// function is safe for concurrent use (Set on distinct headers).
 package headers

@@ -77,7 +77,8 @@ type Quota struct {
 // draft-8 carries every quota. draft-6, draft-7 and x-ratelimit carry one
 // current state, that of the quota with the lowest Remaining (the first on a
 // tie), as the drafts' "expiring limit"; their RateLimit-Policy lists every
-// quota that has a Window. x-ratelimit with several quotas formats
+// quota that has a Window (those drafts forbid two policies of the same
+// quota; Set does not check). x-ratelimit with several quotas formats
 // X-RateLimit-Limit in Envoy's form, "10, 10;w=1;name=\"a\", 1000;w=3600".
 // The delay reset of x-ratelimit is capped at 999,999,999 s so that it is
 // never mistaken for a Unix time.

@@ -14,10 +14,11 @@ import (
 var fuzzFields = []string{
 	"RateLimit-Policy", "RateLimit", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
 	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-Rate-Limit-Reset", "Retry-After",
+	"X-RateLimit-Resource",
 }
 
 // fuzzSeeds are the drafts' examples, good and bad, and real servers'.
-var fuzzSeeds = [][10]string{
+var fuzzSeeds = [][11]string{
 	{`"burst";q=100;w=60,"daily";q=1000;w=86400`, `"burst";r=50;t=30, "daily";r=999;pk=:dHJpYWwxMjEzMjM=:`},
 	{`"peruser";q=65535;qu="content-bytes";w=10;pk=:sdfjLJUOUH==:`, `"peruser";r=6;t=1`},
 	{`quota;q=100;w=1`, `quota;t=1`},
@@ -33,17 +34,19 @@ var fuzzSeeds = [][10]string{
 	{``, ``, ``, ``, ``, ``, ``, `Thu, 14 May 2026 10:22:00 GMT`, ``, `Thu May 14 10:22:00 2026`},
 	{`"a";Q=1`, `"a";r=-1`, `-1`, `1.5`, `x`, `-1`, `ten`, `-5`, `1.`, `1.5`},
 	{"\"a\";q=1\n\"b\";q=2", "\"a\";r=0\n\"b\";r=1;t=4", "", "", "", "", "", "", "", "5\n6"},
+	{`100;w=60, "a";q=5;w=1`, `limit=100, reset=30`, ``, ``, ``, `10;w=1`, ``, `999999999.9`, ``, `0`, ` core `},
+	{``, ``, ``, ``, ``, `7, 7;w=2;name=tok`, `1`, `1767225600.5`, ``, ``, `search`},
 }
 
 // FuzzParse checks that Parse never panics, and that whatever parses without
 // a Problem, formatted again with the package's own writer, parses the same.
 func FuzzParse(f *testing.F) {
 	for _, s := range fuzzSeeds {
-		f.Add(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9])
+		f.Add(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10])
 	}
-	f.Fuzz(func(t *testing.T, a, b, c, d, e, g, i, j, k, l string) {
+	f.Fuzz(func(t *testing.T, a, b, c, d, e, g, i, j, k, l, m string) {
 		h := http.Header{}
-		for n, v := range []string{a, b, c, d, e, g, i, j, k, l} {
+		for n, v := range []string{a, b, c, d, e, g, i, j, k, l, m} {
 			if v == "" {
 				continue
 			}

@@ -232,8 +232,13 @@ func (p *parser) retryAfter() {
 // it reports one Problem and returns the members that parse on their own
 // (split at commas outside Strings), so that what can be read is read.
 func (p *parser) list(field string, vals []string) httpsfv.List {
-	value := strings.Join(vals, ", ")
 	l, err := httpsfv.UnmarshalList(vals)
+	return p.salvage(field, vals, l, err)
+}
+
+// salvage is list for a field already parsed into l, err.
+func (p *parser) salvage(field string, vals []string, l httpsfv.List, err error) httpsfv.List {
+	value := strings.Join(vals, ", ")
 	if err == nil {
 		if len(l) == 0 {
 			p.problem(field, value, "empty list")
@@ -459,7 +464,7 @@ func (p *parser) rateLimit() {
 		p.draft7Dict(strings.Join(vals, ", "), dict)
 		return
 	}
-	_, lerr := httpsfv.UnmarshalList(vals)
+	list, lerr := httpsfv.UnmarshalList(vals)
 	if lerr != nil && derr == nil && isDraft7(dict, false) {
 		p.draft7Dict(strings.Join(vals, ", "), dict)
 		return
@@ -481,7 +486,7 @@ func (p *parser) rateLimit() {
 		p.draft7Dict(value, salvaged)
 		return
 	}
-	p.draft8Limits(vals)
+	p.draft8Limits(vals, list, lerr)
 }
 
 // isDraft7 reports whether d has a draft-7 key; with valued, only a key
@@ -554,9 +559,9 @@ func (p *parser) draft7Dict(value string, d *httpsfv.Dictionary) {
 }
 
 // draft8Limits reads RateLimit: "default";r=50;t=30, "daily";r=900.
-func (p *parser) draft8Limits(vals []string) {
+func (p *parser) draft8Limits(vals []string, l httpsfv.List, err error) {
 	value := strings.Join(vals, ", ")
-	for _, m := range p.list(fieldRateLimit, vals) {
+	for _, m := range p.salvage(fieldRateLimit, vals, l, err) {
 		it, ok := m.(httpsfv.Item)
 		if !ok {
 			p.problem(fieldRateLimit, value, "an Inner List is not a service limit")

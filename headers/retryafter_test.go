@@ -56,8 +56,8 @@ func TestParseRetryAfterTwoDigitYearPast(t *testing.T) {
 func TestParseRetryAfterMalformed(t *testing.T) {
 	for _, in := range []string{
 		"", " ", "-1", "+5", "1.5", "5s", "0x10", "soon",
-		"Thu, 14 May 2026 10:22:00 UTC",   // IMF-fixdate must say GMT
-		"2026-05-14T10:22:00Z",            // RFC 3339 is not an HTTP-date
+		"Thu, 14 May 2026 10:22:00 UTC",    // IMF-fixdate must say GMT
+		"2026-05-14T10:22:00Z",             // RFC 3339 is not an HTTP-date
 		"Thursday, 14-May-26 10:22:00 PST", // RFC 850 must say GMT
 		"Thu, 14 May 2026 10:22:00 GMT, 5",
 	} {

@@ -1,0 +1,53 @@
+package headers_test
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rlprobe/rlprobe/headers"
+)
+
+func ExampleSet() {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	h := http.Header{}
+	headers.Set(h, headers.Draft8, now, headers.Quota{
+		Policy: "default", Limit: 100, Window: time.Minute, Remaining: 50, UntilMore: 29500 * time.Millisecond,
+	})
+	fmt.Println("RateLimit-Policy:", h.Get("RateLimit-Policy"))
+	fmt.Println("RateLimit:", h.Get("RateLimit"))
+	// Output:
+	// RateLimit-Policy: "default";q=100;w=60
+	// RateLimit: "default";r=50;t=30
+}
+
+func ExampleParse() {
+	received := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	h := http.Header{}
+	h.Set("RateLimit", "limit=100, remaining=0, reset=30")
+	h.Set("RateLimit-Policy", "100;w=60")
+	h.Set("Retry-After", "Fri, 02 Jan 2026 03:04:35 GMT")
+	p := headers.Parse(h, received)
+	fmt.Println(p.Dialects, *p.RetryAfter)
+	for _, l := range p.Limits {
+		fmt.Println(l.Dialect, l.Limit, l.Remaining, l.Reset)
+	}
+	for _, pol := range p.Policies {
+		fmt.Println(pol.Dialect, pol.Quota, pol.Window)
+	}
+	// Output:
+	// [draft-7] 30s
+	// draft-7 100 0 30s
+	// draft-7 100 1m0s
+}
+
+func ExampleParse_problems() {
+	h := http.Header{}
+	h.Set("RateLimit", "quota;t=1") // from the -10 draft's appendix
+	for _, pr := range headers.Parse(h, time.Now()).Problems {
+		fmt.Println(pr)
+	}
+	// Output:
+	// RateLimit: "quota;t=1": policy name quota must be a String ("quota"), not a Token
+	// RateLimit: "quota;t=1": limit "quota": r is required
+}
