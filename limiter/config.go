@@ -310,3 +310,50 @@ func (c Config) compile() model {
 	}
 	return m
 }
+
+// Params are the integers Step computes with, derived once from a Config's
+// floats and durations. A port of Step (the Redis Lua script) that takes
+// these values, rather than deriving its own from Rate, makes the same
+// decisions; every product Step forms from them and realistic times stays
+// below 2^53.
+type Params struct {
+	// Limit is Limit (window algorithms) or Capacity (buckets).
+	Limit int64 `json:"limit"`
+	// WindowUS is the window in µs (window algorithms).
+	WindowUS int64 `json:"window_us,omitempty"`
+	// Epoch reports whether windows are aligned to the Unix epoch
+	// (FixedWindow, SlidingWindowCounter).
+	Epoch bool `json:"epoch,omitempty"`
+	// CountRejected is Config.CountRejected (window algorithms).
+	CountRejected bool `json:"count_rejected,omitempty"`
+	// IntervalUS is the token bucket's refill interval: round(1e6/Rate) µs,
+	// halves rounded up.
+	IntervalUS int64 `json:"interval_us,omitempty"`
+	// RateMilli is nginx's rate in milli-requests per second,
+	// floor(Rate·1000·(1+1e-12)) (GCRA, LeakyBucket).
+	RateMilli int64 `json:"rate_milli,omitempty"`
+	// BurstMilli is nginx's burst·1000 = (Capacity−1)·1000.
+	BurstMilli int64 `json:"burst_milli,omitempty"`
+	// DelayMilli is nginx's delay·1000 for LeakyBucket, or −1 when requests
+	// are never delayed (GCRA, NoDelay).
+	DelayMilli int64 `json:"delay_milli,omitempty"`
+}
+
+// Params returns the integers Step uses for c (see [Params]); c should be
+// valid.
+func (c Config) Params() Params {
+	m := c.compile()
+	p := Params{Limit: m.limit}
+	switch {
+	case c.Algorithm.windowed():
+		p.WindowUS, p.Epoch, p.CountRejected = m.w, m.epoch, m.countRejected
+	case c.Algorithm == TokenBucket:
+		p.IntervalUS = m.interval
+	case c.Algorithm.nginx():
+		p.RateMilli, p.BurstMilli, p.DelayMilli = m.rateM, m.burstM, m.delayM
+		if m.delayM == math.MaxInt64 {
+			p.DelayMilli = -1
+		}
+	}
+	return p
+}

@@ -177,3 +177,24 @@ func TestStepInvalidConfig(t *testing.T) {
 		_ = c.AdvertisedWindow()
 	}
 }
+
+func TestParams(t *testing.T) {
+	tests := []struct {
+		cfg  Config
+		want Params
+	}{
+		{Config{Algorithm: FixedWindow, Limit: 5, Window: 1500 * time.Millisecond}, Params{Limit: 5, WindowUS: 1_500_000}},
+		{Config{Algorithm: SlidingWindowCounter, Limit: 5, Window: time.Second, CountRejected: true}, Params{Limit: 5, WindowUS: 1_000_000, Epoch: true, CountRejected: true}},
+		{Config{Algorithm: TokenBucket, Rate: 3, Capacity: 2}, Params{Limit: 2, IntervalUS: 333_333}},
+		{Config{Algorithm: TokenBucket, Rate: 6, Capacity: 2}, Params{Limit: 2, IntervalUS: 166_667}},
+		{Config{Algorithm: TokenBucket, Rate: 1.0 / 60, Capacity: 2}, Params{Limit: 2, IntervalUS: 60_000_000}},
+		{Config{Algorithm: GCRA, Rate: 1.0 / 60, Capacity: 4}, Params{Limit: 4, RateMilli: 16, BurstMilli: 3000, DelayMilli: -1}},
+		{Config{Algorithm: LeakyBucket, Rate: 1, Capacity: 6, Delay: 2}, Params{Limit: 6, RateMilli: 1000, BurstMilli: 5000, DelayMilli: 2000}},
+		{Config{Algorithm: LeakyBucket, Rate: 1, Capacity: 6, NoDelay: true}, Params{Limit: 6, RateMilli: 1000, BurstMilli: 5000, DelayMilli: -1}},
+	}
+	for _, tt := range tests {
+		if got := tt.cfg.Params(); got != tt.want {
+			t.Errorf("%+v: Params() = %+v, want %+v", tt.cfg, got, tt.want)
+		}
+	}
+}

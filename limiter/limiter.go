@@ -85,7 +85,8 @@ type Config struct {
 	// (3/s → every 333333 µs), so rates up to 1e6/s are accepted but rates
 	// above about 1000/s lose precision. GCRA and LeakyBucket truncate it to
 	// milli-requests per second as nginx does (1r/m → 16 milli-requests/s,
-	// one request per 62.5 s); they need at least 0.001/s.
+	// one request per 62.5 s); they need at least 0.001/s. [Config.Params]
+	// gives the resulting integers.
 	Rate float64 `json:"rate,omitempty"`
 	// Capacity is how many requests a full bucket admits at once from idle
 	// (bucket algorithms only), 1 to 1e9; nginx burst = Capacity − 1.
