@@ -13,9 +13,12 @@
 //     per client and target, written on pooled keep-alive connections (one
 //     request per connection at a time, so a burst of N uses N connections,
 //     dialled before the first deadline) and parsed with net/http's
-//     response reader. Result times mark the first byte written (Sent), the
-//     last byte written (Wrote), the first response byte (TTFB) and the end
-//     of the response (Done).
+//     response reader.
+//   - Result times bracket what the server saw: Sent is taken just before
+//     the write carrying the request's first byte and Wrote just before the
+//     write carrying its last byte (equal when one write carries both), so
+//     the server cannot hold the whole request before Wrote; TTFB is when
+//     the first response byte was read and Done the end of the response.
 //   - HTTP/2 is used when a TLS server offers it (ALPN h2) or with H2C, one
 //     multiplexed connection per client and target.
 //   - Client identity is a header value, a source address, or both.

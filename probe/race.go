@@ -101,11 +101,11 @@ func (r *run) member(i int, release time.Time, lastByte bool, prepared *sync.Wai
 		r.completeH1(i, p, h, res, err, false)
 		return
 	}
+	at := time.Now()
 	_, err = h.sc.Write(req[len(req)-1:])
 	if err == nil {
-		now := time.Now()
-		res.Wrote = r.stamp(now)
-		err = h.sc.SetDeadline(now.Add(r.e.opt.Timeout))
+		res.Wrote = r.stamp(at)
+		err = h.sc.SetDeadline(at.Add(r.e.opt.Timeout))
 	}
 	r.completeH1(i, p, h, res, err, false)
 }

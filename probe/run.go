@@ -357,7 +357,9 @@ func (r *run) dialFailed(err error) bool {
 	return true
 }
 
-// writeH1 writes the whole request b on c, stamping Sent and Wrote.
+// writeH1 writes the whole request b on c in one write, stamping Sent and
+// Wrote just before it (see the package documentation: Wrote is a lower
+// bound of the moment the server can have the whole request).
 func (r *run) writeH1(c *h1Conn, b []byte, res *record.Result) error {
 	now := time.Now()
 	if err := c.sc.SetDeadline(now.Add(r.e.opt.Timeout)); err != nil {
@@ -365,11 +367,12 @@ func (r *run) writeH1(c *h1Conn, b []byte, res *record.Result) error {
 	}
 	c.sc.first = time.Time{}
 	res.Src = c.src
-	res.Sent = r.stamp(time.Now())
+	at := r.stamp(time.Now())
+	res.Sent = at
 	if _, err := c.sc.Write(b); err != nil {
 		return err
 	}
-	res.Wrote = r.stamp(time.Now())
+	res.Wrote = at
 	return nil
 }
 
@@ -561,12 +564,15 @@ func (r *run) roundTripH2(i int, p *pool, hc *h2Conn, res record.Result) {
 	}
 	now := time.Now()
 	st.mu.Lock()
+	// The transport reports its writes after they happened, so Sent is the
+	// call and Wrote the call too, or, with a body (whose last byte follows
+	// the headers), the end of the headers.
 	res.Sent = r.stamp(start)
-	if !st.headers.IsZero() {
-		res.Sent = r.stamp(st.headers)
-	}
 	if !st.wrote.IsZero() {
-		res.Wrote = r.stamp(st.wrote)
+		res.Wrote = res.Sent
+		if len(r.e.opt.Body) > 0 && !st.headers.IsZero() {
+			res.Wrote = r.stamp(st.headers)
+		}
 	}
 	if !st.ttf.IsZero() {
 		res.TTFB = r.stamp(st.ttf)

@@ -262,8 +262,8 @@ func (r *run) spRun(sc *spConn, members []int, release time.Time, prepared *sync
 		_ = wf.WriteData(s.id, true, last)
 	}
 	sc.wmu.Lock()
-	_, werr := sc.c.Write(buf.Bytes())
 	now := time.Now()
+	_, werr := sc.c.Write(buf.Bytes())
 	sc.wmu.Unlock()
 	if werr == nil {
 		for _, s := range streams {
