@@ -59,11 +59,14 @@ func ParseDuration(s string) (time.Duration, error) {
 // UnmarshalYAML parses a duration scalar.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return errors.New("a duration must be a scalar such as 60s")
+		return fmt.Errorf("line %d: a duration must be a scalar such as 60s", n.Line)
 	}
 	v, err := ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
 	*d = Duration(v)
-	return err
+	return nil
 }
 
 // Rate is a rate in requests per second, written as the contract's rates
@@ -73,14 +76,17 @@ type Rate float64
 // UnmarshalYAML parses a rate scalar.
 func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return errors.New("a rate must be a scalar such as 10/s")
+		return fmt.Errorf("line %d: a rate must be a scalar such as 10/s", n.Line)
 	}
 	if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
-		return fmt.Errorf("rate %q has no unit: write it like %s/s or %sr/m", n.Value, n.Value, n.Value)
+		return fmt.Errorf("line %d: rate %q has no unit: write it like %s/s or %sr/m", n.Line, n.Value, n.Value, n.Value)
 	}
 	v, err := limiter.ParseRate(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
 	*r = Rate(v)
-	return err
+	return nil
 }
 
 // StringList is a list written either as a comma-separated string (as the
@@ -104,7 +110,7 @@ func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
 		*l = out
 		return nil
 	}
-	return errors.New("expected a string or a list of strings")
+	return fmt.Errorf("line %d: expected a string or a list of strings", n.Line)
 }
 
 // SplitList splits a comma-separated list, trimming spaces and dropping
