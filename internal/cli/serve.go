@@ -12,7 +12,9 @@ import (
 	"github.com/rlprobe/rlprobe/testserver"
 )
 
-func init() { register(func(f *Factory, g *GlobalOptions) *cobra.Command { return newServeCmd(f, g, nil) }) }
+func init() {
+	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return newServeCmd(f, g, nil) })
+}
 
 // shutdownGrace bounds the graceful stop of `serve` after a signal.
 const shutdownGrace = 10 * time.Second
