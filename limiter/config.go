@@ -31,6 +31,7 @@ type FieldError struct {
 	Problem string
 }
 
+// Error returns "limiter: FIELD: PROBLEM".
 func (e *FieldError) Error() string { return "limiter: " + e.Field + ": " + e.Problem }
 
 // windowed reports whether a counts requests per window (Limit, Window)

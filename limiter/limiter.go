@@ -14,8 +14,9 @@
 // LeakyBucket follow nginx and use a millisecond clock (now in µs divided by
 // 1000, rounded down). Arithmetic is on integers except where a float rate
 // is turned into an integer once (the token bucket's refill interval in µs,
-// nginx's milli-requests per second), so a port that does the same integer
-// operations makes the same decisions for the same µs times.
+// nginx's milli-requests per second: [Config.Params]), so a port that takes
+// those integers and does the same integer operations makes the same
+// decisions for the same µs times.
 //
 // Times are absolute Unix times and are expected to lie after 1970: the zero
 // State means "never seen", and a state written at the Unix epoch itself
@@ -177,8 +178,10 @@ type Decision struct {
 //   - gcra and leaky-bucket: At = nginx's last (ms), Count = nginx's excess
 //     (milli-requests). With rate in milli-requests per second, a request at
 //     ms computes excess' = max(0, excess − rate·(ms−last)/1000 + 1000) and is
-//     rejected when excess' > 1000·(C−1); otherwise excess = excess' and, if
-//     ms ≠ last, last = ms. A key's first request sets excess = 0, last = ms.
+//     rejected when excess' > 1000·(C−1); otherwise excess = excess' and
+//     last = ms. As in nginx, a gap ms−last below −60000 counts as 1 ms,
+//     other negative gaps as 0, and last only moves when the counted gap is
+//     not 0. A key's first request sets excess = 0, last = ms.
 //
 // Rejected requests leave the State as it was, except where CountRejected
 // counts them. A State is a value: Step never writes to a Log it was given

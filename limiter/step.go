@@ -32,12 +32,14 @@ func (c Config) Step(st State, now time.Time) (State, Decision) {
 	return m.step(st, now.UnixMicro(), false)
 }
 
-// IdleAt returns the earliest instant from which st decides exactly like
-// the zero State: stepping st at or after IdleAt gives the same Decision and
-// State as stepping State{}. A store may forget the key then. It returns the
-// zero Time for the zero State. For window algorithms IdleAt is at most two
-// windows after the key's last request; for buckets, the instant the bucket
-// is full again.
+// IdleAt returns an instant from which st decides exactly like the zero
+// State: stepping st at or after IdleAt gives the same Decision and State
+// as stepping State{}, so a store may forget the key then (and a Redis key
+// may expire). It returns the zero Time for the zero State. For buckets it
+// is the instant the bucket is full again; for FixedWindow the end of the
+// window, for SlidingLog the instant the newest logged request leaves it,
+// for SlidingWindowCounter the end of the window after the current one: at
+// most two windows after the key's last request.
 func (c Config) IdleAt(st State) time.Time {
 	if st.IsZero() {
 		return time.Time{}
