@@ -23,6 +23,7 @@ type FormatError struct {
 	Format int // the header's format; 0 when absent
 }
 
+// Error says which format the file has and what to do about it.
 func (e *FormatError) Error() string {
 	switch {
 	case e.Format == 0:
@@ -41,8 +42,10 @@ type LineError struct {
 	Err  error // what is wrong with it
 }
 
+// Error returns "record: line N: " and the cause.
 func (e *LineError) Error() string { return fmt.Sprintf("record: line %d: %v", e.Line, e.Err) }
 
+// Unwrap returns the cause.
 func (e *LineError) Unwrap() error { return e.Err }
 
 // Line is one record read by a Reader.
@@ -75,12 +78,23 @@ type Run struct {
 func Read(r io.Reader) (*Run, error) {
 	rd := NewReader(r)
 	run := new(Run)
+	// Results are decoded into chunks, then copied once into one slice:
+	// growing a single slice would allocate and copy about five times the
+	// final size.
+	var chunks [][]Result
+	chunk := make([]Result, 0, 256)
+	total := 0
 	for {
-		run.Results = append(run.Results, Result{})
-		dst := &run.Results[len(run.Results)-1]
-		l, err := rd.next(dst)
+		if len(chunk) == cap(chunk) {
+			chunks = append(chunks, chunk)
+			chunk = make([]Result, 0, min(2*cap(chunk), 64<<10))
+		}
+		chunk = chunk[:len(chunk)+1]
+		l, err := rd.next(&chunk[len(chunk)-1])
 		if l.Type != TypeResult || err != nil {
-			run.Results = run.Results[:len(run.Results)-1]
+			chunk = chunk[:len(chunk)-1]
+		} else {
+			total++
 		}
 		if errors.Is(err, io.EOF) {
 			break
@@ -101,7 +115,12 @@ func Read(r io.Reader) (*Run, error) {
 			}
 		}
 	}
-	run.Results = run.Results[:len(run.Results):len(run.Results)]
+	if total > 0 {
+		run.Results = make([]Result, 0, total)
+		for _, c := range append(chunks, chunk) {
+			run.Results = append(run.Results, c...)
+		}
+	}
 	run.Warnings = rd.Warnings()
 	return run, nil
 }
@@ -123,11 +142,16 @@ type Reader struct {
 	ended    bool   // an end line was read
 	err      error  // terminal error, returned by every later Next
 	warnings []string
+	fast     fastDecoder
 }
 
 // NewReader returns a Reader of the record file r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, readBufferSize), maxLine: MaxLineBytes}
+	return &Reader{
+		br:      bufio.NewReaderSize(r, readBufferSize),
+		maxLine: MaxLineBytes,
+		fast:    fastDecoder{intern: make(interner)},
+	}
 }
 
 // Warnings returns what the Reader has tolerated so far, one sentence per
@@ -302,11 +326,14 @@ var resultPrefix = []byte(`{"type":"result"`)
 // a corrupt line.
 func (r *Reader) decode(raw []byte, dst *Result) (Line, error) {
 	if bytes.HasPrefix(raw, resultPrefix) {
-		// The fast path: one decoding pass, valid when no later key
-		// overrides the type.
+		// The fast path: lines as this package writes them.
 		res := dst
 		if res == nil {
 			res = new(Result)
+		}
+		*res = Result{}
+		if r.fast.decodeResult(raw, res) && res.Type == TypeResult {
+			return r.result(res, dst == nil), nil
 		}
 		*res = Result{}
 		err := json.Unmarshal(raw, res)

@@ -135,11 +135,13 @@ func (w *Writer) flusher() {
 // WriteResult writes r as a result line, with Type set to TypeResult.
 func (w *Writer) WriteResult(r Result) error {
 	r.Type = TypeResult
-	line, err := encodeLine(&r)
-	if err != nil {
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
+	e.buf.Reset()
+	if err := e.enc.Encode(&r); err != nil {
 		return fmt.Errorf("record: encode result %d: %w", r.Seq, err)
 	}
-	return w.write(line)
+	return w.write(e.buf.Bytes())
 }
 
 // WriteFinding writes doc, which must marshal to a JSON object, as a finding
@@ -207,7 +209,7 @@ func (w *Writer) closeWith(lines ...[]byte) error {
 }
 
 // write writes one encoded line (with its newline), flushing every
-// FlushRecords lines.
+// FlushRecords lines. The line is copied before write returns.
 func (w *Writer) write(line []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
