@@ -18,7 +18,9 @@ import (
 )
 
 // startRedis returns a client of a private redis-server.
-func startRedis(t *testing.T) *redis.Client {
+func startRedis(t *testing.T) *redis.Client { return startRedisB(t) }
+
+func startRedisB(t testing.TB) *redis.Client {
 	t.Helper()
 	addr := testenv.StartRedis(t)
 	c := redis.NewClient(&redis.Options{Addr: addr})
