@@ -719,3 +719,27 @@ func TestRaceCalledOffBeforeRelease(t *testing.T) {
 		}
 	})
 }
+
+func TestRaceAgainstAClosedPortAborts(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		n := newPipeNet(okHandler(0))
+		n.fail = func(int) error { return refusedErr }
+		e := newTestEngine(t, n, Options{RaceMode: RaceLastByte})
+		zero := time.Now()
+		var sends []Send
+		for c := range 4 {
+			sends = append(sends, Send{At: 500 * ms, Client: c, Batch: 1})
+		}
+		results, err := e.Run(t.Context(), zero, zero, sends, nil)
+		if !errors.Is(err, ErrAborted) {
+			t.Fatalf("Run error = %v, want ErrAborted", err)
+		}
+		checkOnePerSend(t, results, sends, 0)
+		// The members dial at once; the first failure aborts, and the
+		// members whose dial failed because of it are not-sent.
+		got := outcomes(results)
+		if got["error:refused"] < 1 || got["error:refused"]+got["not-sent:abort"] != 4 {
+			t.Errorf("outcomes = %v, want at least one refused error, the rest not-sent", got)
+		}
+	})
+}

@@ -119,10 +119,11 @@ type Options struct {
 	// RaceHold is how long before a batch's At its preparation starts (the
 	// pause between the withheld writes and the release); default 100ms.
 	RaceHold time.Duration
-	// MaxRate is a guard: the engine never sends faster than this many
-	// requests per second (a token bucket of MaxRate tokens, refilled at
-	// MaxRate/s); a send held back by it goes out late and counts as late.
-	// 0 means 1000; a batch larger than the bucket is refused.
+	// MaxRate is a guard against sending faster than this many requests
+	// per second: a token bucket of ⌈MaxRate⌉ tokens refilled at MaxRate/s,
+	// so at most MaxRate·(1+T) requests go out in any T seconds. A send held
+	// back by it goes out late and counts as late. 0 means 1000; a batch
+	// larger than the bucket is refused.
 	MaxRate float64
 	// AbortAfterErrors is how many consecutive transport errors (in
 	// completion order) abort a run; 0 means 20, negative never aborts.

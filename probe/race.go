@@ -52,7 +52,7 @@ func (r *run) member(i int, release time.Time, lastByte bool, prepared *sync.Wai
 	c, err := r.getConn(r.dctx, p, mode)
 	if err != nil {
 		prepared.Done()
-		if r.dctx.Err() == nil { // else the run stopped: not-sent
+		if r.dialFailed(err) || r.dctx.Err() == nil { // else the run stopped: not-sent
 			r.finish(i, res, err)
 		}
 		return

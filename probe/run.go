@@ -312,6 +312,7 @@ func (r *run) sendNew(i int) {
 	res := r.newResult(i)
 	c, err := r.getConn(r.rctx, p, dialAny)
 	if err != nil {
+		r.dialFailed(err)
 		r.finish(i, res, err)
 		return
 	}
@@ -338,15 +339,15 @@ func (r *run) getConn(ctx context.Context, p *pool, mode dialMode) (conn, error)
 	}
 	c, err := p.dialConn(ctx, mode, true)
 	if err != nil {
-		r.dialFailed(err)
-		return conn{}, err
+		return conn{}, err // the caller decides about dialFailed
 	}
 	r.connected.Store(true)
 	return c, nil
 }
 
 // dialFailed aborts the run when no connection has worked yet; it reports
-// whether it did.
+// whether it did, in which case the failed sends carry the error (while
+// sends that fail because of the abort are left to the sweep).
 func (r *run) dialFailed(err error) bool {
 	if r.connected.Load() || r.dctx.Err() != nil {
 		return false

@@ -87,9 +87,10 @@ func (r *run) spGroup(members []int, release time.Time, prepared *sync.WaitGroup
 	defer r.wg.Done()
 	p := r.items[members[0]].pool
 	fail := func(ms []int, err error) {
+		keep := r.dialFailed(err) || r.dctx.Err() == nil // else the run stopped: not-sent
 		for _, i := range ms {
 			prepared.Done()
-			if r.dctx.Err() == nil {
+			if keep {
 				r.finish(i, r.newResult(i), err)
 			}
 		}
@@ -121,7 +122,6 @@ func (r *run) spGroup(members []int, release time.Time, prepared *sync.WaitGroup
 func (r *run) spDial(p *pool) (*spConn, error) {
 	c, _, err := p.dialRaw(r.dctx, dialH2)
 	if err != nil {
-		r.dialFailed(err)
 		return nil, err
 	}
 	r.connected.Store(true)

@@ -1,0 +1,112 @@
+package probe
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// rawServer is a minimal HTTP/1.1 keep-alive server on loopback, so that
+// the benchmarks measure the engine rather than net/http's server.
+func rawServer(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					for { // the head ends with an empty line
+						line, err := br.ReadSlice('\n')
+						if err != nil {
+							return
+						}
+						if len(line) <= 2 {
+							break
+						}
+					}
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// BenchmarkRoundTripH1 runs b.N requests as one open-loop schedule at the
+// offered rate of each sub-benchmark ("max": one every microsecond, more
+// than the machine can do) and reports the achieved rate and the pacing
+// error.
+func BenchmarkRoundTripH1(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		interval time.Duration
+	}{
+		{"rate=1k", time.Millisecond},
+		{"rate=5k", 200 * time.Microsecond},
+		{"rate=20k", 50 * time.Microsecond},
+		{"rate=max", time.Microsecond},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			url := rawServer(b)
+			e, err := New(Options{URLs: []string{url}, MaxRate: 1e6})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			sends := steady(b.N, 0, bc.interval)
+			zero := time.Now()
+			b.ResetTimer()
+			results, err := e.Run(context.Background(), zero, zero.Add(20*time.Millisecond), sends, nil)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := Summarize(results)
+			if s.Accepted != b.N {
+				b.Fatalf("accepted %d of %d: %+v", s.Accepted, b.N, s)
+			}
+			b.ReportMetric(s.SentPerS, "req/s")
+			b.ReportMetric(float64(s.Pacing.P50US), "pace-p50-µs")
+			b.ReportMetric(float64(s.Pacing.P99US), "pace-p99-µs")
+			b.ReportMetric(float64(s.Latency["200"].P50US), "lat-p50-µs")
+			b.ReportMetric(100*float64(s.Late)/float64(b.N), "late-%")
+		})
+	}
+}
+
+// BenchmarkPacer reports how late the default pacer returns for deadlines
+// 200 µs apart.
+func BenchmarkPacer(b *testing.B) {
+	p := defaultPacer()
+	var h hist
+	ctx := context.Background()
+	p.start()
+	defer p.stop()
+	start := time.Now().Add(time.Millisecond)
+	b.ResetTimer()
+	for i := range b.N {
+		d := start.Add(time.Duration(i) * 200 * time.Microsecond)
+		p.wait(ctx, d)
+		h.add(int64(time.Since(d)))
+	}
+	b.StopTimer()
+	dist := h.dist()
+	b.ReportMetric(float64(dist.P50US), "late-p50-µs")
+	b.ReportMetric(float64(dist.P99US), "late-p99-µs")
+	b.ReportMetric(float64(dist.P999US), "late-p999-µs")
+}
