@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/record"
 )
 
@@ -612,7 +613,7 @@ func TestSecretsNeverInResults(t *testing.T) {
 func TestArrivalEcho(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		n := newPipeNet(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set(arrivalHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+			w.Header().Set(headers.ArrivalHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
 		}))
 		e := newTestEngine(t, n, Options{})
 		zero := time.Now()

@@ -11,11 +11,13 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/record"
 )
 
@@ -241,7 +243,7 @@ func (opt Options) validate() (Options, []*target, error) {
 		}
 	}
 	if opt.Captured == nil {
-		opt.Captured = defaultCaptured()
+		opt.Captured = slices.Clone(headers.Captured)
 	}
 	captured := make([]string, 0, len(opt.Captured))
 	for _, name := range opt.Captured {

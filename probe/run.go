@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/record"
 )
 
@@ -504,7 +505,7 @@ func (r *run) captureHeaders(res *record.Result, h http.Header) {
 		}
 	}
 	res.Headers = r.e.opt.Redactor.Header(out)
-	if v := h.Get(arrivalHeader); v != "" {
+	if v := h.Get(headers.ArrivalHeader); v != "" {
 		if ns, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
 			a := ns - r.zero.UnixNano()
 			res.Arrival = &a
