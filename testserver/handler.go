@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -85,6 +84,9 @@ type Handler struct {
 	onError  BackendErrorMode
 	logMu    sync.Mutex
 	log      io.Writer
+	// stopping is closed by StopDelays: delayed requests then answer 503.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // route is a validated Route.
@@ -105,7 +107,8 @@ var _ http.Handler = (*Handler)(nil)
 // NewHandler validates routes and returns their handler. Paths must be
 // unique and start with "/" (or be "" for the catch-all route).
 func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
-	h := &Handler{routes: map[string]*route{}, now: opt.Now, echo: opt.EchoArrival, onError: opt.OnBackendError, log: opt.Log}
+	h := &Handler{routes: map[string]*route{}, now: opt.Now, echo: opt.EchoArrival, onError: opt.OnBackendError, log: opt.Log,
+		stopping: make(chan struct{})}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -241,12 +244,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			t.Stop()
 			h.logf(r, arrival, key, 0, fmt.Sprintf("client gone while delayed %v", dec.Delay))
 			return
+		case <-h.stopping:
+			t.Stop()
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Cache-Control", "no-store")
+			w.Header().Set("Connection", "close")
+			h.logf(r, arrival, key, http.StatusServiceUnavailable, "server stopping while delayed")
+			writeBody(w, http.StatusServiceUnavailable, "server stopping\n")
+			return
 		}
 	}
 	rt.writeRateLimit(w.Header(), dec, arrival.Add(dec.Delay), dec.Delay)
 	h.logf(r, arrival, key, http.StatusOK, fmt.Sprintf("remaining=%d delay=%v", dec.Remaining, dec.Delay))
 	writeBody(w, http.StatusOK, "ok\n")
 }
+
+// StopDelays ends every current and future leaky-bucket wait at once with
+// 503 and "Retry-After: 1", so that a graceful stop need not wait out the
+// queue. Server.Shutdown calls it. It is safe to call more than once.
+func (h *Handler) StopDelays() { h.stopOnce.Do(func() { close(h.stopping) }) }
 
 func writeBody(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -377,14 +393,4 @@ func arrivalFromContext(ctx context.Context) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return time.Unix(0, ns), true
-}
-
-// sortedPaths lists the handler's exact paths, for messages.
-func (h *Handler) sortedPaths() []string {
-	var ps []string
-	for p := range h.routes {
-		ps = append(ps, p)
-	}
-	slices.Sort(ps)
-	return ps
 }

@@ -377,9 +377,11 @@ func (s *Server) RootCAs() *x509.CertPool {
 	return p
 }
 
-// Shutdown stops the server gracefully: no new connections, in-flight
-// requests finish (or ctx ends), then the backend is closed. It returns the
-// error that stopped serving, if any, or ctx's error.
+// Shutdown stops the server gracefully: no new connections, requests held
+// by a leaky-bucket delay answer 503 at once (Handler.StopDelays), other
+// in-flight requests finish, then the backend is closed. When ctx ends
+// first, the remaining connections are closed and ctx's error is returned;
+// otherwise the error that stopped serving, if any. Later calls return nil.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
@@ -387,9 +389,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	srv, serveErr := s.srv, s.serveErr
 	s.mu.Unlock()
+	s.handler.StopDelays()
 	var err error
 	if srv != nil {
 		err = srv.Shutdown(ctx)
+		if err != nil {
+			srv.Close()
+		}
 		if serr := <-serveErr; err == nil {
 			err = serr
 		}

@@ -276,3 +276,49 @@ func TestArrivalIsLastRead(t *testing.T) {
 		t.Errorf("arrival %d is before the last byte was sent (%d)", ns, before.UnixNano())
 	}
 }
+
+// TestShutdownEndsDelays: a graceful stop answers requests held by a
+// leaky-bucket delay with 503 at once instead of waiting out the queue.
+func TestShutdownEndsDelays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 1.0 / 60, Capacity: 3}
+		s, err := New(Config{Routes: []Route{{Policy: Policy{Limiter: cfg}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := NewMemListener()
+		if err := s.StartListener(l); err != nil {
+			t.Fatal(err)
+		}
+		c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return l.Dial(ctx, network, addr, netip.Addr{})
+		}}}
+		defer c.CloseIdleConnections()
+		resp, err := c.Get(s.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		start := time.Now()
+		got := make(chan int, 1)
+		go func() {
+			resp, err := c.Get(s.URL()) // delayed by 62.5 s (1r/m is 16 milli-requests/s)
+			if err != nil {
+				got <- 0
+				return
+			}
+			resp.Body.Close()
+			got <- resp.StatusCode
+		}()
+		synctest.Wait()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if code := <-got; code != http.StatusServiceUnavailable {
+			t.Errorf("delayed request during shutdown: %d, want 503", code)
+		}
+		if d := time.Since(start); d >= time.Second {
+			t.Errorf("shutdown waited %v for a delayed request", d)
+		}
+	})
+}

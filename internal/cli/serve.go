@@ -249,7 +249,8 @@ func serveRun(ctx context.Context, f *Factory, o *ServeOptions) error {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("serve: stopping: %w", err)
+		// A signal asked us to stop, and we did: say what was cut short.
+		fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: stopped without waiting for every request: %v\n", err)
 	}
 	return nil
 }
