@@ -27,8 +27,12 @@ const (
 	maxIdlePerPool = 512
 	// maxPredialPerPool bounds the connections dialled ahead of a run.
 	maxPredialPerPool = 256
-	// predialParallel is how many connections are dialled at once.
+	// predialParallel is how many connections are dialled at once before a
+	// run.
 	predialParallel = 16
+	// maxSendDials is how many connections late sends may be dialling at
+	// once (see pool.connForSend).
+	maxSendDials = 256
 )
 
 // dialMode says which protocols a new connection may speak.
@@ -105,15 +109,20 @@ type pool struct {
 	h1req  []byte      // the whole HTTP/1.1 request
 	header http.Header // request headers for the HTTP/2 path
 
-	mu   sync.Mutex
-	idle []*h1Conn // LIFO
-	h2   []*h2Conn
+	mu      sync.Mutex
+	idle    []*h1Conn // LIFO
+	h2      []*h2Conn
+	waiters []chan *h1Conn // sends waiting for a connection, FIFO
 }
 
 // getH1 returns an idle HTTP/1.1 connection, or nil.
 func (p *pool) getH1(now time.Time) *h1Conn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.getH1Locked(now)
+}
+
+func (p *pool) getH1Locked(now time.Time) *h1Conn {
 	for len(p.idle) > 0 {
 		c := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
@@ -125,16 +134,78 @@ func (p *pool) getH1(now time.Time) *h1Conn {
 	return nil
 }
 
-// putH1 returns a connection to the idle list.
+// putH1 hands a free connection to the longest waiting send, or returns it
+// to the idle list.
 func (p *pool) putH1(c *h1Conn) {
 	c.idleSince = time.Now()
 	p.mu.Lock()
+	if len(p.waiters) > 0 {
+		ch := p.waiters[0]
+		p.waiters = p.waiters[1:]
+		p.mu.Unlock()
+		ch <- c // buffered
+		return
+	}
 	defer p.mu.Unlock()
 	if len(p.idle) >= maxIdlePerPool {
 		c.close()
 		return
 	}
 	p.idle = append(p.idle, c)
+}
+
+// connForSend returns an idle connection for a send that found none at
+// its deadline, or a dial slot (dial is true; the caller releases it with
+// e.dialDone). When all of the engine's dial slots are taken it waits for
+// whichever comes first: a connection another request frees, or a slot.
+// This keeps an overloaded run (sends due faster than answers come back)
+// from turning into a storm of connection attempts. It returns ctx's error
+// when ctx ends first.
+func (p *pool) connForSend(ctx context.Context) (c *h1Conn, dial bool, err error) {
+	sem := p.e.dialSem
+	p.mu.Lock()
+	if c := p.getH1Locked(time.Now()); c != nil {
+		p.mu.Unlock()
+		return c, false, nil
+	}
+	select {
+	case sem <- struct{}{}:
+		p.mu.Unlock()
+		return nil, true, nil
+	default:
+	}
+	ch := make(chan *h1Conn, 1)
+	p.waiters = append(p.waiters, ch)
+	p.mu.Unlock()
+	select {
+	case c := <-ch:
+		return c, false, nil
+	case sem <- struct{}{}:
+		if p.removeWaiter(ch) {
+			return nil, true, nil
+		}
+		<-sem // a connection was handed over meanwhile
+		return <-ch, false, nil
+	case <-ctx.Done():
+		if !p.removeWaiter(ch) {
+			p.putH1(<-ch)
+		}
+		return nil, false, ctx.Err()
+	}
+}
+
+// removeWaiter takes ch off the waiting list and reports whether it was
+// still there (else a connection is, or is about to be, in it).
+func (p *pool) removeWaiter(ch chan *h1Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, w := range p.waiters {
+		if w == ch {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // idleCount returns the number of idle HTTP/1.1 connections.

@@ -71,6 +71,7 @@ type Engine struct {
 	burst   int
 	pacer   pacer
 	respReq *http.Request // what http.ReadResponse needs to know of the request
+	dialSem chan struct{} // dial slots of late sends (pool.connForSend)
 
 	runMu sync.Mutex // serialises Run and Preflight
 
@@ -97,6 +98,7 @@ func New(opt Options) (*Engine, error) {
 		dial:    opt.Dial,
 		pacer:   defaultPacer(),
 		respReq: &http.Request{Method: opt.Method},
+		dialSem: make(chan struct{}, maxSendDials),
 		pools:   make(map[poolKey]*pool),
 		rr:      make(map[int]int),
 		h2t: &http2.Transport{
@@ -333,6 +335,9 @@ func (e *Engine) Preflight(ctx context.Context, zero time.Time) (record.Result, 
 	r.items[0].pool = e.pool(0, 0)
 	r.wg.Add(1)
 	r.sendNew(0)
+	if !r.finished[0] { // ctx ended while it waited for a connection
+		return record.Result{}, nil, fmt.Errorf("probe: preflight: %w", context.Cause(r.dctx))
+	}
 	res := r.results[0]
 	if res.Outcome != record.OutcomeResponse {
 		return res, nil, fmt.Errorf("probe: preflight: %w", r.lastErr)

@@ -305,17 +305,34 @@ func (r *run) send(i int) {
 	go r.sendNew(i)
 }
 
-// sendNew runs send i on a pooled HTTP/2 stream or a new connection. The
+// sendNew runs send i, which found no idle connection at its deadline, on
+// a pooled HTTP/2 stream, a connection freed meanwhile or a new one. A send
+// still waiting when the run stops is left to the sweep (not-sent). The
 // caller has done r.wg.Add(1).
 func (r *run) sendNew(i int) {
 	defer r.wg.Done()
 	p := r.items[i].pool
 	res := r.newResult(i)
-	c, err := r.getConn(r.rctx, p, dialAny)
-	if err != nil {
-		r.dialFailed(err)
-		r.finish(i, res, err)
+	if h := p.getH2(); h != nil {
+		r.roundTripH2(i, p, h, res)
 		return
+	}
+	h1, dial, err := p.connForSend(r.dctx)
+	if err != nil {
+		return
+	}
+	var c conn
+	if dial {
+		c, err = p.dialConn(r.rctx, dialAny, true)
+		<-r.e.dialSem
+		if err != nil {
+			r.dialFailed(err)
+			r.finish(i, res, err)
+			return
+		}
+		r.connected.Store(true)
+	} else {
+		c.h1 = h1
 	}
 	if c.h2 != nil {
 		r.roundTripH2(i, p, c.h2, res)
