@@ -29,7 +29,7 @@ const (
 	maxPredialPerPool = 256
 	// predialParallel is how many connections are dialled at once before a
 	// run.
-	predialParallel = 16
+	predialParallel = 64
 	// maxSendDials is how many connections late sends may be dialling at
 	// once (see pool.connForSend).
 	maxSendDials = 256

@@ -744,3 +744,31 @@ func TestRaceAgainstAClosedPortAborts(t *testing.T) {
 		}
 	})
 }
+
+func TestLateSendsWaitForAFreedConnectionOrADialSlot(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		// Answers take 10 ms, dials 50 ms, and late sends may dial two at a
+		// time: the third and later sends of a quick succession take the
+		// connection the first one frees, in order.
+		n := newPipeNet(okHandler(10 * ms))
+		n.dialDelay = 50 * ms
+		e := newTestEngine(t, n, Options{})
+		e.dialSem = make(chan struct{}, 2)
+		zero := time.Now()
+		begin := zero.Add(100 * ms) // after the pre-dialled connection
+		sends := steady(6, 0, ms)
+		results, err := e.Run(t.Context(), zero, begin, sends, nil)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := []time.Duration{0, 51 * ms, 52 * ms, 10 * ms, 20 * ms, 30 * ms}
+		for i, r := range results {
+			if got := time.Duration(r.Sent) - 100*ms; got != want[i] || r.Status != 200 {
+				t.Errorf("results[%d]: sent at %v status %d, want %v 200", i, got, r.Status, want[i])
+			}
+		}
+		if got := n.dialCount(); got != 3 {
+			t.Errorf("dials = %d, want 3", got)
+		}
+	})
+}

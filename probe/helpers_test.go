@@ -35,6 +35,8 @@ type pipeNet struct {
 	handlers map[string]http.Handler // by "host:port"
 	// fail, when set, is asked before each dial (numbered from 1).
 	fail func(n int) error
+	// dialDelay is how long each dial takes.
+	dialDelay time.Duration
 
 	mu    sync.Mutex
 	dials int
@@ -51,6 +53,7 @@ func (n *pipeNet) Dial(ctx context.Context, network, addr string, src netip.Addr
 	d := n.dials
 	n.srcs = append(n.srcs, src)
 	n.mu.Unlock()
+	time.Sleep(n.dialDelay)
 	if n.fail != nil {
 		if err := n.fail(d); err != nil {
 			return nil, err

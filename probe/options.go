@@ -328,6 +328,9 @@ func parseTarget(raw string, opt Options) (*target, error) {
 		if base.ServerName == "" {
 			base.ServerName = u.Hostname()
 		}
+		if base.ClientSessionCache == nil { // resumed handshakes dial faster
+			base.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+		}
 		t.tlsAny = base.Clone()
 		if len(t.tlsAny.NextProtos) == 0 {
 			t.tlsAny.NextProtos = []string{"h2", "http/1.1"}
