@@ -343,10 +343,11 @@ func checkURL(s string) error {
 	if err != nil {
 		return fmt.Errorf("target %q is not a URL: %v", s, errors.Unwrap(err))
 	}
+	if !strings.Contains(s, "://") {
+		return fmt.Errorf("target %q has no scheme: write http://%s or https://%s", s, s, s)
+	}
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https":
-	case "":
-		return fmt.Errorf("target %q has no scheme: write http://%s or https://%s", s, s, s)
 	default:
 		return fmt.Errorf("target %q: the scheme must be http or https, not %s", s, u.Scheme)
 	}
