@@ -13,7 +13,9 @@
 //     per client and target, written on pooled keep-alive connections (one
 //     request per connection at a time, so a burst of N uses N connections,
 //     dialled before the first deadline) and parsed with net/http's
-//     response reader.
+//     response reader. A send that finds no idle connection at its deadline
+//     takes one freed meanwhile or dials one (at most 256 dials at a time
+//     per engine), whichever comes first; it is then late, and counted so.
 //   - Result times bracket what the server saw: Sent is taken just before
 //     the write carrying the request's first byte and Wrote just before the
 //     write carrying its last byte (equal when one write carries both), so
@@ -26,7 +28,10 @@
 //   - Batches race in one of three modes: barrier, last-byte (every request
 //     written but its final byte, then all final bytes released) and
 //     single-packet (HTTP/2: every stream's final frame withheld, then all
-//     flushed in one write per connection).
+//     flushed in one write per connection). A server that handles a request
+//     on its HEADERS, before the end of the stream (Go's does, unless the
+//     handler reads the body), answers before the release: such results
+//     have TTFB before Wrote.
 //
 // Secrets never reach a result: URLs, captured headers and identity values
 // pass through the Options.Redactor. [Summarize] condenses results into
