@@ -1,0 +1,450 @@
+package infer
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/patterns"
+)
+
+// experiment is a candidate schedule: sends at absolute times, all as
+// client 0, with a name for the record's phase.
+type experiment struct {
+	phase string
+	at    []time.Time
+	// groups[i] is the group of send i: outcomes are compared per group
+	// (the number accepted), as the fitting compares clusters.
+	groups []int
+	info   float64 // expected information, bits
+	cost   time.Duration
+}
+
+func (e *experiment) end() time.Time { return e.at[len(e.at)-1] }
+
+// sends turns the experiment into a schedule's sends starting at start.
+func (e *experiment) sends(start time.Time) []patterns.Send {
+	out := make([]patterns.Send, len(e.at))
+	for i, t := range e.at {
+		out[i] = patterns.Send{At: t.Sub(start), Phase: e.phase}
+	}
+	return out
+}
+
+// builder appends sends to an experiment.
+type builder struct {
+	e     experiment
+	group int
+}
+
+func newBuilder(phase string) *builder { return &builder{e: experiment{phase: phase}} }
+
+// burst adds n sends at t, as one group.
+func (b *builder) burst(t time.Time, n int) *builder {
+	for range n {
+		b.e.at = append(b.e.at, t)
+		b.e.groups = append(b.e.groups, b.group)
+	}
+	b.group++
+	return b
+}
+
+// spread adds n sends evenly over [t, t+span], each its own group.
+func (b *builder) spread(t time.Time, span time.Duration, n int) *builder {
+	for i := range n {
+		off := time.Duration(0)
+		if n > 1 {
+			off = span * time.Duration(i) / time.Duration(n-1)
+		}
+		b.e.at = append(b.e.at, t.Add(off))
+		b.e.groups = append(b.e.groups, b.group)
+		b.group++
+	}
+	return b
+}
+
+func (b *builder) done() experiment { return b.e }
+
+// weighted is a hypothesis with its prior weight in the design.
+type weighted struct {
+	s scored
+	w float64
+}
+
+// maxDesignHyps bounds the hypotheses simulated per candidate experiment.
+const maxDesignHyps = 400
+
+// missLikelihood is the relative likelihood of a hypothesis per outcome it
+// misses beyond the best: a miss is twenty times less likely than a hit.
+const missLikelihood = 0.05
+
+// weigh gives each hypothesis of p its prior weight — each family, each
+// variant within it, each (count, delay) within that and each hypothesis
+// within that share equally — times its likelihood missLikelihood^(misses
+// beyond the best). With limit > 0 it keeps at most about limit hypotheses,
+// spread evenly over the continuous parameter of each group, the group
+// keeping its weight.
+func weigh(p []scored, limit int) []weighted {
+	type gkey struct {
+		v    variant
+		n, d int64
+	}
+	best := math.MaxInt
+	groups := map[gkey][]scored{}
+	var order []gkey
+	for _, s := range p {
+		best = min(best, s.miss)
+		k := gkey{s.h.v, s.h.n, s.h.d}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], s)
+	}
+	per := math.MaxInt
+	if limit > 0 {
+		per = max(limit/max(len(order), 1), 3)
+	}
+	famVariants := map[Family]map[variant]bool{}
+	variantGroups := map[variant]int{}
+	for _, k := range order {
+		if famVariants[k.v.fam] == nil {
+			famVariants[k.v.fam] = map[variant]bool{}
+		}
+		famVariants[k.v.fam][k.v] = true
+		variantGroups[k.v]++
+	}
+	var out []weighted
+	for _, k := range order {
+		g := groups[k]
+		slices.SortFunc(g, func(a, b scored) int { return cmp.Compare(a.h.x, b.h.x) })
+		pick := g
+		if len(g) > per {
+			pick = make([]scored, 0, per)
+			for i := range per {
+				pick = append(pick, g[i*(len(g)-1)/(per-1)])
+			}
+		}
+		w := 1 / float64(len(famVariants)) / float64(len(famVariants[k.v.fam])) / float64(variantGroups[k.v]) / float64(len(pick))
+		for _, s := range pick {
+			out = append(out, weighted{s, w * math.Pow(missLikelihood, float64(s.miss-best))})
+		}
+	}
+	return out
+}
+
+// class is what a report says about a hypothesis beyond its continuous
+// parameter: family, the switches that are reported, counts.
+type class struct {
+	fam   Family
+	align limiter.Align
+	cr    bool
+	n, d  int64
+}
+
+func classOf(h hyp) class {
+	c := class{fam: h.v.fam, n: h.n, d: h.d}
+	switch h.v.fam {
+	case FixedWindow:
+		c.align = h.v.align
+	case SlidingLog:
+		c.cr = h.v.cr
+	case SlidingWindowCounter:
+		c.align, c.cr = h.v.align, h.v.cr
+	}
+	return c
+}
+
+// resolvedShare is the weight the leading class must hold for the
+// hypotheses to count as resolved.
+const resolvedShare = 0.9
+
+// resolved reports whether the plausible hypotheses agree on what would be
+// reported: one class holds nearly all the weight, and among its best
+// hypotheses the continuous parameter varies by at most 10 %.
+func resolved(p []scored) bool {
+	if len(p) == 0 {
+		return true
+	}
+	mass := map[class]float64{}
+	total := 0.0
+	for _, x := range weigh(p, 0) {
+		mass[classOf(x.s.h)] += x.w
+		total += x.w
+	}
+	var top class
+	for c, m := range mass {
+		if m > mass[top] {
+			top = c
+		}
+	}
+	if mass[top] < resolvedShare*total {
+		return false
+	}
+	best := math.MaxInt
+	for _, s := range p {
+		if classOf(s.h) == top {
+			best = min(best, s.miss)
+		}
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range p {
+		if classOf(s.h) == top && s.miss == best {
+			lo, hi = math.Min(lo, s.h.x), math.Max(hi, s.h.x)
+		}
+	}
+	return hi/lo <= 1.1
+}
+
+// designer simulates candidate experiments over weighted hypotheses. The
+// experiments are sent as one client, whose identity in the results is
+// client.
+type designer struct {
+	ws        []weighted
+	perClient bool
+	client    string
+}
+
+func (dz *designer) clients(n int) []string {
+	cs := make([]string, n)
+	for i := range cs {
+		cs[i] = dz.client
+	}
+	return cs
+}
+
+// signature is a hypothesis's predicted outcome of an experiment: the number
+// accepted per group.
+func (dz *designer) signature(h hyp, from states, e *experiment) string {
+	ds := predict(h, from, e.at, dz.clients(len(e.at)), dz.perClient)
+	var b strings.Builder
+	acc, g := 0, 0
+	for i, d := range ds {
+		if e.groups[i] != g {
+			b.WriteString(strconv.Itoa(acc))
+			b.WriteByte(',')
+			acc, g = 0, e.groups[i]
+		}
+		if d.Allowed {
+			acc++
+		}
+	}
+	b.WriteString(strconv.Itoa(acc))
+	return b.String()
+}
+
+// answerBin is the relative width of the bins of the continuous parameter
+// that count as one answer: telling apart hypotheses closer than 2 % is
+// worth nothing.
+const answerBin = 1.02
+
+// answer is what a hypothesis would make infer report, to 2 %.
+type answer struct {
+	c   class
+	bin int
+}
+
+func answerOf(h hyp) answer {
+	return answer{classOf(h), int(math.Floor(math.Log(h.x) / math.Log(answerBin)))}
+}
+
+// information returns the expected information (bits) that e's outcome
+// carries about the answer: the mutual information H(outcome) −
+// H(outcome | answer) under the hypotheses' weights. Outcomes that only
+// split hypotheses of one answer are worth nothing.
+func (dz *designer) information(e *experiment) float64 {
+	type cell struct {
+		a   answer
+		sig string
+	}
+	joint := map[cell]float64{}
+	bySig := map[string]float64{}
+	byAns := map[answer]float64{}
+	total := 0.0
+	for _, x := range dz.ws {
+		sig := dz.signature(x.s.h, x.s.states, e)
+		a := answerOf(x.s.h)
+		joint[cell{a, sig}] += x.w
+		bySig[sig] += x.w
+		byAns[a] += x.w
+		total += x.w
+	}
+	info := 0.0
+	for c, m := range joint {
+		if m > 0 {
+			info += m / total * math.Log2(m*total/(bySig[c.sig]*byAns[c.a]))
+		}
+	}
+	return info
+}
+
+// recoveries returns, per hypothesis, when a request would be admitted
+// again after the sends at ats (empty: from the current state) if a
+// request were sent at from, sorted.
+func (dz *designer) recoveries(ats []time.Time, at time.Time) []time.Time {
+	var out []time.Time
+	for _, x := range dz.ws {
+		seq := append(slices.Clone(ats), at)
+		ds := predict(x.s.h, x.s.states, seq, dz.clients(len(seq)), dz.perClient)
+		d := ds[len(ds)-1]
+		if d.Allowed {
+			out = append(out, at)
+		} else {
+			out = append(out, at.Add(d.RetryAfter))
+		}
+	}
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	return out
+}
+
+// splitPoints returns instants that split the sorted times ts near the
+// given quantiles: midway between two neighbouring distinct values.
+func splitPoints(ts []time.Time, qs ...float64) []time.Time {
+	var out []time.Time
+	for _, q := range qs {
+		i := int(q * float64(len(ts)))
+		if i <= 0 || i >= len(ts) {
+			continue
+		}
+		// Find distinct neighbours around i.
+		lo, hi := i-1, i
+		for hi < len(ts) && !ts[hi].After(ts[lo]) {
+			hi++
+		}
+		if hi == len(ts) {
+			for lo > 0 && !ts[hi-1].After(ts[lo]) {
+				lo--
+			}
+			if !ts[hi-1].After(ts[lo]) {
+				continue
+			}
+			hi--
+		}
+		mid := ts[lo].Add(ts[hi].Sub(ts[lo]) / 2)
+		if !slices.ContainsFunc(out, func(t time.Time) bool { return t.Equal(mid) }) {
+			out = append(out, mid)
+		}
+	}
+	return out
+}
+
+// candidates proposes experiments starting no earlier than s0, sized by the
+// hypotheses: X is their median time scale, K exceeds every count by two.
+func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment {
+	var kmax, nmed int64
+	var ns []int64
+	for _, x := range dz.ws {
+		kmax = max(kmax, x.s.h.n)
+		ns = append(ns, x.s.h.n)
+	}
+	slices.Sort(ns)
+	X := dz.scale()
+	nmed = ns[len(ns)/2]
+	K := int(kmax + 2)
+	var out []experiment
+
+	// Single probes where the hypotheses disagree on recovery.
+	for _, t := range splitPoints(dz.recoveries(nil, s0), 0.25, 0.5, 0.75) {
+		out = append(out, newBuilder("probe").burst(t, 1).done())
+	}
+	// Bursts after waits: how much quota is there at each phase?
+	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1, 1.5} {
+		t := s0.Add(time.Duration(f * float64(X)))
+		out = append(out, newBuilder("burst").burst(t, K).done())
+	}
+	// Exhaust, then probe where the hypotheses disagree on recovery.
+	burst := make([]time.Time, K)
+	for i := range burst {
+		burst[i] = s0
+	}
+	for _, t := range splitPoints(dz.recoveries(burst, s0.Add(margin)), 0.25, 0.5, 0.75) {
+		out = append(out, newBuilder("recovery").burst(s0, K).burst(t, 1).done())
+	}
+	// Spread quota over half a window, then a burst about one window later:
+	// sliding logs give back quota as the spread requests age out, fixed
+	// windows all at once at their edge.
+	for _, f := range []float64{0.9, 1.0, 1.1, 1.25} {
+		b := newBuilder("spread").spread(s0, X/2, int(nmed))
+		b.burst(s0.Add(time.Duration(f*float64(X))), K)
+		out = append(out, b.done())
+	}
+	// Sustained load at twice the limit for two windows: lockout when
+	// rejected requests count.
+	if nmed > 0 {
+		n := int(4 * nmed)
+		out = append(out, newBuilder("sustained").spread(s0, 2*X, n).done())
+	}
+	// Straddle the next window edge the hypotheses predict.
+	if edge, ok := dz.medianEdge(s0.Add(X / 4)); ok {
+		m := max(margin, X/20)
+		if edge.Add(-m).After(s0) {
+			out = append(out, newBuilder("edge").burst(edge.Add(-m), K).burst(edge.Add(m), K).done())
+		}
+	}
+	return out
+}
+
+// scale is the weighted median time scale of the hypotheses.
+func (dz *designer) scale() time.Duration {
+	type sw struct {
+		d time.Duration
+		w float64
+	}
+	var xs []sw
+	total := 0.0
+	for _, x := range dz.ws {
+		xs = append(xs, sw{x.s.h.scale(), x.w})
+		total += x.w
+	}
+	if len(xs) == 0 {
+		return time.Second
+	}
+	slices.SortFunc(xs, func(a, b sw) int { return cmp.Compare(a.d, b.d) })
+	acc := 0.0
+	for _, x := range xs {
+		acc += x.w
+		if acc >= total/2 {
+			return x.d
+		}
+	}
+	return xs[len(xs)-1].d
+}
+
+// medianEdge returns the median of the next window edges after t that the
+// windowed hypotheses with edges predict.
+func (dz *designer) medianEdge(t time.Time) (time.Time, bool) {
+	var edges []time.Time
+	tu := t.UnixMicro()
+	for _, x := range dz.ws {
+		h := x.s.h
+		if !h.v.windowed() || h.v.fam == SlidingLog {
+			continue
+		}
+		w := int64(math.Round(h.x * 1e6))
+		if w <= 0 {
+			continue
+		}
+		var e int64
+		if h.v.align == limiter.AlignEpoch {
+			e = (tu/w + 1) * w
+		} else {
+			st := x.s.states.get(fitKey(dz.client, dz.perClient))
+			if st.At == 0 {
+				continue
+			}
+			e = st.At
+			if e <= tu {
+				e += ((tu-e)/w + 1) * w
+			}
+		}
+		edges = append(edges, time.UnixMicro(e))
+	}
+	if len(edges) == 0 {
+		return time.Time{}, false
+	}
+	slices.SortFunc(edges, func(a, b time.Time) int { return a.Compare(b) })
+	return edges[len(edges)/2], true
+}

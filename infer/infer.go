@@ -1,0 +1,231 @@
+package infer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// Schema is the value of the "schema" member of the infer document.
+const Schema = "rlprobe.infer/v1"
+
+// Family is an inferred algorithm family. The spellings are the contract's.
+type Family string
+
+// The families infer can report.
+const (
+	// FixedWindow: N requests per window of length W; windows aligned to the
+	// Unix epoch or started by a key's first request.
+	FixedWindow Family = "fixed-window"
+	// SlidingLog: N accepted (or counted) requests in any interval of
+	// length W, exactly.
+	SlidingLog Family = "sliding-log"
+	// SlidingWindowCounter: the weighted estimate of the previous and the
+	// current fixed window (Cloudflare, HAProxy).
+	SlidingWindowCounter Family = "sliding-window-counter"
+	// TokenBucket: capacity C refilled continuously at rate r. GCRA and
+	// nginx limit_req with nodelay decide identically and are reported so.
+	TokenBucket Family = "token-bucket"
+	// LeakyBucketQueue: accepted requests beyond the first few are delayed,
+	// one per 1/r (nginx limit_req without nodelay).
+	LeakyBucketQueue Family = "leaky-bucket-queue"
+	// None: no limiting observed.
+	None Family = "none"
+)
+
+// Families lists every family in the contract's order.
+var Families = []Family{FixedWindow, SlidingLog, SlidingWindowCounter, TokenBucket, LeakyBucketQueue, None}
+
+// ParseFamily returns the Family spelled s, or an error naming the valid
+// spellings.
+func ParseFamily(s string) (Family, error) {
+	for _, f := range Families {
+		if string(f) == s {
+			return f, nil
+		}
+	}
+	names := make([]string, len(Families))
+	for i, f := range Families {
+		names[i] = string(f)
+	}
+	return "", fmt.Errorf("infer: unknown family %q; one of %s", s, strings.Join(names, ", "))
+}
+
+// Alignments and keys as reported (contract names).
+const (
+	AlignEpoch        = "epoch"
+	AlignFirstRequest = "first-request"
+	AlignUnknown      = "unknown"
+
+	KeyGlobal  = "global"
+	KeyUnknown = "unknown"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxRequests = 5000
+	DefaultMaxDuration = 10 * time.Minute
+	// DefaultMaxWindow is the longest window (or bucket refill time) the
+	// experiments are sized for; the budget 6·W + 30 s holds up to it.
+	DefaultMaxWindow = 60 * time.Second
+)
+
+// Engine runs a schedule against the target and returns one result per
+// send. It is the only way infer reaches the network: the CLI hands it the
+// probe engine, tests a model of a server.
+//
+// Result times are nanoseconds since one fixed origin (the record header's
+// Start, Options.Origin) for every Run on the same Engine, so results of
+// successive Runs share a timeline. A schedule with a non-zero Start is due
+// at that absolute instant; Run returns when every send has a result.
+// Run returns the results recorded so far together with an error when it
+// stops early (context cancelled, run aborted).
+type Engine interface {
+	Run(ctx context.Context, s patterns.Schedule) ([]record.Result, error)
+}
+
+// Options configure Infer. The zero value works with an Engine whose origin
+// is the zero time and a single client identity.
+type Options struct {
+	// Origin is the absolute instant that result time 0 stands for (the
+	// record header's Start). Epoch alignment is judged against it.
+	Origin time.Time
+	// Now reads the clock used to plan experiments; nil means time.Now.
+	Now func() time.Time
+	// Clients is how many client identities the engine can present
+	// (Send.Client 0…Clients−1). With 2 or more, infer tests whether the
+	// limit is per client.
+	Clients int
+	// KeyName is the contract key name the identities vary ("ip",
+	// "header:X-Api-Key"), reported when the limit proves per client;
+	// empty reports "unknown".
+	KeyName string
+	// RejectStatus is the declared reject status; 0 means 429 or 503.
+	RejectStatus int
+	// MaxRequests caps the requests infer sends; 0 means DefaultMaxRequests.
+	MaxRequests int
+	// MaxDuration caps the time infer runs; 0 means DefaultMaxDuration.
+	MaxDuration time.Duration
+	// MaxWindow is the longest window the experiments look for; 0 means
+	// DefaultMaxWindow.
+	MaxWindow time.Duration
+	// Prior holds results sent before Infer on the same timeline (the
+	// preflight request): they are replayed through every model too.
+	Prior []record.Result
+	// OnBudget, when set, is called once, as soon as the time scale W is
+	// known, with W and the time budget (6·W + 30 s, capped by MaxDuration)
+	// counted from the start of Infer.
+	OnBudget func(window, budget time.Duration)
+	// OnPhase, when set, is called as each experiment starts, with its name
+	// and the requests sent so far.
+	OnPhase func(phase string, sent int)
+	// Tool is the "tool" member of the document ("rlprobe v1.2.3").
+	Tool string
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+func (o *Options) maxRequests() int {
+	if o.MaxRequests > 0 {
+		return o.MaxRequests
+	}
+	return DefaultMaxRequests
+}
+
+func (o *Options) maxDuration() time.Duration {
+	if o.MaxDuration > 0 {
+		return o.MaxDuration
+	}
+	return DefaultMaxDuration
+}
+
+func (o *Options) maxWindow() time.Duration {
+	if o.MaxWindow > 0 {
+		return o.MaxWindow
+	}
+	return DefaultMaxWindow
+}
+
+// Param is an estimated parameter: the value reported and the interval of
+// values that reproduce the observations equally well. Integers are carried
+// as float64 with integral values.
+type Param struct {
+	Value float64 `json:"value"`
+	Low   float64 `json:"low"`
+	High  float64 `json:"high"`
+}
+
+// Params are the estimated parameters; a nil member does not apply to the
+// family (or could not be estimated).
+type Params struct {
+	Limit     *Param `json:"limit"`      // requests per window (window families)
+	WindowS   *Param `json:"window_s"`   // window length in seconds (window families)
+	RatePerS  *Param `json:"rate_per_s"` // refill or drain rate (buckets)
+	Capacity  *Param `json:"capacity"`   // requests admitted at once from idle (buckets)
+	Undelayed *Param `json:"undelayed"`  // leaky-bucket-queue: served at once from idle (nginx delay + 1)
+	Queue     *Param `json:"queue"`      // leaky-bucket-queue: further requests held rather than rejected
+}
+
+// RetryAfter says whether rejections carry Retry-After, and whether it is
+// honest: a retry at the advertised moment would be admitted, and not
+// admitted much earlier (within max(2 s, half the advertised delay)).
+// Honest is nil when Retry-After is not sent or cannot be judged.
+type RetryAfter struct {
+	Sent   bool  `json:"sent"`
+	Honest *bool `json:"honest"`
+}
+
+// Alternative is a family that did not win, with the share of outcomes its
+// best model reproduces and the observation that ruled it out.
+type Alternative struct {
+	Algorithm  Family  `json:"algorithm"`
+	Confidence float64 `json:"confidence"`
+	RuledOutBy string  `json:"ruled_out_by"`
+}
+
+// Inference is the infer document of the contract. A nil pointer member is
+// JSON null: not applicable or not determined.
+type Inference struct {
+	Schema    string `json:"schema"`
+	Tool      string `json:"tool"`
+	Algorithm Family `json:"algorithm"`
+	Params    Params `json:"params"`
+	// Alignment is where fixed windows start (fixed-window and
+	// sliding-window-counter): epoch, first-request or unknown.
+	Alignment *string `json:"alignment"`
+	// CountsRejected reports whether rejected requests count against the
+	// quota (a client sending above the limit is locked out); nil where it
+	// makes no observable difference (fixed-window) or was not determined.
+	CountsRejected *bool `json:"counts_rejected"`
+	// Key is global, the identity the clients varied (ip, header:NAME), or
+	// unknown when it was not tested.
+	Key string `json:"key"`
+	// RejectStatus is the status of rejections; nil when none was seen.
+	RejectStatus *int `json:"reject_status"`
+	// Headers lists the rate-limit header dialects seen (contract names).
+	Headers    []string   `json:"headers"`
+	RetryAfter RetryAfter `json:"retry_after"`
+	// MaxRatePerS is, for none, the highest rate of accepted requests
+	// reached: the most accepted in any one-second interval.
+	MaxRatePerS *float64 `json:"max_rate_per_s"`
+	// Confidence is the share of observed outcomes the winning model
+	// reproduces, 0 to 1.
+	Confidence   float64       `json:"confidence"`
+	Alternatives []Alternative `json:"alternatives"`
+	// Requests is the number of requests sent; DurationS how long infer ran.
+	Requests  int     `json:"requests"`
+	DurationS float64 `json:"duration_s"`
+	// Complete is false when the budget (time or requests) or an error
+	// ended the experiments before the candidates were told apart.
+	Complete   bool   `json:"complete"`
+	RecordFile string `json:"record_file"`
+}

@@ -1,0 +1,269 @@
+package infer
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rlprobe/rlprobe/limiter"
+)
+
+// variant is one candidate model shape: a family with the switches that
+// change its decisions (alignment, counting rejected requests).
+type variant struct {
+	fam   Family
+	alg   limiter.Algorithm
+	align limiter.Align
+	cr    bool
+}
+
+// windowed reports whether the variant takes (limit, window) rather than
+// (capacity, rate).
+func (v variant) windowed() bool { return v.fam != TokenBucket && v.fam != LeakyBucketQueue }
+
+func (v variant) String() string {
+	s := string(v.fam)
+	if v.align != "" {
+		s += "/" + string(v.align)
+	}
+	if v.cr {
+		s += "/count-rejected"
+	}
+	return s
+}
+
+// allVariants are the candidate shapes, in the order ties are broken: the
+// first of equally good variants wins.
+var allVariants = []variant{
+	{fam: TokenBucket, alg: limiter.TokenBucket},
+	{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignFirstRequest},
+	{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignEpoch},
+	{fam: SlidingLog, alg: limiter.SlidingLog},
+	{fam: SlidingLog, alg: limiter.SlidingLog, cr: true},
+	{fam: SlidingWindowCounter, alg: limiter.SlidingWindowCounter, align: limiter.AlignEpoch},
+	{fam: SlidingWindowCounter, alg: limiter.SlidingWindowCounter, align: limiter.AlignFirstRequest},
+	{fam: SlidingWindowCounter, alg: limiter.SlidingWindowCounter, align: limiter.AlignEpoch, cr: true},
+	{fam: SlidingWindowCounter, alg: limiter.SlidingWindowCounter, align: limiter.AlignFirstRequest, cr: true},
+	{fam: LeakyBucketQueue, alg: limiter.LeakyBucket},
+}
+
+// hyp is one fully specified candidate model.
+type hyp struct {
+	v variant
+	n int64   // limit (windows) or capacity (buckets)
+	x float64 // window in seconds (windows) or rate per second (buckets)
+	d int64   // leaky-bucket-queue: nginx delay= (undelayed − 1)
+}
+
+// config returns the limiter configuration that models h.
+func (h hyp) config() limiter.Config {
+	c := limiter.Config{Algorithm: h.v.alg, Align: h.v.align, CountRejected: h.v.cr}
+	if h.v.windowed() {
+		c.Limit = h.n
+		c.Window = max(time.Duration(math.Round(h.x*1e6))*time.Microsecond, time.Microsecond)
+		return c
+	}
+	c.Capacity = h.n
+	c.Rate = h.x
+	if h.v.fam == LeakyBucketQueue {
+		c.Delay = min(h.d, h.n-1)
+	}
+	return c
+}
+
+// scale is the hypothesis's time scale: the window, or the time an empty
+// bucket takes to fill.
+func (h hyp) scale() time.Duration {
+	if h.v.windowed() {
+		return time.Duration(h.x * float64(time.Second))
+	}
+	return time.Duration(float64(h.n) / h.x * float64(time.Second))
+}
+
+func (h hyp) String() string {
+	if h.v.windowed() {
+		return fmt.Sprintf("%v limit=%d window=%.4gs", h.v, h.n, h.x)
+	}
+	if h.v.fam == LeakyBucketQueue {
+		return fmt.Sprintf("%v rate=%.4g/s capacity=%d undelayed=%d", h.v, h.x, h.n, h.d+1)
+	}
+	return fmt.Sprintf("%v rate=%.4g/s capacity=%d", h.v, h.x, h.n)
+}
+
+// Timing tolerance of a replay: a lone request is allowed to have arrived
+// up to max(scale/timeTolDiv, minTimeTol, its own uncertainty) earlier or
+// later than estimated, so that parameters are never pinned more finely
+// than measurements can support.
+const (
+	timeTolDiv = 1000
+	minTimeTol = 100 * time.Microsecond
+)
+
+// keyed is one client's limiter state.
+type keyed struct {
+	client string
+	st     limiter.State
+}
+
+// states are the per-key states of one model after a replay. With a global
+// key there is one entry, for client "".
+type states []keyed
+
+func (s states) get(client string) limiter.State {
+	for _, k := range s {
+		if k.client == client {
+			return k.st
+		}
+	}
+	return limiter.State{}
+}
+
+func (s states) set(client string, st limiter.State) states {
+	for i := range s {
+		if s[i].client == client {
+			s[i].st = st
+			return s
+		}
+	}
+	return append(s, keyed{client, st})
+}
+
+func (s states) clone() states {
+	return slices.Clone(s)
+}
+
+// mismatch describes the worst-reproduced cluster of a replay.
+type mismatch struct {
+	at             time.Time
+	phase          string
+	size           int
+	modelAccepted  int
+	observedAccept int
+	delays         bool // the mismatch is in delays, not in counts
+	miss           int
+}
+
+// replay is the result of replaying observations through a model.
+type replay struct {
+	miss   int // outcomes the model does not reproduce
+	pruned bool
+	states states
+	worst  mismatch
+}
+
+// fitKey returns the state key of a client: the client itself when the limit
+// is per client, else one global key.
+func fitKey(client string, perClient bool) string {
+	if perClient {
+		return client
+	}
+	return ""
+}
+
+// replayObs replays o through h from idle and counts the outcomes h does
+// not reproduce. Within a cluster (arrivals too close to order) outcomes
+// are compared as multisets: the number accepted, and with queueing the
+// sorted delays of the accepted. It stops early once more than bound
+// outcomes are missed (bound < 0: never).
+func replayObs(h hyp, o *observations, perClient bool, bound int) replay {
+	return replayFrom(h, o, perClient, bound, 0, replay{})
+}
+
+// replayFrom continues a replay r (states and misses over the clusters
+// before from) over the clusters from index from on.
+func replayFrom(h hyp, o *observations, perClient bool, bound, from int, r replay) replay {
+	c := h.config()
+	tol := max(h.scale()/timeTolDiv, minTimeTol)
+	r.states = r.states.clone()
+	var mDel, oDel []time.Duration
+	for _, cl := range o.clusters[from:] {
+		accM, accO := 0, 0
+		mDel, oDel = mDel[:0], oDel[:0]
+		single := cl[1]-cl[0] == 1
+		for i := cl[0]; i < cl[1]; i++ {
+			ob := &o.list[i]
+			key := fitKey(ob.client, perClient)
+			st0 := r.states.get(key)
+			st, d := c.Step(st0, ob.at)
+			if single && d.Allowed != ob.accepted {
+				// A lone request within the timing tolerance of the model's
+				// boundary is given the benefit of the doubt.
+				shift := max(tol, ob.unc)
+				if !ob.accepted {
+					shift = -shift
+				}
+				if st2, d2 := c.Step(st0, ob.at.Add(shift)); d2.Allowed == ob.accepted {
+					st, d = st2, d2
+				}
+			}
+			r.states = r.states.set(key, st)
+			if d.Allowed {
+				accM++
+				if o.queueing {
+					mDel = append(mDel, d.Delay)
+				}
+			}
+			if ob.accepted {
+				accO++
+				if o.queueing {
+					oDel = append(oDel, ob.delay)
+				}
+			}
+		}
+		miss := abs(accM - accO)
+		delayMiss := 0
+		if o.queueing {
+			slices.Sort(mDel)
+			slices.Sort(oDel)
+			for i := range min(len(mDel), len(oDel)) {
+				if absDur(mDel[i]-oDel[i]) > o.tol {
+					delayMiss++
+				}
+			}
+		}
+		miss += delayMiss
+		if miss > 0 {
+			r.miss += miss
+			if miss > r.worst.miss {
+				first := o.list[cl[0]]
+				r.worst = mismatch{at: first.at, phase: first.phase, size: cl[1] - cl[0],
+					modelAccepted: accM, observedAccept: accO, delays: delayMiss > 0 && accM == accO, miss: miss}
+			}
+			if bound >= 0 && r.miss > bound {
+				r.pruned = true
+				return r
+			}
+		}
+	}
+	return r
+}
+
+// predict runs sends (absolute arrival times, client) through h from the
+// given states and returns the decisions.
+func predict(h hyp, from states, at []time.Time, clients []string, perClient bool) []limiter.Decision {
+	c := h.config()
+	s := from.clone()
+	out := make([]limiter.Decision, len(at))
+	for i, t := range at {
+		key := fitKey(clients[i], perClient)
+		st, d := c.Step(s.get(key), t)
+		s = s.set(key, st)
+		out[i] = d
+	}
+	return out
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}

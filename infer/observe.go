@@ -1,0 +1,211 @@
+package infer
+
+import (
+	"slices"
+	"time"
+
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// outcomeClass is what one result tells the fitting.
+type outcomeClass int
+
+const (
+	classIgnored  outcomeClass = iota // other status, transport error, not sent
+	classAccepted                     // 2xx
+	classRejected                     // the reject status
+)
+
+// classify sorts a result into accepted, rejected or ignored. rejectStatus 0
+// means 429 or 503 (contract: "the declared reject status, else 429 or 503").
+func classify(r record.Result, rejectStatus int) outcomeClass {
+	if r.Outcome != record.OutcomeResponse {
+		return classIgnored
+	}
+	switch {
+	case r.Status >= 200 && r.Status < 300:
+		return classAccepted
+	case rejectStatus != 0 && r.Status == rejectStatus:
+		return classRejected
+	case rejectStatus == 0 && (r.Status == 429 || r.Status == 503):
+		return classRejected
+	}
+	return classIgnored
+}
+
+// observation is one accepted or rejected request as the fitting sees it.
+type observation struct {
+	ref      int       // index into the results the observations were built from
+	client   string    // the identity whose state the request touches
+	at       time.Time // estimated server arrival, absolute
+	accepted bool
+	// delay is how long the server held an accepted request beyond the
+	// fastest answer seen (queueing); zero for rejections.
+	delay   time.Duration
+	phase   string
+	cluster int // requests of one cluster arrived too close together to order
+	// unc is the half-width of the arrival estimate's uncertainty.
+	unc time.Duration
+}
+
+// observations are the fitting's view of a run.
+type observations struct {
+	list []observation // sorted by arrival
+	// clusters[i] is the index range [start, end) of cluster i in list.
+	clusters [][2]int
+	// base is the fastest response latency seen (TTFB − last byte written).
+	base time.Duration
+	// tol is the delay tolerance: delays closer than this are equal.
+	tol time.Duration
+	// queueing reports the queueing signature: accepted requests held much
+	// longer than rejected ones are answered.
+	queueing bool
+	// first and last arrivals.
+	first, last time.Time
+	accepted    int
+	rejected    int
+	// rejectStatus is the most frequent rejection status (0 when none).
+	rejectStatus int
+}
+
+// clusterGap is the smallest gap between two arrivals the fitting trusts
+// to order them.
+const clusterGap = 2 * time.Millisecond
+
+// minDelayTol is the smallest delay tolerance.
+const minDelayTol = 20 * time.Millisecond
+
+// observe builds the observations of results, whose times count from
+// origin.
+func observe(results []record.Result, origin time.Time, rejectStatus int) *observations {
+	type raw struct {
+		i        int
+		cls      outcomeClass
+		lo, hi   int64
+		lat      int64
+		hasLat   bool
+		arrival  *int64
+		statusOf int
+	}
+	var rs []raw
+	base := int64(-1)
+	for i, r := range results {
+		c := classify(r, rejectStatus)
+		if c == classIgnored {
+			continue
+		}
+		lo := r.Wrote
+		if lo == 0 {
+			lo = r.Sent
+		}
+		if lo == 0 {
+			lo = r.Sched
+		}
+		hi := r.TTFB
+		if hi == 0 {
+			hi = r.Done
+		}
+		if hi < lo {
+			hi = lo
+		}
+		x := raw{i: i, cls: c, lo: lo, hi: hi, lat: hi - lo, hasLat: r.TTFB > 0 || r.Done > 0, arrival: r.Arrival, statusOf: r.Status}
+		if x.hasLat && (base < 0 || x.lat < base) {
+			base = x.lat
+		}
+		rs = append(rs, x)
+	}
+	if base < 0 {
+		base = 0
+	}
+	o := &observations{base: time.Duration(base)}
+	// Delay tolerance: the spread of rejection latencies (rejections are
+	// answered at once by every family), at least minDelayTol.
+	var rejLat []int64
+	statusCount := map[int]int{}
+	for _, x := range rs {
+		if x.cls == classRejected {
+			rejLat = append(rejLat, x.lat-base)
+			statusCount[x.statusOf]++
+		}
+	}
+	slices.Sort(rejLat)
+	tol := minDelayTol
+	var rejHigh time.Duration
+	if n := len(rejLat); n > 0 {
+		p10, p90 := rejLat[n/10], rejLat[(n*9)/10]
+		tol = max(tol, 3*time.Duration(p90-p10))
+		rejHigh = time.Duration(p90)
+	}
+	o.tol = tol
+	best := 0
+	for st, n := range statusCount {
+		if n > best || (n == best && st < o.rejectStatus) {
+			best, o.rejectStatus = n, st
+		}
+	}
+	r0 := results
+	for _, x := range rs {
+		r := r0[x.i]
+		at := x.lo + base/2
+		if x.arrival != nil && *x.arrival >= x.lo-int64(time.Millisecond) && *x.arrival <= x.hi+int64(time.Millisecond) {
+			at = *x.arrival
+		}
+		at = min(at, x.hi)
+		ob := observation{
+			unc:      time.Duration(min(x.lat, base)) / 2,
+			ref:      x.i,
+			client:   r.Client,
+			at:       origin.Add(time.Duration(at)),
+			accepted: x.cls == classAccepted,
+			phase:    r.Phase,
+		}
+		if ob.accepted {
+			o.accepted++
+			ob.delay = max(time.Duration(x.lat-base), 0)
+			if ob.delay > tol && ob.delay > 2*rejHigh+tol && len(rejLat) > 0 {
+				o.queueing = true
+			}
+		} else {
+			o.rejected++
+		}
+		o.list = append(o.list, ob)
+	}
+	slices.SortStableFunc(o.list, func(a, b observation) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.ref - b.ref
+	})
+	start := 0
+	for i := range o.list {
+		if i > 0 && (o.list[i].at.Sub(o.list[i-1].at) > clusterGap || o.list[i].client != o.list[i-1].client) {
+			o.clusters = append(o.clusters, [2]int{start, i})
+			start = i
+		}
+		o.list[i].cluster = len(o.clusters)
+	}
+	if len(o.list) > 0 {
+		o.clusters = append(o.clusters, [2]int{start, len(o.list)})
+		o.first, o.last = o.list[0].at, o.list[len(o.list)-1].at
+	}
+	return o
+}
+
+// maxRatePerSecond returns the most accepted requests in any interval of
+// one second.
+func (o *observations) maxRatePerSecond() float64 {
+	var acc []time.Time
+	for _, ob := range o.list {
+		if ob.accepted {
+			acc = append(acc, ob.at)
+		}
+	}
+	best, j := 0, 0
+	for i := range acc {
+		for acc[i].Sub(acc[j]) >= time.Second {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return float64(best)
+}

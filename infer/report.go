@@ -1,0 +1,254 @@
+package infer
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// retryAfterTol is how far an advertised Retry-After may fall short of the
+// model's exact wait before it counts as early (timing uncertainty).
+const retryAfterTol = 100 * time.Millisecond
+
+// conclude builds the document from the observations and the fit.
+func conclude(results []record.Result, origin time.Time, o *observations, f *fit, key string, opts *Options) *Inference {
+	inf := &Inference{
+		Schema:       Schema,
+		Tool:         opts.Tool,
+		Key:          key,
+		Headers:      dialects(results, origin),
+		Alternatives: []Alternative{},
+		Complete:     true,
+	}
+	if o.rejectStatus != 0 {
+		st := o.rejectStatus
+		inf.RejectStatus = &st
+	}
+	if o.rejected == 0 || f == nil {
+		inf.Algorithm = None
+		r := o.maxRatePerSecond()
+		inf.MaxRatePerS = &r
+		if len(o.list) > 0 {
+			inf.Confidence = 1
+		}
+		inf.RetryAfter = RetryAfter{}
+		return inf
+	}
+	w, ok := f.winner()
+	if !ok {
+		inf.Algorithm = None
+		return inf
+	}
+	inf.Algorithm = w.h.v.fam
+	inf.Confidence = share(f.total-w.miss, f.total)
+	n, x, d := f.estimate(w)
+	switch w.h.v.fam {
+	case FixedWindow, SlidingLog, SlidingWindowCounter:
+		inf.Params.Limit = &Param{Value: n.value, Low: n.lo, High: n.hi}
+		inf.Params.WindowS = roundParam(x)
+	case TokenBucket:
+		inf.Params.Capacity = &Param{Value: n.value, Low: n.lo, High: n.hi}
+		inf.Params.RatePerS = roundParam(x)
+	case LeakyBucketQueue:
+		inf.Params.Capacity = &Param{Value: n.value, Low: n.lo, High: n.hi}
+		inf.Params.RatePerS = roundParam(x)
+		inf.Params.Undelayed = &Param{Value: d.value + 1, Low: d.lo + 1, High: d.hi + 1}
+		inf.Params.Queue = &Param{Value: n.value - d.value - 1, Low: math.Max(n.lo-d.hi-1, 0), High: n.hi - d.lo - 1}
+	}
+	// Switches the data could not settle are reported as unknown.
+	aligns, crs := map[limiter.Align]bool{}, map[bool]bool{}
+	for _, s := range f.pool {
+		if s.h.v.fam == w.h.v.fam && s.miss == w.miss {
+			aligns[s.h.v.align] = true
+			crs[s.h.v.cr] = true
+		}
+	}
+	switch w.h.v.fam {
+	case FixedWindow, SlidingWindowCounter:
+		a := string(w.h.v.align)
+		if len(aligns) > 1 {
+			a = AlignUnknown
+		}
+		inf.Alignment = &a
+	}
+	switch w.h.v.fam {
+	case SlidingLog, SlidingWindowCounter:
+		if len(crs) == 1 {
+			cr := w.h.v.cr
+			inf.CountsRejected = &cr
+		}
+	case TokenBucket, LeakyBucketQueue:
+		no := false
+		inf.CountsRejected = &no
+	}
+	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
+	// Alternatives: every other family's best, with what ruled it out.
+	for _, fam := range Families {
+		if fam == w.h.v.fam {
+			continue
+		}
+		if fam == None {
+			inf.Alternatives = append(inf.Alternatives, Alternative{
+				Algorithm:  None,
+				Confidence: share(o.accepted, f.total),
+				RuledOutBy: fmt.Sprintf("%d requests were rejected", o.rejected),
+			})
+			continue
+		}
+		b, ok := f.fam[fam]
+		if !ok {
+			if fam == LeakyBucketQueue {
+				inf.Alternatives = append(inf.Alternatives, Alternative{
+					Algorithm: fam, Confidence: 0,
+					RuledOutBy: "no accepted request was held longer than rejections were answered (no queueing)",
+				})
+			}
+			continue
+		}
+		inf.Alternatives = append(inf.Alternatives, Alternative{
+			Algorithm:  fam,
+			Confidence: share(f.total-b.miss, f.total),
+			RuledOutBy: ruledOut(b, origin, o),
+		})
+	}
+	slices.SortStableFunc(inf.Alternatives, func(a, b Alternative) int {
+		switch {
+		case a.Confidence > b.Confidence:
+			return -1
+		case a.Confidence < b.Confidence:
+			return 1
+		}
+		return 0
+	})
+	return inf
+}
+
+// share returns a/b rounded to 4 decimals (0 when b is 0).
+func share(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return math.Round(float64(a)/float64(b)*1e4) / 1e4
+}
+
+// roundParam turns a continuous interval into a Param with 4 significant
+// digits.
+func roundParam(x interval) *Param {
+	if math.IsInf(x.lo, 0) {
+		return nil
+	}
+	return &Param{Value: sig4(x.value), Low: sig4(x.lo), High: sig4(x.hi)}
+}
+
+func sig4(v float64) float64 {
+	if v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return v
+	}
+	p := math.Pow(10, 3-math.Floor(math.Log10(math.Abs(v))))
+	return math.Round(v*p) / p
+}
+
+// ruledOut says which observation a family's best model got most wrong.
+func ruledOut(b scored, origin time.Time, o *observations) string {
+	m := b.worst
+	if m.miss == 0 {
+		return fmt.Sprintf("fits as well, but a simpler model comes first (%v)", b.h)
+	}
+	at := m.at.Sub(origin).Seconds()
+	where := fmt.Sprintf("%s at %.3fs", m.phase, at)
+	if m.phase == "" {
+		where = fmt.Sprintf("requests at %.3fs", at)
+	}
+	if m.delays {
+		return fmt.Sprintf("%s: accepted requests were held %s, which %v cannot do (best fit misses %d of %d outcomes)",
+			where, describeDelays(m), b.h, b.miss, len(o.list))
+	}
+	return fmt.Sprintf("%s: %v predicts %d of %d accepted, %d were (best fit misses %d of %d outcomes)",
+		where, b.h, m.modelAccepted, m.size, m.observedAccept, b.miss, len(o.list))
+}
+
+func describeDelays(m mismatch) string {
+	if m.modelAccepted == 0 {
+		return "back"
+	}
+	return "in a queue"
+}
+
+// dialects lists the header dialects seen on any response, "none" when
+// there were none.
+func dialects(results []record.Result, origin time.Time) []string {
+	seen := map[headers.Dialect]bool{}
+	for _, r := range results {
+		if r.Outcome != record.OutcomeResponse || len(r.Headers) == 0 {
+			continue
+		}
+		p := headers.Parse(r.Headers, origin.Add(time.Duration(r.TTFB)))
+		for _, d := range p.Dialects {
+			if d != headers.None {
+				seen[d] = true
+			}
+		}
+	}
+	var out []string
+	for _, d := range headers.Dialects {
+		if seen[d] {
+			out = append(out, string(d))
+		}
+	}
+	if len(out) == 0 {
+		out = []string{string(headers.None)}
+	}
+	return out
+}
+
+// judgeRetryAfter checks every rejection's Retry-After against the winning
+// model's exact wait: early when a retry at the advertised moment would
+// still be rejected; late when a retry would have been admitted at least
+// max(2 s, half the advertised delay) before it.
+func judgeRetryAfter(results []record.Result, origin time.Time, o *observations, w scored, f *fit) RetryAfter {
+	var ra RetryAfter
+	c := w.h.config()
+	perClient := f.perClient
+	var st states
+	honest, judged := true, false
+	for _, ob := range o.list {
+		key := fitKey(ob.client, perClient)
+		next, d := c.Step(st.get(key), ob.at)
+		st = st.set(key, next)
+		if ob.accepted {
+			continue
+		}
+		r := results[ob.ref]
+		v := r.Headers.Get("Retry-After")
+		if v == "" {
+			continue
+		}
+		received := origin.Add(time.Duration(r.TTFB))
+		adv, err := headers.ParseRetryAfter(v, received)
+		if err != nil {
+			continue
+		}
+		ra.Sent = true
+		if d.Allowed {
+			continue // the model disagrees with this outcome; no judgement
+		}
+		judged = true
+		// The advertised wait counted from the server's arrival.
+		fromArrival := adv + received.Sub(ob.at)
+		if fromArrival+retryAfterTol+d.RetryAfter/20 < d.RetryAfter {
+			honest = false
+		}
+		if late := max(2*time.Second, adv/2); fromArrival-late > d.RetryAfter+retryAfterTol+d.RetryAfter/20 {
+			honest = false
+		}
+	}
+	if ra.Sent && judged {
+		ra.Honest = &honest
+	}
+	return ra
+}

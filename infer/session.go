@@ -1,0 +1,542 @@
+package infer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// errBudget ends the experiments when the time or request budget is spent.
+var errBudget = errors.New("infer: budget spent")
+
+// Tuning of the experiments.
+const (
+	// firstBurst is the size of the first burst from idle; each following
+	// burst is burstGrowth times larger until one is refused.
+	firstBurst  = 16
+	burstGrowth = 4
+	maxBursts   = 4
+	// scanStart is the first offset of a recovery scan; offsets grow by
+	// √2 per probe.
+	scanStart = 20 * time.Millisecond
+	// lead is how far ahead of the clock an experiment is planned.
+	lead = 5 * time.Millisecond
+	// maxRounds bounds the designed experiments.
+	maxRounds = 16
+	// minInfo is the least expected information (bits) worth an experiment.
+	minInfo = 0.02
+	// budgetSlack is the constant term of the time budget 6·W + 30 s.
+	budgetSlack = 30 * time.Second
+	// designSlack is how many outcomes beyond the best a hypothesis may
+	// miss and still be designed for (at a likelihood of 0.1 per miss).
+	designSlack = 2
+)
+
+// debugf, when set (by tests), receives a trace of the experiment design.
+var debugf func(format string, args ...any)
+
+func trace(format string, args ...any) {
+	if debugf != nil {
+		debugf(format, args...)
+	}
+}
+
+// session is one inference run: the experiments so far and their results.
+type session struct {
+	eng     Engine
+	opts    *Options
+	start   time.Time
+	results []record.Result // opts.Prior first, then ours
+	sent    int             // requests of ours that went out
+	// deadline ends the experiments; set to start + budget once W is known.
+	deadline  time.Time
+	budgetSet bool
+	// stopped reports that the budget or an error ended the experiments.
+	stopped bool
+	// key test.
+	keyTested, perClient bool
+	// client is the main identity as the results name it.
+	client string
+}
+
+// Infer identifies the algorithm behind the target by experiments run
+// through eng, then fits every candidate model to what it observed.
+//
+// It first sends bursts from idle until one is refused (the first count,
+// and for a queueing limiter its latency staircase), scans the recovery
+// with single probes at growing offsets, exhausts the limiter again (with,
+// when Options.Clients ≥ 2, two requests of a second identity to tell a
+// global key from a per-client one) and scans again. From then on it fits
+// every model to everything observed and chooses, among candidate
+// experiments (probes where the models disagree on recovery, bursts at
+// several phases, spread-then-burst, sustained load, an edge straddle),
+// the one that best splits the models still plausible, until one family
+// with narrow parameters remains, no experiment can tell the rest apart,
+// or the budget is spent: 6·W + 30 s (announced through Options.OnBudget
+// as soon as W is known), Options.MaxDuration and Options.MaxRequests.
+//
+// The returned Inference is never nil unless the error is; on an engine
+// error or a cancelled context Infer returns what it has concluded so far
+// (Complete false) together with the error.
+func Infer(ctx context.Context, eng Engine, opts Options) (*Inference, error) {
+	s := &session{eng: eng, opts: &opts, start: opts.now()}
+	s.results = append(s.results, opts.Prior...)
+	s.deadline = s.start.Add(opts.maxDuration())
+	inf, err := s.infer(ctx)
+	if inf != nil {
+		inf.Requests = s.sent
+		inf.DurationS = math.Round(opts.now().Sub(s.start).Seconds()*1000) / 1000
+		if s.stopped || err != nil {
+			inf.Complete = false
+		}
+	}
+	if errors.Is(err, errBudget) {
+		err = nil
+	}
+	return inf, err
+}
+
+// InferRecords fits every candidate model to results already recorded (an
+// offline analysis: no experiment is run). Results from several clients are
+// fitted both with one global key and with a key per client, and the better
+// is kept. Times count from origin.
+func InferRecords(results []record.Result, origin time.Time, opts Options) (*Inference, error) {
+	o := observe(results, origin, opts.RejectStatus)
+	if len(o.list) == 0 {
+		return nil, fmt.Errorf("infer: no accepted or rejected response among %d results", len(results))
+	}
+	key := KeyUnknown
+	var f *fit
+	if o.rejected > 0 {
+		f = search(o, defaultSpace(o, opts.maxWindow(), false))
+		if clientsOf(o) > 1 {
+			g := search(o, defaultSpace(o, opts.maxWindow(), true))
+			wf, _ := f.winner()
+			wg, okg := g.winner()
+			switch {
+			case okg && wg.miss < wf.miss:
+				f, key = g, keyName(opts.KeyName)
+			case okg && wf.miss < wg.miss:
+				key = KeyGlobal
+			}
+		}
+	}
+	inf := conclude(results, origin, o, f, key, &opts)
+	for _, r := range results {
+		if r.Outcome != record.OutcomeNotSent {
+			inf.Requests++
+		}
+	}
+	if o.last.After(o.first) {
+		inf.DurationS = math.Round(o.last.Sub(o.first).Seconds()*1000) / 1000
+	}
+	return inf, nil
+}
+
+func clientsOf(o *observations) int {
+	seen := map[string]bool{}
+	for _, ob := range o.list {
+		seen[ob.client] = true
+	}
+	return len(seen)
+}
+
+func keyName(k string) string {
+	if k == "" {
+		return KeyUnknown
+	}
+	return k
+}
+
+func (s *session) now() time.Time { return s.opts.now() }
+
+// run sends the sends (offsets from at) as one schedule due at at. It
+// refuses, with errBudget, a schedule that would overrun the deadline or
+// the request cap.
+func (s *session) run(ctx context.Context, phase string, at time.Time, sends []patterns.Send) ([]record.Result, error) {
+	if len(sends) == 0 {
+		return nil, nil
+	}
+	if s.sent+len(sends) > s.opts.maxRequests() {
+		s.stopped = true
+		return nil, errBudget
+	}
+	end := at.Add(sends[len(sends)-1].At)
+	if end.After(s.deadline) {
+		s.stopped = true
+		return nil, errBudget
+	}
+	if err := ctx.Err(); err != nil {
+		s.stopped = true
+		return nil, err
+	}
+	clients := 1
+	for i := range sends {
+		if sends[i].Phase == "" {
+			sends[i].Phase = phase
+		}
+		clients = max(clients, sends[i].Client+1)
+	}
+	if s.opts.OnPhase != nil {
+		s.opts.OnPhase(phase, s.sent)
+	}
+	sched := patterns.Schedule{Sends: sends, Clients: clients, Start: at, Duration: sends[len(sends)-1].At}
+	res, err := s.eng.Run(ctx, sched)
+	for _, r := range res {
+		if r.Outcome != record.OutcomeNotSent {
+			s.sent++
+		}
+	}
+	s.results = append(s.results, res...)
+	if err != nil {
+		s.stopped = true
+		return res, fmt.Errorf("infer: %s: %w", phase, err)
+	}
+	return res, nil
+}
+
+// burst returns n sends at offset 0 for client 0.
+func burstSends(n int) []patterns.Send {
+	return make([]patterns.Send, n)
+}
+
+// counts returns how many of res were accepted and rejected.
+func (s *session) counts(res []record.Result) (acc, rej int) {
+	for _, r := range res {
+		switch classify(r, s.opts.RejectStatus) {
+		case classAccepted:
+			acc++
+		case classRejected:
+			rej++
+		}
+	}
+	return acc, rej
+}
+
+// observe builds the observations of everything so far.
+func (s *session) observe() *observations {
+	return observe(s.results, s.opts.Origin, s.opts.RejectStatus)
+}
+
+// arrivalOf returns the latest send time of res as an absolute time.
+func (s *session) lastSent(res []record.Result) time.Time {
+	var t int64
+	for _, r := range res {
+		t = max(t, r.Wrote, r.Sent)
+	}
+	return s.opts.Origin.Add(time.Duration(t))
+}
+
+// scan sends single probes at from + 20 ms·√2^k (those still ahead) until
+// one is accepted; it returns the offsets of the last refused probe and of
+// the accepted one, and the accepted probe's results.
+func (s *session) scan(ctx context.Context, phase string, from time.Time, first time.Duration) (lo, hi time.Duration, err error) {
+	horizon := 2*s.opts.maxWindow() + 10*time.Second
+	for k := 0; ; k++ {
+		off := time.Duration(float64(first) * math.Pow(math.Sqrt2, float64(k)))
+		if off > horizon {
+			return lo, 0, nil
+		}
+		at := from.Add(off)
+		if at.Before(s.now().Add(lead)) {
+			continue
+		}
+		res, err := s.run(ctx, phase, at, burstSends(1))
+		if err != nil {
+			return lo, 0, err
+		}
+		if acc, _ := s.counts(res); acc > 0 {
+			return lo, off, nil
+		}
+		lo = off
+	}
+}
+
+// infer runs the experiments and concludes.
+func (s *session) infer(ctx context.Context) (*Inference, error) {
+	f, err := s.opening(ctx)
+	if f == nil || err != nil {
+		return s.conclude(f), err
+	}
+	f, err = s.design(ctx, f)
+	return s.conclude(f), err
+}
+
+// conclude builds the document from the latest fit (nil: none fitted yet,
+// which concludes none when nothing was refused).
+func (s *session) conclude(f *fit) *Inference {
+	o := s.observe()
+	if f == nil && o.rejected > 0 {
+		f = search(o, defaultSpace(o, s.opts.maxWindow(), s.perClient))
+	}
+	key := KeyUnknown
+	if s.keyTested {
+		key = KeyGlobal
+		if s.perClient {
+			key = keyName(s.opts.KeyName)
+		}
+	}
+	return conclude(s.results, s.opts.Origin, o, f, key, s.opts)
+}
+
+// opening runs the fixed first experiments and the first fit. It returns
+// a nil fit when nothing was refused (no limiting observed).
+func (s *session) opening(ctx context.Context) (*fit, error) {
+	// Bursts from idle, growing until one is refused.
+	refused := false
+	size := firstBurst
+	var last []record.Result
+	for i := 0; i < maxBursts && !refused; i, size = i+1, size*burstGrowth {
+		size = min(size, s.opts.maxRequests()-s.sent)
+		if size <= 0 {
+			s.stopped = true
+			break
+		}
+		res, err := s.run(ctx, "burst", s.now().Add(lead), burstSends(size))
+		if err != nil {
+			return nil, err
+		}
+		last = res
+		_, rej := s.counts(res)
+		refused = rej > 0
+	}
+	if !refused {
+		return nil, nil
+	}
+	o := s.observe()
+	s.clientOf(last)
+	if o.queueing {
+		return s.queueOpening(ctx, o, last)
+	}
+	a0 := quotaEstimate(o)
+	exhausted := s.lastSent(last)
+	// Recovery scan.
+	lo1, hi1, err := s.scan(ctx, "scan", exhausted, scanStart)
+	if err != nil || hi1 == 0 {
+		return s.firstFit(lo1, max(hi1, lo1), a0), err
+	}
+	// Exhaust again, then (with several identities) test the key.
+	x1 := s.now().Add(lead)
+	sends := burstSends(a0 + 3)
+	gap := min(max(hi1/4, 3*time.Millisecond), 100*time.Millisecond)
+	keyTest := s.opts.Clients >= 2
+	if keyTest {
+		for range 2 {
+			sends = append(sends, patterns.Send{At: gap, Client: 1, Phase: "key"})
+		}
+	}
+	res, err := s.run(ctx, "exhaust", x1, sends)
+	if err != nil {
+		return s.firstFit(lo1, hi1, a0), err
+	}
+	if keyTest {
+		mainRej, keyAcc := 0, 0
+		for i, r := range res {
+			c := classify(r, s.opts.RejectStatus)
+			if i < a0+3 && c == classRejected {
+				mainRej++
+			}
+			if i >= a0+3 && c == classAccepted {
+				keyAcc++
+			}
+		}
+		if mainRej > 0 {
+			s.keyTested = true
+			s.perClient = keyAcc > 0
+		}
+	}
+	lo2, hi2, err := s.scan(ctx, "scan2", s.lastSent(res[:a0+3]), min(scanStart, max(hi1/16, time.Millisecond)))
+	if err != nil || hi2 == 0 {
+		return s.firstFit(min(lo1, lo2), max(hi1, lo2), a0), err
+	}
+	return s.firstFit(min(lo1, lo2), max(hi1, hi2), a0), nil
+}
+
+// clientOf records the main identity's name from results of client 0.
+func (s *session) clientOf(res []record.Result) {
+	for _, r := range res {
+		if r.Outcome == record.OutcomeResponse && r.Phase != "key" {
+			s.client = r.Client
+			return
+		}
+	}
+}
+
+// firstFit fits everything observed with windows and rates sized by the
+// recovery scans: recovery took between lo and hi; a0 bounds the count.
+func (s *session) firstFit(lo, hi time.Duration, a0 int) *fit {
+	o := s.observe()
+	if hi <= 0 {
+		return search(o, defaultSpace(o, s.opts.maxWindow(), s.perClient))
+	}
+	lowS := max(lo.Seconds(), hi.Seconds()/2, 0.002)
+	highS := hi.Seconds()
+	maxW := 2 * s.opts.maxWindow().Seconds()
+	wmin := max(lowS/3, 0.002)
+	wmax := min(max(4*highS, 2*float64(a0+2)*highS), maxW)
+	rmin := 1 / (3 * float64(a0+2) * highS)
+	rmax := min(3/lowS, 1e4)
+	f := search(o, newSpace(o, wmin, wmax, rmin, rmax, s.perClient))
+	s.announce(f)
+	return f
+}
+
+// announce reports the budget once the time scale is known.
+func (s *session) announce(f *fit) {
+	if s.budgetSet || f == nil {
+		return
+	}
+	w, ok := f.winner()
+	if !ok {
+		return
+	}
+	s.budgetSet = true
+	W := min(w.h.scale(), s.opts.maxWindow())
+	budget := min(6*W+budgetSlack, s.opts.maxDuration())
+	if d := s.start.Add(budget); d.Before(s.deadline) {
+		s.deadline = d
+	}
+	if s.opts.OnBudget != nil {
+		s.opts.OnBudget(w.h.scale(), budget)
+	}
+}
+
+// queueOpening handles a queueing limiter: the first burst showed the
+// latency staircase. One more burst once the queue has drained confirms
+// the rate and the queue; then the fit.
+func (s *session) queueOpening(ctx context.Context, o *observations, last []record.Result) (*fit, error) {
+	// The step between delays is one drain interval T.
+	var delays []time.Duration
+	for _, ob := range o.list {
+		if ob.accepted && ob.delay > o.tol {
+			delays = append(delays, ob.delay)
+		}
+	}
+	slices.Sort(delays)
+	T := delays[0]
+	if len(delays) > 1 {
+		var steps []time.Duration
+		for i := 1; i < len(delays); i++ {
+			if d := delays[i] - delays[i-1]; d > o.tol {
+				steps = append(steps, d)
+			}
+		}
+		if len(steps) > 0 {
+			slices.Sort(steps)
+			T = steps[len(steps)/2]
+		}
+	}
+	acc, _ := s.counts(last)
+	// Wait for the bucket to drain completely, then burst again.
+	at := s.now().Add(time.Duration(acc+1) * T)
+	f := search(o, newSpace(o, 0.002, 1, 0.5/T.Seconds(), 2/T.Seconds(), false))
+	s.announce(f)
+	if _, err := s.run(ctx, "burst", at, burstSends(acc+3)); err != nil {
+		return f, err
+	}
+	o = s.observe()
+	return search(o, newSpace(o, 0.002, 1, 0.5/T.Seconds(), 2/T.Seconds(), false)), nil
+}
+
+// design runs designed experiments until the plausible models agree, no
+// experiment can split them, or the budget ends.
+func (s *session) design(ctx context.Context, f *fit) (*fit, error) {
+	for range maxRounds {
+		p := f.plausible(designSlack)
+		if resolved(p) {
+			trace("resolved: %d plausible, first %v", len(p), p[0].h)
+			return f, nil
+		}
+		dz := &designer{ws: weigh(p, maxDesignHyps), perClient: s.perClient, client: s.client}
+		s0 := s.now().Add(lead)
+		margin := max(lead, 2*clusterGap)
+		overhead := max(dz.scale()/4, 50*time.Millisecond)
+		var best *experiment
+		score := 0.0
+		for _, e := range dz.candidates(s0, margin) {
+			if e.end().After(s.deadline) || s.sent+len(e.at) > s.opts.maxRequests() {
+				continue
+			}
+			e.info = dz.information(&e)
+			e.cost = e.end().Sub(s.now()) + overhead
+			trace("  candidate %s %d sends ending %v: %.3f bits", e.phase, len(e.at), e.end().Sub(s.start), e.info)
+			if e.info < minInfo {
+				continue
+			}
+			if sc := e.info / e.cost.Seconds(); best == nil || sc > score {
+				ee := e
+				best, score = &ee, sc
+			}
+		}
+		trace("round: %d plausible (%d designed) %s", len(p), len(dz.ws), summarize(p))
+		if best == nil {
+			// Nothing tells the plausible models apart (or nothing fits the
+			// budget): the latter is an incomplete inference.
+			if !s.anyFeasible(dz, s0, margin) {
+				s.stopped = true
+			}
+			return f, nil
+		}
+		start := best.at[0]
+		if _, err := s.run(ctx, best.phase, start, best.sends(start)); err != nil {
+			return s.refit(f), err
+		}
+		f = s.refit(f)
+	}
+	return f, nil
+}
+
+// anyFeasible reports whether some informative experiment exists at all,
+// ignoring the budget: when one does, the budget is what stopped us.
+func (s *session) anyFeasible(dz *designer, s0 time.Time, margin time.Duration) bool {
+	for _, e := range dz.candidates(s0, margin) {
+		if dz.information(&e) >= minInfo {
+			return true
+		}
+	}
+	return false
+}
+
+// refit fits everything observed within the space of the previous fit's
+// pool.
+func (s *session) refit(prev *fit) *fit {
+	o := s.observe()
+	if f := prev.extend(o); f != nil {
+		return f
+	}
+	return search(o, prev.narrowed())
+}
+
+// summarize lists the variants of p with their counts and ranges (for
+// traces).
+func summarize(p []scored) string {
+	type agg struct {
+		lo, hi float64
+		ns     map[int64]bool
+		best   int
+	}
+	m := map[variant]*agg{}
+	for _, s := range p {
+		a := m[s.h.v]
+		if a == nil {
+			a = &agg{lo: s.h.x, hi: s.h.x, ns: map[int64]bool{}, best: s.miss}
+			m[s.h.v] = a
+		}
+		a.lo, a.hi = math.Min(a.lo, s.h.x), math.Max(a.hi, s.h.x)
+		a.ns[s.h.n] = true
+		a.best = min(a.best, s.miss)
+	}
+	out := ""
+	for _, v := range allVariants {
+		if a := m[v]; a != nil {
+			out += fmt.Sprintf("[%v miss=%d n=%d x=%.4g..%.4g] ", v, a.best, len(a.ns), a.lo, a.hi)
+		}
+	}
+	return out
+}
