@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -51,7 +50,7 @@ type RedisOptions struct {
 type RedisBackend struct {
 	client    redis.UniversalClient
 	cfg       limiter.Config
-	p         params
+	p         limiter.Params
 	script    *redis.Script
 	prefix    string
 	nonAtomic bool
@@ -76,8 +75,8 @@ func NewRedisBackend(client redis.UniversalClient, cfg limiter.Config, opt Redis
 	if opt.RaceGap < 0 {
 		return nil, fmt.Errorf("testserver: race gap %v is negative", opt.RaceGap)
 	}
-	p := compile(cfg)
-	if cfg.Algorithm == limiter.SlidingWindowCounter && float64(p.limit)*float64(p.w) >= maxExact/4 {
+	p := cfg.Params()
+	if cfg.Algorithm == limiter.SlidingWindowCounter && float64(p.Limit)*float64(p.WindowUS) >= maxExact/4 {
 		return nil, fmt.Errorf("testserver: sliding-window-counter with limit %d over %v is too large for exact arithmetic in Redis's Lua (limit × window in µs must stay below 2^51)", cfg.Limit, cfg.Window)
 	}
 	b := &RedisBackend{client: client, cfg: cfg, p: p, script: scripts[cfg.Algorithm], prefix: opt.Prefix,
@@ -89,64 +88,6 @@ func NewRedisBackend(client redis.UniversalClient, cfg limiter.Config, opt Redis
 		return nil, fmt.Errorf("testserver: no Redis port of algorithm %q", cfg.Algorithm)
 	}
 	return b, nil
-}
-
-// params are limiter's compiled integers (limiter.Config.compile, which
-// is not exported): what the scripts compute with.
-type params struct {
-	limit         int64
-	w             int64 // µs
-	epoch         bool
-	countRejected bool
-	interval      int64 // token bucket, µs per token
-	rateM         int64 // nginx, milli-requests per second
-	burstM        int64
-	delayM        int64 // -1 = never delay
-}
-
-func compile(c limiter.Config) params {
-	p := params{countRejected: c.CountRejected, delayM: -1}
-	switch c.Algorithm {
-	case limiter.FixedWindow, limiter.SlidingLog, limiter.SlidingWindowCounter:
-		p.limit = min(max(c.Limit, 1), limiter.MaxCount)
-		p.w = max(c.Window.Microseconds(), 1)
-		p.epoch = c.Align == limiter.AlignEpoch || (c.Align == "" && c.Algorithm == limiter.SlidingWindowCounter)
-		return p
-	}
-	p.limit = min(max(c.Capacity, 1), limiter.MaxCount)
-	switch c.Algorithm {
-	case limiter.TokenBucket:
-		iv := 1e6 / c.Rate
-		span := limiter.MaxBucketSpan.Microseconds() / p.limit
-		switch {
-		case !(iv >= 1):
-			p.interval = 1
-		case iv > float64(span):
-			p.interval = span
-		default:
-			p.interval = int64(math.Round(iv))
-		}
-		p.interval = max(p.interval, 1)
-	case limiter.GCRA, limiter.LeakyBucket:
-		p.rateM = max(nginxRate(c.Rate), 1)
-		p.burstM = (p.limit - 1) * 1000
-		if c.Algorithm == limiter.LeakyBucket && !c.NoDelay {
-			p.delayM = min(max(c.Delay, 0), p.limit) * 1000
-		}
-	}
-	return p
-}
-
-// nginxRate is limiter's truncation of a rate to milli-requests per second.
-func nginxRate(rate float64) int64 {
-	if !(rate > 0) {
-		return 0
-	}
-	x := math.Floor(rate * 1000 * (1 + 1e-12))
-	if x > limiter.MaxRate*1000 {
-		return limiter.MaxRate * 1000
-	}
-	return int64(x)
 }
 
 func b2i(b bool) int64 {
@@ -170,8 +111,8 @@ func (b *RedisBackend) Decide(ctx context.Context, key string, now time.Time) (l
 	}
 	h, l := b.keys(key)
 	p := b.p
-	res, err := b.script.Run(ctx, b.client, []string{h, l}, now.UnixMicro(), p.limit, p.w, b2i(p.epoch),
-		b2i(p.countRejected), p.interval, p.rateM, p.burstM, p.delayM).Int64Slice()
+	res, err := b.script.Run(ctx, b.client, []string{h, l}, now.UnixMicro(), p.Limit, p.WindowUS, b2i(p.Epoch),
+		b2i(p.CountRejected), p.IntervalUS, p.RateMilli, p.BurstMilli, p.DelayMilli).Int64Slice()
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("testserver: redis: %w", err)
 	}
