@@ -772,3 +772,23 @@ func TestLateSendsWaitForAFreedConnectionOrADialSlot(t *testing.T) {
 		}
 	})
 }
+
+func TestEmptyScheduleAndClosedEngine(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		n := newPipeNet(okHandler(0))
+		e := newTestEngine(t, n, Options{})
+		results, err := e.Run(t.Context(), time.Now(), time.Now(), nil, nil)
+		if err != nil || len(results) != 0 || n.dialCount() != 0 {
+			t.Errorf("Run(empty) = %d results, %v, %d dials; want nothing at all", len(results), err, n.dialCount())
+		}
+		if err := e.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if _, err := e.Run(t.Context(), time.Now(), time.Now(), steady(1, 0, 0), nil); !errors.Is(err, ErrClosed) {
+			t.Errorf("Run after Close = %v, want ErrClosed", err)
+		}
+		if _, _, err := e.Preflight(t.Context(), time.Now()); !errors.Is(err, ErrClosed) {
+			t.Errorf("Preflight after Close = %v, want ErrClosed", err)
+		}
+	})
+}
