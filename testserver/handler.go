@@ -190,6 +190,13 @@ func advertised(c limiter.Config) (int64, time.Duration) {
 
 // ServeHTTP answers one request; see Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor >= 2 {
+		// Go's HTTP/2 server runs the handler as soon as HEADERS arrive; a
+		// request has arrived only with its END_STREAM, so read the body to
+		// EOF first, or a single-packet race would be decided before its
+		// release. The body is capped: it is discarded.
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	}
 	arrival := h.now()
 	if r.ProtoMajor == 1 {
 		if t, ok := arrivalFromContext(r.Context()); ok && t.Before(arrival) {
