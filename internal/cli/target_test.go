@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"net/http"
 	"net/netip"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlprobe/rlprobe/probe"
+	"github.com/rlprobe/rlprobe/record"
 )
 
 func TestParseHeaders(t *testing.T) {
@@ -127,6 +131,66 @@ func TestStatusHint(t *testing.T) {
 	for status, want := range map[int]string{401: "credentials", 404: "path", 302: "redirects", 502: "--status", 418: "2xx"} {
 		if got := statusHint(status); !strings.Contains(got, want) {
 			t.Errorf("statusHint(%d) = %q, want it to mention %q", status, got, want)
+		}
+	}
+}
+
+func TestPreflight(t *testing.T) {
+	srv := refServer(t, "/ok", nginxDemo(), with503)
+	tests := []struct {
+		path     string
+		declared int
+		wantCode int
+		want     []string
+	}{
+		{"/ok", 0, 0, nil},
+		{"/missing", 0, ExitUnreachable, []string{"answered 404 Not Found", "neither accepted nor rejected", "body:", "hint: check the URL's path"}},
+	}
+	for _, tt := range tests {
+		p, err := probe.New(probe.Options{URLs: []string{srv.URL() + tt.path}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sunk []record.Result
+		res, err := preflight(context.Background(), p, time.Now(), tt.declared, sinkFn(func(r record.Result) error { sunk = append(sunk, r); return nil }))
+		p.Close()
+		if got := ExitCode(err); err != nil && got != tt.wantCode || err == nil && tt.wantCode != 0 {
+			t.Errorf("preflight %s: err %v (exit %d), want exit %d", tt.path, err, got, tt.wantCode)
+		}
+		for _, w := range tt.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("preflight %s: error %v lacks %q", tt.path, err, w)
+			}
+		}
+		if len(sunk) != 1 || sunk[0].Seq != res.Seq {
+			t.Errorf("preflight %s: sink got %v, want the one result", tt.path, sunk)
+		}
+	}
+	// Nothing listening: exit 3 with a hint.
+	p, _ := probe.New(probe.Options{URLs: []string{"http://127.0.0.1:1/"}})
+	defer p.Close()
+	_, err := preflight(context.Background(), p, time.Now(), 0, nil)
+	if ExitCode(err) != ExitUnreachable || !strings.Contains(err.Error(), "cannot reach") {
+		t.Errorf("preflight to a closed port: %v", err)
+	}
+}
+
+type sinkFn func(record.Result) error
+
+func (f sinkFn) WriteResult(r record.Result) error { return f(r) }
+
+func TestRunStartAt(t *testing.T) {
+	srv := refServer(t, "", nginxDemo(), with503)
+	out := filepath.Join(t.TempDir(), "at.jsonl")
+	start := time.Now().Add(400 * time.Millisecond).UTC().Truncate(time.Millisecond)
+	code, _, stderr := runCLI(t, nil, "run", srv.URL()+"/", "--pattern", "burst", "--count", "2", "--start-at", start.Format(time.RFC3339Nano), "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	run := readRecord(t, out)
+	for _, r := range run.Results {
+		if at := run.Header.Start.Add(time.Duration(r.Sched)).Round(time.Microsecond); !at.Equal(start) {
+			t.Errorf("seq %d scheduled at %v, want --start-at %v", r.Seq, at, start)
 		}
 	}
 }
