@@ -82,12 +82,12 @@ const maxDesignHyps = 400
 // misses beyond the best: a miss is twenty times less likely than a hit.
 const missLikelihood = 0.05
 
-// weigh gives each hypothesis of p its prior weight — each family, each
-// variant within it, each (count, delay) within that and each hypothesis
-// within that share equally — times its likelihood missLikelihood^(misses
-// beyond the best). With limit > 0 it keeps at most about limit hypotheses,
-// spread evenly over the continuous parameter of each group, the group
-// keeping its weight.
+// weigh gives each hypothesis of p a weight: each family, each variant
+// within it and each (count, delay) group within that share equally, times
+// the likelihood missLikelihood^(misses beyond the best) of the group's best
+// hypothesis, shared within the group by likelihood. With limit > 0 it keeps
+// at most about limit hypotheses, spread evenly over the continuous
+// parameter of each group.
 func weigh(p []scored, limit int) []weighted {
 	type gkey struct {
 		v    variant
@@ -128,9 +128,22 @@ func weigh(p []scored, limit int) []weighted {
 				pick = append(pick, g[i*(len(g)-1)/(per-1)])
 			}
 		}
-		w := 1 / float64(len(famVariants)) / float64(len(famVariants[k.v.fam])) / float64(variantGroups[k.v]) / float64(len(pick))
+		// The group's weight goes to its hypotheses in proportion to their
+		// likelihood, and the group weighs as its best hypothesis: a model
+		// that fits only in a narrow range of its parameter is not thereby
+		// less plausible than one that fits in a wide range.
+		gbest := math.MaxInt
 		for _, s := range pick {
-			out = append(out, weighted{s, w * math.Pow(missLikelihood, float64(s.miss-best))})
+			gbest = min(gbest, s.miss)
+		}
+		norm := 0.0
+		for _, s := range pick {
+			norm += math.Pow(missLikelihood, float64(s.miss-gbest))
+		}
+		w := 1 / float64(len(famVariants)) / float64(len(famVariants[k.v.fam])) / float64(variantGroups[k.v]) *
+			math.Pow(missLikelihood, float64(gbest-best)) / norm
+		for _, s := range pick {
+			out = append(out, weighted{s, w * math.Pow(missLikelihood, float64(s.miss-gbest))})
 		}
 	}
 	return out
@@ -160,7 +173,7 @@ func classOf(h hyp) class {
 
 // resolvedShare is the weight the leading class must hold for the
 // hypotheses to count as resolved.
-const resolvedShare = 0.9
+const resolvedShare = 0.99
 
 // resolved reports whether the plausible hypotheses agree on what would be
 // reported: one class holds nearly all the weight, and among its best
@@ -184,6 +197,7 @@ func resolved(p []scored) bool {
 	if mass[top] < resolvedShare*total {
 		return false
 	}
+	trace("resolved: class %+v holds %.3f of %.3f", top, mass[top], total)
 	best := math.MaxInt
 	for _, s := range p {
 		if classOf(s.h) == top {

@@ -72,6 +72,8 @@ const (
 	// DefaultMaxWindow is the longest window (or bucket refill time) the
 	// experiments are sized for; the budget 6·W + 30 s holds up to it.
 	DefaultMaxWindow = 60 * time.Second
+	// DefaultLead is the default Options.Lead.
+	DefaultLead = 20 * time.Millisecond
 )
 
 // Engine runs a schedule against the target and returns one result per
@@ -123,6 +125,9 @@ type Options struct {
 	// OnPhase, when set, is called as each experiment starts, with its name
 	// and the requests sent so far.
 	OnPhase func(phase string, sent int)
+	// Lead is how far ahead of the clock experiments are planned: enough
+	// for the engine to prepare its connections. 0 means DefaultLead.
+	Lead time.Duration
 	// Tool is the "tool" member of the document ("rlprobe v1.2.3").
 	Tool string
 }
@@ -132,6 +137,13 @@ func (o *Options) now() time.Time {
 		return o.Now()
 	}
 	return time.Now()
+}
+
+func (o *Options) lead() time.Duration {
+	if o.Lead > 0 {
+		return o.Lead
+	}
+	return DefaultLead
 }
 
 func (o *Options) maxRequests() int {

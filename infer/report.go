@@ -209,42 +209,57 @@ func dialects(results []record.Result, origin time.Time) []string {
 // judgeRetryAfter checks every rejection's Retry-After against the winning
 // model's exact wait: early when a retry at the advertised moment would
 // still be rejected; late when a retry would have been admitted at least
-// max(2 s, half the advertised delay) before it.
+// max(2 s, half the advertised delay) before it. Within a cluster, whose
+// order is unknown, advertised and modelled waits are compared sorted.
 func judgeRetryAfter(results []record.Result, origin time.Time, o *observations, w scored, f *fit) RetryAfter {
 	var ra RetryAfter
 	c := w.h.config()
-	perClient := f.perClient
 	var st states
 	honest, judged := true, false
-	for _, ob := range o.list {
-		key := fitKey(ob.client, perClient)
-		next, d := c.Step(st.get(key), ob.at)
-		st = st.set(key, next)
-		if ob.accepted {
-			continue
+	for _, cl := range o.clusters {
+		var adv, model []time.Duration
+		for i := cl[0]; i < cl[1]; i++ {
+			ob := o.list[i]
+			key := fitKey(ob.client, f.perClient)
+			next, d := c.Step(st.get(key), ob.at)
+			st = st.set(key, next)
+			if !d.Allowed {
+				model = append(model, d.RetryAfter)
+			}
+			if ob.accepted {
+				continue
+			}
+			r := results[ob.ref]
+			v := r.Headers.Get("Retry-After")
+			if v == "" {
+				continue
+			}
+			received := origin.Add(time.Duration(r.TTFB))
+			a, err := headers.ParseRetryAfter(v, received)
+			if err != nil {
+				continue
+			}
+			ra.Sent = true
+			// The advertised wait counted from the server's arrival.
+			adv = append(adv, a+received.Sub(ob.at))
 		}
-		r := results[ob.ref]
-		v := r.Headers.Get("Retry-After")
-		if v == "" {
-			continue
+		if len(adv) == 0 || len(adv) != len(model) {
+			continue // the model disagrees with these outcomes: no judgement
 		}
-		received := origin.Add(time.Duration(r.TTFB))
-		adv, err := headers.ParseRetryAfter(v, received)
-		if err != nil {
-			continue
-		}
-		ra.Sent = true
-		if d.Allowed {
-			continue // the model disagrees with this outcome; no judgement
-		}
+		slices.Sort(adv)
+		slices.Sort(model)
 		judged = true
-		// The advertised wait counted from the server's arrival.
-		fromArrival := adv + received.Sub(ob.at)
-		if fromArrival+retryAfterTol+d.RetryAfter/20 < d.RetryAfter {
-			honest = false
-		}
-		if late := max(2*time.Second, adv/2); fromArrival-late > d.RetryAfter+retryAfterTol+d.RetryAfter/20 {
-			honest = false
+		for i, a := range adv {
+			m := model[i]
+			tol := retryAfterTol + m/20
+			if a+tol < m {
+				trace("retry-after early at %v: advertised %v from arrival, model %v (%v)", o.list[cl[0]].at.Sub(origin), a, m, w.h)
+				honest = false
+			}
+			if late := max(2*time.Second, a/2); a-late > m+tol {
+				trace("retry-after late at %v: advertised %v from arrival, model %v (%v)", o.list[cl[0]].at.Sub(origin), a, m, w.h)
+				honest = false
+			}
 		}
 	}
 	if ra.Sent && judged {

@@ -25,8 +25,6 @@ const (
 	// scanStart is the first offset of a recovery scan; offsets grow by
 	// √2 per probe.
 	scanStart = 20 * time.Millisecond
-	// lead is how far ahead of the clock an experiment is planned.
-	lead = 5 * time.Millisecond
 	// maxRounds bounds the designed experiments.
 	maxRounds = 16
 	// minInfo is the least expected information (bits) worth an experiment.
@@ -167,6 +165,11 @@ func (s *session) run(ctx context.Context, phase string, at time.Time, sends []p
 		s.stopped = true
 		return nil, errBudget
 	}
+	// An experiment whose start has passed while it was being designed is
+	// sent as soon as possible, whole.
+	if soon := s.now().Add(s.opts.lead() / 2); at.Before(soon) {
+		at = soon
+	}
 	end := at.Add(sends[len(sends)-1].At)
 	if end.After(s.deadline) {
 		s.stopped = true
@@ -244,7 +247,7 @@ func (s *session) scan(ctx context.Context, phase string, from time.Time, first 
 			return lo, 0, nil
 		}
 		at := from.Add(off)
-		if at.Before(s.now().Add(lead)) {
+		if at.Before(s.now().Add(s.opts.lead())) {
 			continue
 		}
 		res, err := s.run(ctx, phase, at, burstSends(1))
@@ -298,7 +301,7 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 			s.stopped = true
 			break
 		}
-		res, err := s.run(ctx, "burst", s.now().Add(lead), burstSends(size))
+		res, err := s.run(ctx, "burst", s.now().Add(s.opts.lead()), burstSends(size))
 		if err != nil {
 			return nil, err
 		}
@@ -322,7 +325,7 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 		return s.firstFit(lo1, max(hi1, lo1), a0), err
 	}
 	// Exhaust again, then (with several identities) test the key.
-	x1 := s.now().Add(lead)
+	x1 := s.now().Add(s.opts.lead())
 	sends := burstSends(a0 + 3)
 	gap := min(max(hi1/4, 3*time.Millisecond), 100*time.Millisecond)
 	keyTest := s.opts.Clients >= 2
@@ -336,20 +339,7 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 		return s.firstFit(lo1, hi1, a0), err
 	}
 	if keyTest {
-		mainRej, keyAcc := 0, 0
-		for i, r := range res {
-			c := classify(r, s.opts.RejectStatus)
-			if i < a0+3 && c == classRejected {
-				mainRej++
-			}
-			if i >= a0+3 && c == classAccepted {
-				keyAcc++
-			}
-		}
-		if mainRej > 0 {
-			s.keyTested = true
-			s.perClient = keyAcc > 0
-		}
+		s.judgeKey(res, a0+3)
 	}
 	lo2, hi2, err := s.scan(ctx, "scan2", s.lastSent(res[:a0+3]), min(scanStart, max(hi1/16, time.Millisecond)))
 	if err != nil || hi2 == 0 {
@@ -433,15 +423,52 @@ func (s *session) queueOpening(ctx context.Context, o *observations, last []reco
 		}
 	}
 	acc, _ := s.counts(last)
-	// Wait for the bucket to drain completely, then burst again.
+	// Wait for the bucket to drain completely, then burst again (with the
+	// key test when there are several identities).
 	at := s.now().Add(time.Duration(acc+1) * T)
-	f := search(o, newSpace(o, 0.002, 1, 0.5/T.Seconds(), 2/T.Seconds(), false))
+	sp := func() space {
+		return newSpace(s.observe(), 0.002, 1, 0.5/T.Seconds(), 2/T.Seconds(), s.perClient)
+	}
+	f := search(s.observe(), sp())
 	s.announce(f)
-	if _, err := s.run(ctx, "burst", at, burstSends(acc+3)); err != nil {
+	n := acc + 3
+	sends := burstSends(n)
+	keyTest := s.opts.Clients >= 2
+	if keyTest {
+		gap := min(max(T/4, 3*time.Millisecond), 100*time.Millisecond)
+		for range 2 {
+			sends = append(sends, patterns.Send{At: gap, Client: 1, Phase: "key"})
+		}
+	}
+	res, err := s.run(ctx, "burst", at, sends)
+	if err != nil {
 		return f, err
 	}
-	o = s.observe()
-	return search(o, newSpace(o, 0.002, 1, 0.5/T.Seconds(), 2/T.Seconds(), false)), nil
+	if keyTest {
+		s.judgeKey(res, n)
+	}
+	return search(s.observe(), sp()), nil
+}
+
+// judgeKey decides the key test: the first n results are the main
+// identity's exhausting burst, the rest the second identity's requests.
+// When the burst was refused in part, any acceptance of the second
+// identity means a quota per client.
+func (s *session) judgeKey(res []record.Result, n int) {
+	mainRej, keyAcc := 0, 0
+	for i, r := range res {
+		c := classify(r, s.opts.RejectStatus)
+		if i < n && c == classRejected {
+			mainRej++
+		}
+		if i >= n && c == classAccepted {
+			keyAcc++
+		}
+	}
+	if mainRej > 0 {
+		s.keyTested = true
+		s.perClient = keyAcc > 0
+	}
 }
 
 // design runs designed experiments until the plausible models agree, no
@@ -450,12 +477,12 @@ func (s *session) design(ctx context.Context, f *fit) (*fit, error) {
 	for range maxRounds {
 		p := f.plausible(designSlack)
 		if resolved(p) {
-			trace("resolved: %d plausible, first %v", len(p), p[0].h)
+			trace("resolved: %d plausible, first %v: %s", len(p), p[0].h, summarize(p))
 			return f, nil
 		}
 		dz := &designer{ws: weigh(p, maxDesignHyps), perClient: s.perClient, client: s.client}
-		s0 := s.now().Add(lead)
-		margin := max(lead, 2*clusterGap)
+		s0 := s.now().Add(s.opts.lead())
+		margin := max(s.opts.lead(), 2*clusterGap)
 		overhead := max(dz.scale()/4, 50*time.Millisecond)
 		var best *experiment
 		score := 0.0
