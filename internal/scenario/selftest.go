@@ -124,7 +124,9 @@ func SelftestCases() []SelftestCase {
 	bucket := func(a limiter.Algorithm, rate float64, c int64) limiter.Config {
 		return limiter.Config{Algorithm: a, Rate: rate, Capacity: c}
 	}
-	windows := func(n int64, w float64) map[string]float64 { return map[string]float64{"limit": float64(n), "window_s": w} }
+	windows := func(n int64, w float64) map[string]float64 {
+		return map[string]float64{"limit": float64(n), "window_s": w}
+	}
 	buckets := func(rate float64, c int64) map[string]float64 {
 		return map[string]float64{"rate_per_s": rate, "capacity": float64(c)}
 	}
