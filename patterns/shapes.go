@@ -283,11 +283,10 @@ func (s Schedule) Named(name string) Schedule {
 }
 
 // PerClient returns s played by n clients at once: every send of s is
-// repeated for clients 0…n−1 (client c of the result is client c of s's
-// client 0 when s has one client; in general send client k becomes
-// k·n + c), at the same offset and in the same batch. Each client runs the
-// whole pattern: a steady 5/s for 3 clients offers 15/s in total, each
-// client 5/s.
+// repeated n times, at the same offset and in the same batch, for clients
+// 0…n−1 (a send of client k in s becomes clients k·n … k·n+n−1). Each client
+// runs the whole pattern: a steady 5/s for 3 clients offers 15/s in total,
+// 5/s per client.
 func (s Schedule) PerClient(n int) (Schedule, error) {
 	if n < 1 {
 		return Schedule{}, paramErr(firstPattern(s), "clients", "must be at least 1, not %d", n)

@@ -461,6 +461,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"bad header", append(slices.Clone(base), "--pattern", "burst", "--count", "1", "-H", "NoColon"), []string{`write a header as "Name: value"`}},
 		{"cert without key", append(slices.Clone(base), "--pattern", "burst", "--count", "1", "--client-cert", plan), []string{"--client-cert and --client-key go together"}},
 		{"bad source ips", append(slices.Clone(base), "--pattern", "burst", "--count", "1", "--source-ips", "127.0.0.300"), []string{"not an IP address"}},
+		{"race over the rate cap", append(slices.Clone(base), "--pattern", "race", "--count", "30", "--clients", "40"), []string{"a race releases 1200 requests at once, over the cap --max-rate 1000/s"}},
 		{"race mode", append(slices.Clone(base), "--pattern", "race", "--count", "2", "--race-mode", "fast"), []string{"race-mode must be barrier, last-byte or single-packet"}},
 	}
 	for _, tt := range tests {

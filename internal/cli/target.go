@@ -553,6 +553,22 @@ func (t *target) checkCaps(s patterns.Schedule, sustained float64) error {
 	if d := s.Duration; d > t.o.maxDuration {
 		probs = append(probs, fmt.Sprintf("the plan lasts %v, over the cap --max-duration %v: raise it if you mean it", d.Round(time.Millisecond), t.o.maxDuration))
 	}
+	if n := len(t.probe.ClientValues); n > 0 && s.Clients > n {
+		probs = append(probs, fmt.Sprintf("the plan uses %d clients, but --client-values has %d values", s.Clients, n))
+	}
+	batch := map[int]int{}
+	for _, snd := range s.Sends {
+		if snd.Batch != 0 {
+			batch[snd.Batch]++
+		}
+	}
+	for _, n := range batch {
+		if float64(n) > t.o.maxRate {
+			probs = append(probs, fmt.Sprintf("a race releases %d requests at once, over the cap --max-rate %s: raise it if you mean it",
+				n, patterns.FormatRate(t.o.maxRate)))
+			break
+		}
+	}
 	if sustained > t.o.maxRate*(1+1e-9) {
 		probs = append(probs, fmt.Sprintf("the plan sends %s, over the cap --max-rate %s: raise it if you mean it",
 			patterns.FormatRate(sustained), patterns.FormatRate(t.o.maxRate)))
