@@ -233,7 +233,8 @@ type Inference struct {
 	// reproduces, 0 to 1.
 	Confidence   float64       `json:"confidence"`
 	Alternatives []Alternative `json:"alternatives"`
-	// Requests is the number of requests sent; DurationS how long infer ran.
+	// Requests is the number of requests the inference rests on (those of
+	// Options.Prior included); DurationS how long infer ran.
 	Requests  int     `json:"requests"`
 	DurationS float64 `json:"duration_s"`
 	// Complete is false when the budget (time or requests) or an error

@@ -89,6 +89,11 @@ func Infer(ctx context.Context, eng Engine, opts Options) (*Inference, error) {
 	inf, err := s.infer(ctx)
 	if inf != nil {
 		inf.Requests = s.sent
+		for _, r := range opts.Prior {
+			if r.Outcome != record.OutcomeNotSent {
+				inf.Requests++
+			}
+		}
 		inf.DurationS = math.Round(opts.now().Sub(s.start).Seconds()*1000) / 1000
 		if s.stopped || err != nil {
 			inf.Complete = false
