@@ -183,7 +183,7 @@ func bucketRun() synth {
 			Message: "no response carried a rate-limit header", Hint: "Send RateLimit and RateLimit-Policy.",
 			Evidence: Evidence{Refs: []string{"agent-1:0"}, Count: 30}},
 		Finding{ID: "under-admission", Severity: "warning", Certainty: "possible", Check: "sustained", Endpoint: "/",
-			Message: "a rejection at 7.992s while the pessimistic count was 2 of 4",
+			Message:  "a rejection at 7.992s while the pessimistic count was 2 of 4",
 			Evidence: Evidence{Refs: []string{"agent-1:24"}, StartNS: 7992 * ms, EndNS: 7992 * ms, Count: 2}},
 	}
 	return s
@@ -215,7 +215,7 @@ func leakyRun() synth {
 	no := false
 	s.inferences = []any{Inference{
 		Schema: SchemaInfer, Tool: "rlprobe v0.0.0-test", Algorithm: "leaky-bucket-queue",
-		Params: Params{Capacity: &capacity, RatePerS: &rate, Undelayed: &undelayed, Queue: &queue},
+		Params:         Params{Capacity: &capacity, RatePerS: &rate, Undelayed: &undelayed, Queue: &queue},
 		CountsRejected: &no, Key: &key, RejectStatus: &st, Headers: []string{"none"},
 		RetryAfter: &RetryAfterJudgement{}, Confidence: 1, Alternatives: []Alternative{},
 		Requests: 8, DurationS: 3.01, RecordFile: "leaky.jsonl",
