@@ -635,3 +635,17 @@ func TestRunSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestRunUsageErrorsHideSecrets: a refused target is named without its
+// credentials.
+func TestRunUsageErrorsHideSecrets(t *testing.T) {
+	code, _, stderr := runCLI(t, nil, "run", "ftp://user:topsecret-31@example.com/?access_token=tok-9876", "--pattern", "burst", "--count", "1", "--dry-run")
+	if code != ExitUsage || !strings.Contains(stderr, "scheme must be http or https") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, s := range []string{"topsecret-31", "tok-9876"} {
+		if strings.Contains(stderr, s) {
+			t.Errorf("stderr shows the secret %q: %s", s, stderr)
+		}
+	}
+}

@@ -179,15 +179,23 @@ func (o *targetOptions) resolve(f *Factory, urls []string, now time.Time) (*targ
 	t := &target{o: o, urls: urls}
 	p := &t.probe
 
+	// Secrets first: messages about the targets must not show them.
+	for _, n := range splitAll(o.secretHeaders) {
+		if !httpguts.ValidHeaderFieldName(n) {
+			bad("--secret-header %q is not a valid header name", n)
+		}
+	}
+	t.redactor = record.NewRedactor(splitAll(o.secretHeaders), splitAll(o.secretQuery))
+
 	// Targets.
 	if len(urls) == 0 {
 		bad("give at least one target URL")
 	}
 	for _, u := range urls {
-		if err := checkURL(u); err != nil {
+		if err := checkURL(u, t.redactor.URL(u)); err != nil {
 			bad("%v", err)
 		} else if o.h2c && strings.HasPrefix(strings.ToLower(u), "https:") {
-			bad("--h2c is for http:// targets; https negotiates HTTP/2 by itself (%s)", u)
+			bad("--h2c is for http:// targets; https negotiates HTTP/2 by itself (%s)", t.redactor.URL(u))
 		}
 	}
 	p.URLs = slices.Clone(urls)
@@ -263,13 +271,6 @@ func (o *targetOptions) resolve(f *Factory, urls []string, now time.Time) (*targ
 	}
 	t.clientsSet = t.clientsSet || o.clientValues != "" || o.sourceIPs != ""
 
-	// Secrets.
-	for _, n := range splitAll(o.secretHeaders) {
-		if !httpguts.ValidHeaderFieldName(n) {
-			bad("--secret-header %q is not a valid header name", n)
-		}
-	}
-	t.redactor = record.NewRedactor(splitAll(o.secretHeaders), splitAll(o.secretQuery))
 	p.Redactor = t.redactor
 	p.Captured = headers.Captured
 	p.Agent = defaultAgent
@@ -337,22 +338,23 @@ func usageProblems(probs []string) error {
 	return Usagef("%d problems:\n  %s", len(probs), strings.Join(probs, "\n  "))
 }
 
-// checkURL accepts absolute http and https URLs with a host.
-func checkURL(s string) error {
+// checkURL accepts absolute http and https URLs with a host; shown is s
+// with its secrets redacted, for the messages.
+func checkURL(s, shown string) error {
+	if !strings.Contains(s, "://") {
+		return fmt.Errorf("target %q has no scheme: write http://%s or https://%s", shown, shown, shown)
+	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("target %q is not a URL: %v", s, errors.Unwrap(err))
-	}
-	if !strings.Contains(s, "://") {
-		return fmt.Errorf("target %q has no scheme: write http://%s or https://%s", s, s, s)
+		return fmt.Errorf("target %q is not a URL", shown)
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https":
 	default:
-		return fmt.Errorf("target %q: the scheme must be http or https, not %s", s, u.Scheme)
+		return fmt.Errorf("target %q: the scheme must be http or https, not %s", shown, u.Scheme)
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return fmt.Errorf("target %q has no host", s)
+		return fmt.Errorf("target %q has no host", shown)
 	}
 	return nil
 }

@@ -83,8 +83,9 @@ func TestCheckURL(t *testing.T) {
 		{"http:///x", "no host"},
 		{"http://:80/", "no host"},
 		{"http://a b/", "not a URL"},
+		{"http://x/%zz", "not a URL"},
 	} {
-		err := checkURL(tt.in)
+		err := checkURL(tt.in, tt.in)
 		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("checkURL(%q) = %v, want %q", tt.in, err, tt.wantErr)
 		}
