@@ -106,6 +106,9 @@ func New(opt Options) (*Engine, error) {
 			DisableCompression: true,
 		},
 	}
+	if opt.TimerPacing {
+		e.pacer = timerPacer{}
+	}
 	if e.dial == nil {
 		e.dial = defaultDial
 	}

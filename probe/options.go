@@ -130,6 +130,13 @@ type Options struct {
 	// AbortAfterErrors is how many consecutive transport errors (in
 	// completion order) abort a run; 0 means 20, negative never aborts.
 	AbortAfterErrors int
+	// TimerPacing makes the engine wait for deadlines on plain runtime
+	// timers instead of the precise pacer (a locked thread that sleeps
+	// with fine timer slack and spins the last microseconds). Timer pacing
+	// is coarser (Go timers round up to about 1 ms) but is exact under
+	// testing/synctest, where the precise pacer's real sleeps never end.
+	// Set it whenever the engine runs inside a synctest bubble.
+	TimerPacing bool
 	// Grace is how long an interrupted or aborted run waits for requests in
 	// flight before abandoning them; default 2s.
 	Grace time.Duration

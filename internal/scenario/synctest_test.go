@@ -1,10 +1,3 @@
-//go:build rlprobe_timerpacing
-
-// This test needs probe.Options.TimerPacing (the engine's runtime-timer
-// pacer, exact under testing/synctest), which the probe package does not
-// export yet; build with -tags rlprobe_timerpacing once it does, then drop
-// the constraint.
-
 package scenario
 
 import (
