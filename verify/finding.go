@@ -1,0 +1,167 @@
+package verify
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Severity ranks findings; --fail-on takes one.
+type Severity string
+
+// Severities, from least to most severe.
+const (
+	SeverityInfo    Severity = "info"
+	SeverityWarning Severity = "warning"
+	SeverityError   Severity = "error"
+)
+
+func (s Severity) rank() int {
+	switch s {
+	case SeverityInfo:
+		return 1
+	case SeverityWarning:
+		return 2
+	case SeverityError:
+		return 3
+	}
+	return 0
+}
+
+// AtLeast reports whether s is as severe as t or more.
+func (s Severity) AtLeast(t Severity) bool { return s.rank() >= t.rank() }
+
+// ParseSeverity parses info, warning or error (the --fail-on values).
+func ParseSeverity(s string) (Severity, error) {
+	switch v := Severity(strings.ToLower(strings.TrimSpace(s))); v {
+	case SeverityInfo, SeverityWarning, SeverityError:
+		return v, nil
+	}
+	return "", fmt.Errorf("verify: severity must be info, warning or error, not %q", s)
+}
+
+// Certainty says whether a finding holds whatever the true arrival times
+// were (Certain) or only for some arrival times within the measured bounds
+// (Possible). Only certain findings decide exit code 1.
+type Certainty string
+
+// Certainties.
+const (
+	Certain  Certainty = "certain"
+	Possible Certainty = "possible"
+)
+
+// Finding ids (contract.md, "Findings").
+const (
+	IDWindowLimitExceeded         = "window-limit-exceeded"
+	IDBurstLimitExceeded          = "burst-limit-exceeded"
+	IDRateLimitExceeded           = "rate-limit-exceeded"
+	IDNoLimitingObserved          = "no-limiting-observed"
+	IDRaceOverAdmission           = "race-over-admission"
+	IDRejectStatusMismatch        = "reject-status-mismatch"
+	IDRetryAfterMalformed         = "retry-after-malformed"
+	IDRateLimitHeaderMalformed    = "ratelimit-header-malformed"
+	IDRetryAfterEarly             = "retry-after-early"
+	IDRateLimitHeaderInconsistent = "ratelimit-header-inconsistent"
+	IDRateLimitPolicyMismatch     = "ratelimit-policy-mismatch"
+	IDCacheable429                = "cacheable-429"
+	IDKeySpoofable                = "key-spoofable"
+	IDRetryAfterMissing           = "retry-after-missing"
+	IDRetryAfterLate              = "retry-after-late"
+	IDUnderAdmission              = "under-admission"
+	IDRateLimitHeaderMissing      = "ratelimit-header-missing"
+)
+
+// FindingIDs lists every finding id in the contract's order.
+var FindingIDs = []string{
+	IDWindowLimitExceeded, IDBurstLimitExceeded, IDRateLimitExceeded, IDNoLimitingObserved,
+	IDRaceOverAdmission, IDRejectStatusMismatch, IDRetryAfterMalformed, IDRateLimitHeaderMalformed,
+	IDRetryAfterEarly, IDRateLimitHeaderInconsistent, IDRateLimitPolicyMismatch, IDCacheable429,
+	IDKeySpoofable, IDRetryAfterMissing, IDRetryAfterLate, IDUnderAdmission, IDRateLimitHeaderMissing,
+}
+
+// Check names (contract.md: --only, --skip, JUnit).
+const (
+	CheckBurst      = "burst"
+	CheckEdge       = "edge"
+	CheckSustained  = "sustained"
+	CheckRecovery   = "recovery"
+	CheckRetryAfter = "retry-after"
+	CheckRace       = "race"
+	CheckKeySpoof   = "key-spoof"
+	CheckHeaders    = "headers"
+)
+
+// Checks lists the check names in the order the suite runs them.
+var Checks = []string{CheckBurst, CheckEdge, CheckSustained, CheckRecovery, CheckRetryAfter, CheckRace, CheckKeySpoof, CheckHeaders}
+
+// Finding is one verdict about the target, as in the check and analyze
+// documents.
+type Finding struct {
+	ID        string    `json:"id"`
+	Severity  Severity  `json:"severity"`
+	Certainty Certainty `json:"certainty"`
+	// Check is the check whose traffic shows the finding ("" when the
+	// records carry no check phase).
+	Check string `json:"check"`
+	// Endpoint is the rule's endpoint ("METHOD /path", or the requests'
+	// path when the rule names none).
+	Endpoint string `json:"endpoint"`
+	// Client is the client whose quota is concerned ("" for a global key).
+	Client string `json:"client"`
+	// Message states what was seen, with numbers.
+	Message string `json:"message"`
+	// Hint is one line a user can act on.
+	Hint     string   `json:"hint"`
+	Evidence Evidence `json:"evidence"`
+}
+
+// Evidence points at the records behind a finding.
+type Evidence struct {
+	// Refs are the results concerned, as "agent:seq" (at most MaxRefs).
+	Refs []string `json:"refs"`
+	// StartNS and EndNS bound the interval concerned, in nanoseconds since
+	// the run's start on the reference clock.
+	StartNS int64 `json:"start_ns"`
+	EndNS   int64 `json:"end_ns"`
+	// Count is how many requests the finding counts.
+	Count int `json:"count"`
+	// Bound is the number Count was compared with, when there is one.
+	Bound *int64 `json:"bound,omitempty"`
+	// Headers are the response headers of an example result.
+	Headers http.Header `json:"headers,omitempty"`
+}
+
+// MaxRefs bounds Evidence.Refs.
+const MaxRefs = 50
+
+func bound(n int64) *int64 { return &n }
+
+// fails reports whether f decides exit 1 under failOn.
+func (f *Finding) fails(failOn Severity) bool {
+	return f.Certainty == Certain && f.Severity.AtLeast(failOn)
+}
+
+// sortFindings orders findings by severity (most severe first), certainty
+// (certain first), then the contract's id order, endpoint and client.
+func sortFindings(fs []Finding) {
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		if d := b.Severity.rank() - a.Severity.rank(); d != 0 {
+			return d
+		}
+		if a.Certainty != b.Certainty {
+			if a.Certainty == Certain {
+				return -1
+			}
+			return 1
+		}
+		if d := slices.Index(FindingIDs, a.ID) - slices.Index(FindingIDs, b.ID); d != 0 {
+			return d
+		}
+		if c := strings.Compare(a.Endpoint, b.Endpoint); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Client, b.Client)
+	})
+}

@@ -1,0 +1,274 @@
+package verify_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/testserver"
+	"github.com/rlprobe/rlprobe/verify"
+)
+
+// nonAtomic is the classic check-then-act limiter: read the key's state,
+// decide, sleep gap, write the new state back, without a lock across.
+type nonAtomic struct {
+	cfg limiter.Config
+	gap time.Duration
+	mu  sync.Mutex
+	st  map[string]limiter.State
+}
+
+func (b *nonAtomic) Decide(_ context.Context, key string, now time.Time) (limiter.Decision, error) {
+	b.mu.Lock()
+	st := b.st[key]
+	b.mu.Unlock()
+	st, d := b.cfg.Step(st, now)
+	time.Sleep(b.gap)
+	b.mu.Lock()
+	b.st[key] = st
+	b.mu.Unlock()
+	return d, nil
+}
+
+// matrixCase is a reference-server configuration and the policy it is
+// checked against.
+type matrixCase struct {
+	name   string
+	server testserver.Policy
+	gap    time.Duration // > 0: non-atomic backend with this race gap
+	rule   verify.Endpoint
+	opts   verify.SuiteOptions
+	// spoof gives the suite an engine for each spoofable header.
+	spoof bool
+	// echo makes the server echo each request's arrival time.
+	echo bool
+}
+
+// runCheck serves c.server in memory inside a synctest bubble, runs the
+// check suite through the probe engine and analyzes the records.
+func runCheck(t *testing.T, c matrixCase) verify.Report {
+	t.Helper()
+	var rep verify.Report
+	synctest.Test(t, func(t *testing.T) {
+		ln := testserver.NewMemListener()
+		route := testserver.Route{Path: "", Policy: c.server}
+		if c.gap > 0 {
+			route.Backend = &nonAtomic{cfg: c.server.Limiter, gap: c.gap, st: map[string]limiter.State{}}
+		}
+		h, err := testserver.NewHandler([]testserver.Route{route}, testserver.HandlerOptions{EchoArrival: c.echo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h}
+		go srv.Serve(ln)
+		defer srv.Close()
+
+		url := "http://" + testserver.MemListenerAddr + "/api"
+		zero := time.Now()
+		seq := new(int64)
+		newEngine := func(header string, values []string) *memEngine {
+			e := &memEngine{ln: ln, url: url, zero: zero, header: header, values: values, seq: seq, clients: map[int]*http.Client{}}
+			t.Cleanup(e.close)
+			return e
+		}
+		mainEngine := newEngine("", nil)
+		if strings.HasPrefix(c.server.Key, "header:") && !c.spoof {
+			mainEngine = newEngine(strings.TrimPrefix(c.server.Key, "header:"), nil)
+		}
+		defer mainEngine.close()
+		ctx := context.Background()
+		pre, err := mainEngine.Run(ctx, patterns.Schedule{Sends: []patterns.Send{{Phase: "preflight"}}})
+		if err != nil {
+			t.Fatalf("preflight: %v", err)
+		}
+		s := verify.Suite{Rule: c.rule, Engine: mainEngine, Options: c.opts, Zero: zero, Prior: pre}
+		if c.spoof {
+			s.Options.Spoofing = true
+			s.Spoof = func(header string) (verify.Engine, error) {
+				vals := make([]string, 8)
+				for i := range vals {
+					vals[i] = netip.AddrFrom4([4]byte{203, 0, 113, byte(i + 1)}).String()
+				}
+				return newEngine(header, vals), nil
+			}
+		}
+		res, err := s.Run(ctx)
+		if err != nil {
+			t.Fatalf("suite: %v", err)
+		}
+		run := &record.Run{
+			Header:  record.Header{Start: zero, Agent: "a1", Targets: []string{url}},
+			Results: append(pre, res.Results...),
+			End:     &record.End{Reason: record.ReasonCompleted},
+		}
+		pol := verify.Policy{Version: 1, Endpoints: []verify.Endpoint{c.rule}}
+		rep = verify.Analyze(record.Merge(run), pol, verify.Options{Schema: verify.SchemaCheck, Tool: "rlprobe test"})
+	})
+	return rep
+}
+
+func describe(rep verify.Report) string {
+	var b strings.Builder
+	for _, f := range rep.Findings {
+		fmt.Fprintf(&b, "\n  %s %s %s [%s] %s", f.Severity, f.Certainty, f.ID, f.Check, f.Message)
+	}
+	return b.String()
+}
+
+func fixedWindow(limit int64, w time.Duration, align limiter.Align) limiter.Config {
+	return limiter.Config{Algorithm: limiter.FixedWindow, Limit: limit, Window: w, Align: align}
+}
+
+func sliding(limit int64, w time.Duration) verify.Endpoint {
+	return verify.Endpoint{Limit: limit, Window: w, WindowType: verify.Sliding, Key: verify.KeyGlobal, RetryAfter: verify.RetryAfterOptional}
+}
+
+func fixed(limit int64, w time.Duration, align limiter.Align) verify.Endpoint {
+	return verify.Endpoint{Limit: limit, Window: w, WindowType: verify.Fixed, Align: align, Key: verify.KeyGlobal, RetryAfter: verify.RetryAfterOptional}
+}
+
+func bucket(rate float64, capacity int64) verify.Endpoint {
+	return verify.Endpoint{Rate: rate, Capacity: capacity, Key: verify.KeyGlobal, RetryAfter: verify.RetryAfterOptional}
+}
+
+var _ = headers.Draft8
+
+// findingIDs returns the report's finding ids with their certainty.
+func findingIDs(rep verify.Report) map[string]verify.Certainty {
+	out := map[string]verify.Certainty{}
+	for _, f := range rep.Findings {
+		if c, ok := out[f.ID]; !ok || c == verify.Possible {
+			out[f.ID] = f.Certainty
+		}
+	}
+	return out
+}
+
+// TestFindingMatrix: one row per finding id, a reference-server
+// configuration that triggers exactly that finding (no other, of any
+// severity) with the expected certainty. Under synctest over in-memory
+// connections every arrival is known exactly, so every finding is certain.
+func TestFindingMatrix(t *testing.T) {
+	const w2, w4 = 2 * time.Second, 4 * time.Second
+	noHeaders := func(e verify.Endpoint) verify.Endpoint { e.Headers = []string{"none"}; return e }
+	withStatus := func(e verify.Endpoint, s int) verify.Endpoint { e.Status = s; return e }
+	withKey := func(e verify.Endpoint, k string) verify.Endpoint { e.Key = k; return e }
+	withHeaders := func(e verify.Endpoint, d ...string) verify.Endpoint { e.Headers = d; return e }
+	slog := func(n int64, w time.Duration) limiter.Config {
+		return limiter.Config{Algorithm: limiter.SlidingLog, Limit: n, Window: w}
+	}
+	tb := func(rate float64, c int64) limiter.Config {
+		return limiter.Config{Algorithm: limiter.TokenBucket, Rate: rate, Capacity: c}
+	}
+	none := []headers.Dialect{headers.None}
+	rows := []struct {
+		id   string
+		c    matrixCase
+		want verify.Certainty
+	}{
+		{verify.IDWindowLimitExceeded, matrixCase{name: "fixed window (epoch) vs 5 in any 2 s",
+			server: testserver.Policy{Limiter: fixedWindow(5, w2, limiter.AlignEpoch)}, rule: sliding(5, w2)}, verify.Certain},
+		{verify.IDBurstLimitExceeded, matrixCase{name: "bucket of 10 vs declared capacity 5",
+			server: testserver.Policy{Limiter: tb(2, 10), Dialects: none}, rule: noHeaders(bucket(2, 5))}, verify.Certain},
+		{verify.IDRateLimitExceeded, matrixCase{name: "bucket refilled at 4/s vs declared 2/s",
+			server: testserver.Policy{Limiter: tb(4, 5), Dialects: none}, rule: noHeaders(bucket(2, 5))}, verify.Certain},
+		{verify.IDNoLimitingObserved, matrixCase{name: "limit 1000 vs declared 5 in any 2 s",
+			server: testserver.Policy{Limiter: slog(1000, w2), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain},
+		{verify.IDRaceOverAdmission, matrixCase{name: "non-atomic check-then-act, race gap 5 ms",
+			server: testserver.Policy{Limiter: slog(5, w2)}, gap: 5 * time.Millisecond, echo: true, rule: sliding(5, w2)}, verify.Certain},
+		{verify.IDRejectStatusMismatch, matrixCase{name: "rejects with 503, declared 429",
+			server: testserver.Policy{Limiter: slog(5, w2), Status: 503}, rule: withStatus(sliding(5, w2), 429)}, verify.Certain},
+		{verify.IDRetryAfterMalformed, matrixCase{name: "--fault malformed-retry-after",
+			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultMalformedRetryAfter}}, rule: sliding(5, w2)}, verify.Certain},
+		{verify.IDRateLimitHeaderMalformed, matrixCase{name: "--fault malformed-ratelimit",
+			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultMalformedRateLimit}}, rule: sliding(5, w2)}, verify.Certain},
+		{verify.IDRetryAfterEarly, matrixCase{name: "--retry-after early, window 4 s",
+			server: testserver.Policy{Limiter: slog(5, w4), RetryAfter: testserver.RetryEarly}, rule: sliding(5, w4)}, verify.Certain},
+		{verify.IDRateLimitHeaderInconsistent, matrixCase{name: "--fault remaining-stuck, fixed window",
+			server: testserver.Policy{Limiter: fixedWindow(5, w2, limiter.AlignEpoch), Faults: []testserver.Fault{testserver.FaultRemainingStuck}},
+			rule:   fixed(5, w2, limiter.AlignEpoch)}, verify.Certain},
+		{verify.IDRateLimitPolicyMismatch, matrixCase{name: "--fault policy-lie",
+			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultPolicyLie}}, rule: sliding(5, w2)}, verify.Certain},
+		{verify.IDCacheable429, matrixCase{name: "--fault cacheable-reject",
+			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultCacheableReject}}, rule: sliding(5, w2)}, verify.Certain},
+		{verify.IDKeySpoofable, matrixCase{name: "--key header:X-Forwarded-For vs declared --key ip",
+			server: testserver.Policy{Limiter: slog(5, w2), Key: "header:X-Forwarded-For"}, rule: withKey(sliding(5, w2), verify.KeyIP), spoof: true}, verify.Certain},
+		{verify.IDRetryAfterMissing, matrixCase{name: "--retry-after missing",
+			server: testserver.Policy{Limiter: slog(5, w2), RetryAfter: testserver.RetryMissing}, rule: sliding(5, w2)}, verify.Certain},
+		{verify.IDRetryAfterLate, matrixCase{name: "--retry-after late, window 4 s",
+			server: testserver.Policy{Limiter: slog(5, w4), RetryAfter: testserver.RetryLate}, rule: sliding(5, w4)}, verify.Certain},
+		{verify.IDUnderAdmission, matrixCase{name: "limit 3 vs declared 5 in any 2 s",
+			server: testserver.Policy{Limiter: slog(3, w2), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain},
+		{verify.IDRateLimitHeaderMissing, matrixCase{name: "no headers, draft-8 declared",
+			server: testserver.Policy{Limiter: slog(5, w2), Dialects: none}, rule: withHeaders(sliding(5, w2), "draft-8")}, verify.Certain},
+	}
+	seen := map[string]bool{}
+	for _, row := range rows {
+		seen[row.id] = true
+		t.Run(row.id, func(t *testing.T) {
+			rep := runCheck(t, row.c)
+			got := findingIDs(rep)
+			if len(got) != 1 || got[row.id] != row.want {
+				t.Errorf("%s: want exactly %s (%s), got:%s", row.c.name, row.id, row.want, describe(rep))
+			}
+		})
+	}
+	for _, id := range verify.FindingIDs {
+		if !seen[id] {
+			t.Errorf("the matrix has no row for %s", id)
+		}
+	}
+}
+
+// TestFalsePositiveMatrix: every algorithm in its honest configuration,
+// checked against its own policy, raises no error-level finding.
+func TestFalsePositiveMatrix(t *testing.T) {
+	const w2 = 2 * time.Second
+	none := []headers.Dialect{headers.None}
+	rows := []matrixCase{
+		{name: "fixed-window epoch vs fixed epoch", server: testserver.Policy{Limiter: fixedWindow(5, w2, limiter.AlignEpoch)}, rule: fixed(5, w2, limiter.AlignEpoch)},
+		{name: "fixed-window first-request vs fixed first-request", server: testserver.Policy{Limiter: fixedWindow(5, w2, limiter.AlignFirstRequest)}, rule: fixed(5, w2, limiter.AlignFirstRequest)},
+		{name: "sliding-log vs sliding", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: w2}}, rule: sliding(5, w2)},
+		{name: "sliding-window-counter vs fixed epoch (no headers)", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingWindowCounter, Limit: 5, Window: w2, Align: limiter.AlignEpoch}, Dialects: none},
+			rule: func() verify.Endpoint { e := fixed(5, w2, limiter.AlignEpoch); e.Headers = []string{"none"}; return e }()},
+		{name: "token-bucket vs bucket", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 5}}, rule: bucket(2, 5)},
+		{name: "gcra vs bucket", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.GCRA, Rate: 2, Capacity: 5}}, rule: bucket(2, 5)},
+		{name: "leaky-bucket (delaying) vs bucket", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 2, Capacity: 5}}, rule: bucket(2, 5)},
+		{name: "leaky-bucket nodelay vs bucket", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 2, Capacity: 5, NoDelay: true}}, rule: bucket(2, 5)},
+		{name: "sliding-log per header key vs per header key", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: w2}, Key: "header:X-Api-Key"},
+			rule: func() verify.Endpoint { e := sliding(5, w2); e.Key = "header:X-Api-Key"; return e }()},
+		{name: "sliding-log per ip vs per ip, spoof checked", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: w2}, Key: testserver.KeyIP},
+			rule: func() verify.Endpoint { e := sliding(5, w2); e.Key = verify.KeyIP; return e }(), spoof: true},
+	}
+	for _, c := range rows {
+		t.Run(c.name, func(t *testing.T) {
+			rep := runCheck(t, c)
+			for _, f := range rep.Findings {
+				if f.Severity == verify.SeverityError {
+					t.Errorf("%s: error-level finding:%s", c.name, describe(rep))
+					break
+				}
+			}
+			if rep.Verdict != verify.VerdictPass {
+				t.Errorf("%s: verdict %s, want pass", c.name, rep.Verdict)
+			}
+		})
+	}
+}
+
+func TestDebugTB(t *testing.T) {
+	rep := runCheck(t, matrixCase{name: "race", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: 2 * time.Second}}, gap: 5 * time.Millisecond, rule: sliding(5, 2*time.Second)})
+	for _, f := range rep.Findings {
+		t.Logf("%s %v %v..%v", f.ID, f.Evidence.Refs, f.Evidence.StartNS, f.Evidence.EndNS)
+	}
+}
