@@ -432,7 +432,8 @@ func (s *session) queueOpening(ctx context.Context, o *observations, last []reco
 	// key test when there are several identities).
 	at := s.now().Add(time.Duration(acc+1) * T)
 	sp := func() space {
-		return newSpace(s.observe(), 0.002, 1, 0.5/T.Seconds(), 2/T.Seconds(), s.perClient)
+		wmax := float64(4*(acc+1)) * T.Seconds()
+		return newSpace(s.observe(), T.Seconds()/4, wmax, 0.5/T.Seconds(), 2/T.Seconds(), s.perClient)
 	}
 	f := search(s.observe(), sp())
 	s.announce(f)

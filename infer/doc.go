@@ -1,0 +1,60 @@
+// Package infer identifies, from outside, which rate-limiting algorithm an
+// HTTP endpoint runs and with which parameters.
+//
+// [Infer] runs experiments through an [Engine] (the probe engine, or any
+// model of a server) and fits every candidate model to what it observed;
+// [InferRecords] fits results already recorded. Both return the infer
+// document of the contract, an [Inference].
+//
+// # Families
+//
+// The candidates are the [Family] values: fixed-window (aligned to the Unix
+// epoch or started by a key's first request), sliding-log, sliding-window-
+// counter (each counting rejected requests or not), token-bucket (GCRA and
+// nginx limit_req nodelay decide identically, so they are reported as one),
+// leaky-bucket-queue (nginx limit_req without nodelay: accepted requests are
+// held, one per 1/rate) and none.
+//
+// # Fitting
+//
+// Every model is a [limiter.Config] replayed, request by request, through
+// [limiter.Config.Step] at the estimated server arrival of each observed
+// request (the server's echo when present, else the last byte written plus
+// half the fastest round trip). A model's score is the number of observed
+// outcomes it fails to reproduce: per cluster of requests too close together
+// to order, the number accepted, and for queueing limiters the sorted
+// delays. A lone request within a small timing tolerance of a model's
+// boundary (a thousandth of the model's time scale, or its own arrival
+// uncertainty) is given the benefit of the doubt, so parameters are never
+// pinned more finely than the measurements support.
+//
+// Parameters are searched on grids: counts around the first count observed,
+// the window or rate on a geometric grid refined near the best points, and,
+// for epoch-aligned windows, whole multiples of a round unit (the edges of
+// such a window depend on its length to the nanosecond, so only round
+// lengths are meaningful). The reported value of a parameter is the middle
+// of the range over which the winning model reproduces the observations
+// equally well; that range is reported as low and high. The confidence is
+// the share of outcomes the winner reproduces.
+//
+// # Experiments
+//
+// Infer opens with bursts from idle growing until one is refused (the first
+// count; a latency staircase reveals a queue), a recovery scan with single
+// probes at offsets growing by √2, a second exhausting burst (with two
+// requests of a second identity when the engine has several, to tell a
+// global key from a per-client one) and a second scan. From then on it
+// weighs the models that still fit — each family, variant and count alike,
+// times a likelihood of 1/20 per outcome missed beyond the best — and runs
+// the candidate experiment (probes where the models disagree on recovery,
+// bursts at several phases, spread-then-burst, sustained load, an edge
+// straddle) whose outcome carries the most information about the answer per
+// second spent, until one answer holds 99 % of the weight with its
+// continuous parameter known within 10 %, no experiment can tell the rest
+// apart, or the budget ends: 6·W + 30 s (W the time scale), Options.
+// MaxDuration and Options.MaxRequests.
+//
+// Nothing in this package reads the clock except through Options.Now, and
+// nothing sends except through the Engine; it never imports the probe
+// engine.
+package infer

@@ -1,0 +1,274 @@
+package infer
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// result builds a response result: written at wrote, first byte at ttfb
+// (ms since origin), with a status.
+func result(seq int64, wrote, ttfb float64, status int) record.Result {
+	ms := func(x float64) int64 { return int64(x * float64(time.Millisecond)) }
+	return record.Result{Type: record.TypeResult, Seq: seq, Client: "k1", Outcome: record.OutcomeResponse,
+		Sched: ms(wrote), Sent: ms(wrote), Wrote: ms(wrote), TTFB: ms(ttfb), Done: ms(ttfb), Status: status, Headers: http.Header{}}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		r        record.Result
+		declared int
+		want     outcomeClass
+	}{
+		{result(0, 0, 1, 200), 0, classAccepted},
+		{result(0, 0, 1, 204), 429, classAccepted},
+		{result(0, 0, 1, 429), 0, classRejected},
+		{result(0, 0, 1, 503), 0, classRejected},
+		{result(0, 0, 1, 503), 429, classIgnored}, // declared 429: 503 is "other"
+		{result(0, 0, 1, 403), 403, classRejected},
+		{result(0, 0, 1, 404), 0, classIgnored},
+		{record.Result{Outcome: record.OutcomeError, Err: record.ErrReset}, 0, classIgnored},
+		{record.Result{Outcome: record.OutcomeNotSent}, 0, classIgnored},
+	}
+	for _, tt := range tests {
+		if got := classify(tt.r, tt.declared); got != tt.want {
+			t.Errorf("classify(status %d outcome %s, declared %d) = %v, want %v", tt.r.Status, tt.r.Outcome, tt.declared, got, tt.want)
+		}
+	}
+}
+
+func TestObserve(t *testing.T) {
+	results := []record.Result{
+		result(0, 0, 1, 200),       // fastest round trip: 1 ms
+		result(1, 0.5, 201.5, 200), // held 200 ms: queued
+		result(2, 0.7, 1.9, 503),
+		result(3, 100, 101, 503), // a later, lone request
+		result(4, 0.9, 2, 404),   // other: ignored
+	}
+	o := observe(results, origin, 0)
+	if len(o.list) != 4 || o.accepted != 2 || o.rejected != 2 || o.rejectStatus != 503 {
+		t.Fatalf("observations %d (accepted %d, rejected %d, status %d), want 4 (2, 2, 503)", len(o.list), o.accepted, o.rejected, o.rejectStatus)
+	}
+	if o.base != time.Millisecond || !o.queueing {
+		t.Errorf("base %v, queueing %v; want 1ms and queueing (an acceptance held 200 ms, rejections answered at once)", o.base, o.queueing)
+	}
+	// Arrival = last byte written + half the fastest round trip.
+	if got := o.list[0].at.Sub(origin); got != 500*time.Microsecond {
+		t.Errorf("first arrival %v, want 500µs", got)
+	}
+	if got := o.list[1].delay; got != 200*time.Millisecond {
+		t.Errorf("queued delay %v, want 200ms (201ms latency less the fastest, 1ms)", got)
+	}
+	// The three requests within 2 ms of each other form one cluster.
+	if len(o.clusters) != 2 || o.clusters[0] != [2]int{0, 3} {
+		t.Errorf("clusters %v, want [[0 3] [3 4]]", o.clusters)
+	}
+	// The server's echo, when within the request's bounds, is the arrival.
+	echo := int64(30 * time.Millisecond)
+	r := result(0, 20, 40, 200)
+	r.Arrival = &echo
+	if o := observe([]record.Result{r}, origin, 0); o.list[0].at.Sub(origin) != 30*time.Millisecond {
+		t.Errorf("arrival with echo %v, want the echo (30ms)", o.list[0].at.Sub(origin))
+	}
+}
+
+func TestMaxRatePerSecond(t *testing.T) {
+	var rs []record.Result
+	for i := range 30 { // 10 per second for 3 s, then 25 within 100 ms
+		rs = append(rs, result(int64(i), float64(i)*100, float64(i)*100+1, 200))
+	}
+	for i := range 25 {
+		rs = append(rs, result(int64(30+i), 5000+float64(i)*4, 5001+float64(i)*4, 200))
+	}
+	if got := observe(rs, origin, 0).maxRatePerSecond(); got != 25 {
+		t.Errorf("max rate %v, want 25 (the densest second)", got)
+	}
+}
+
+func TestGrids(t *testing.T) {
+	g := geomGrid(1, 2, 1.5)
+	if len(g) != 3 || g[0] != 1 || g[1] != 1.5 || g[2] != 2 {
+		t.Errorf("geomGrid(1, 2, 1.5) = %v, want [1 1.5 2]", g)
+	}
+	u := unitGrid(1.9985, 2.002)
+	if !slices.Equal(u, []float64{1.999, 2, 2.001, 2.002}) {
+		t.Errorf("unitGrid(1.9985, 2.002) = %v, want whole milliseconds", u)
+	}
+	// Wide ranges use a coarser round unit, never more than maxUnitPoints.
+	if u := unitGrid(0.005, 120); len(u) > maxUnitPoints || math.Mod(u[1]*1000, 10) != 0 {
+		t.Errorf("unitGrid(0.005, 120): %d points, second %v; want ≤ %d multiples of 10 ms", len(u), u[1], maxUnitPoints)
+	}
+}
+
+func TestCountCandidates(t *testing.T) {
+	// A burst of 16 from idle: 5 accepted, then a lone acceptance.
+	var rs []record.Result
+	for i := range 16 {
+		st := 429
+		if i < 5 {
+			st = 200
+		}
+		rs = append(rs, result(int64(i), 0, 1, st))
+	}
+	rs = append(rs, result(16, 500, 501, 200))
+	counts, delays := countCandidates(observe(rs, origin, 0))
+	if !slices.Equal(counts, []int64{3, 4, 5, 6}) || !slices.Equal(delays, []int64{3, 4, 5}) {
+		t.Errorf("candidates %v, delays %v; want 3…6 around the burst's 5, delays 3…5", counts, delays)
+	}
+}
+
+// TestEdgeFilter: an epoch-aligned fixed window must have an edge between
+// a refusal and the next acceptance.
+func TestEdgeFilter(t *testing.T) {
+	// Origin is 1.3 s into an epoch window of 2 s: the edge is at +0.7 s.
+	rs := []record.Result{result(0, 0, 0.1, 200), result(1, 0, 0.1, 429), result(2, 600, 600.1, 429), result(3, 800, 800.1, 200)}
+	es := findEdges(observe(rs, origin, 0), false)
+	if len(es.gaps) != 1 {
+		t.Fatalf("gaps %+v, want one", es.gaps)
+	}
+	fw := variant{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignEpoch}
+	got := es.filter(fw, []float64{1, 2, 4, 3})
+	for _, w := range []float64{1, 2, 4, 3} {
+		lo, hi := unixSec(origin.Add(600*time.Millisecond))-clusterGap.Seconds(), unixSec(origin.Add(800*time.Millisecond))+clusterGap.Seconds()
+		edge := math.Floor(hi/w) > math.Floor(lo/w)
+		if slices.Contains(got, w) != edge {
+			t.Errorf("window %vs kept %v, but an edge in the gap is %v", w, slices.Contains(got, w), edge)
+		}
+	}
+	if !slices.Contains(got, 2) || slices.Contains(got, 4) {
+		t.Errorf("filter kept %v; want 2 s (edge at +0.7 s) and not 4 s (edge at +2.7 s)", got)
+	}
+}
+
+// TestSearchRecoversParameters fits a recorded run of every window family
+// and checks that the true parameters are among the best fits.
+func TestSearchRecoversParameters(t *testing.T) {
+	for _, cfg := range []limiter.Config{
+		{Algorithm: limiter.FixedWindow, Limit: 4, Window: sec(2), Align: limiter.AlignFirstRequest},
+		{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 3},
+	} {
+		e := newSimEngine(simServer{cfg: cfg}, origin)
+		var all []record.Result
+		run := func(s patterns.Schedule) {
+			res, _ := e.Run(context.Background(), s)
+			all = append(all, res...)
+		}
+		run(burstSchedule(10))
+		for k := range 12 {
+			e.wait(time.Duration(float64(20*time.Millisecond) * math.Pow(math.Sqrt2, float64(k))))
+			run(burstSchedule(1))
+		}
+		o := observe(all, origin, 0)
+		f := search(o, defaultSpace(o, time.Minute, false))
+		w, ok := f.winner()
+		if !ok || w.miss != 0 {
+			t.Errorf("%v: winner %v misses %d, want a perfect fit", cfg.Algorithm, w.h, w.miss)
+			continue
+		}
+		truth := false
+		for _, s := range f.plausible(0) {
+			h := s.h
+			if string(h.v.alg) == string(cfg.Algorithm) && (h.n == cfg.Limit || h.n == cfg.Capacity) &&
+				(math.Abs(h.x-cfg.Window.Seconds())/cfg.Window.Seconds() < 0.05 || math.Abs(h.x-cfg.Rate)/max(cfg.Rate, 1e-9) < 0.05) {
+				truth = true
+			}
+		}
+		if !truth {
+			t.Errorf("%v: the true parameters are not among the best fits", cfg.Algorithm)
+		}
+	}
+}
+
+// TestReplayTolerance: a lone request a hair past a model's boundary still
+// counts as reproduced; one well past it does not.
+func TestReplayTolerance(t *testing.T) {
+	h := hyp{v: variant{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignFirstRequest}, n: 1, x: 1}
+	for _, tt := range []struct {
+		second float64 // ms after the first request, accepted
+		miss   int
+	}{
+		{1000.5, 0}, // past the 1 s window: fine
+		{999.5, 0},  // 0.5 ms early: within the tolerance (1 ms for a 1 s window)
+		{990, 1},    // 10 ms early: a miss
+	} {
+		o := observe([]record.Result{result(0, 0, 0, 200), result(1, tt.second, tt.second, 200)}, origin, 0)
+		if r := replayObs(h, o, false, -1); r.miss != tt.miss {
+			t.Errorf("second request at +%vms: %d misses, want %d", tt.second, r.miss, tt.miss)
+		}
+	}
+}
+
+// TestExtendContinuesReplay: extending a fit with newer observations gives
+// the same misses as fitting everything from scratch.
+func TestExtendContinuesReplay(t *testing.T) {
+	cfg := limiter.Config{Algorithm: limiter.SlidingLog, Limit: 3, Window: sec(1)}
+	e := newSimEngine(simServer{cfg: cfg}, origin)
+	var all []record.Result
+	res, _ := e.Run(context.Background(), burstSchedule(6))
+	all = append(all, res...)
+	e.wait(sec(1.2))
+	res, _ = e.Run(context.Background(), burstSchedule(2))
+	all = append(all, res...)
+	o1 := observe(all, origin, 0)
+	f1 := search(o1, defaultSpace(o1, time.Minute, false))
+	e.wait(sec(0.3))
+	res, _ = e.Run(context.Background(), burstSchedule(3))
+	all = append(all, res...)
+	o2 := observe(all, origin, 0)
+	f2 := f1.extend(o2)
+	if f2 == nil {
+		t.Fatal("extend refused observations that extend the fit's")
+	}
+	for _, s := range f2.pool {
+		if full := replayObs(s.h, o2, false, -1); full.miss != s.miss {
+			t.Errorf("%v: extended fit misses %d, a full replay %d", s.h, s.miss, full.miss)
+		}
+	}
+	// Observations that do not extend the fit's are refused.
+	if f1.extend(observe(all[2:], origin, 0)) != nil {
+		t.Error("extend accepted observations that are not a continuation")
+	}
+}
+
+// benchRun records a token-bucket run of the opening experiments.
+func benchRun() *observations {
+	e := newSimEngine(simServer{cfg: limiter.Config{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 4}}, origin)
+	var all []record.Result
+	for range 4 {
+		res, _ := e.Run(context.Background(), burstSchedule(16))
+		all = append(all, res...)
+		for k := range 10 {
+			e.wait(time.Duration(float64(20*time.Millisecond) * math.Pow(math.Sqrt2, float64(k))))
+			res, _ := e.Run(context.Background(), burstSchedule(1))
+			all = append(all, res...)
+		}
+	}
+	return observe(all, origin, 0)
+}
+
+// BenchmarkReplay measures one model replayed over about 100 outcomes.
+func BenchmarkReplay(b *testing.B) {
+	o := benchRun()
+	h := hyp{v: vTB, n: 4, x: 2}
+	for b.Loop() {
+		replayObs(h, o, false, -1)
+	}
+	b.ReportMetric(float64(len(o.list)), "outcomes")
+}
+
+// BenchmarkSearch measures a whole first fit (every variant, count and
+// grid point) over about 100 outcomes.
+func BenchmarkSearch(b *testing.B) {
+	o := benchRun()
+	sp := defaultSpace(o, time.Minute, false)
+	for b.Loop() {
+		search(o, sp)
+	}
+}

@@ -1,0 +1,148 @@
+package infer
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// simServer is a model of a rate-limited server: the limiter decides each
+// request at its arrival; a delayed request is answered after its delay.
+type simServer struct {
+	cfg       limiter.Config // zero Algorithm: no limiter
+	perClient bool           // one state per client, else global
+	oneWay    time.Duration  // network latency each way
+	status    int            // reject status; 0 means 429
+	retry     bool           // send Retry-After (rounded up) on rejections
+}
+
+// simEngine runs schedules against a simServer on a virtual clock: time
+// advances only through the schedules, so a test runs in microseconds and
+// every outcome is exact.
+type simEngine struct {
+	srv    simServer
+	origin time.Time
+	now    time.Time
+	states map[string]limiter.State
+	seq    int64
+	// jitter, when set, returns extra one-way delay for request seq.
+	jitter func(seq int64) time.Duration
+	// sent counts requests.
+	sent int
+	// retryScale and retryAdd distort Retry-After: advertised =
+	// ceil(scale × true wait + add) seconds (scale 0 means 1).
+	retryScale float64
+	retryAdd   time.Duration
+	// failAfter, when > 0, makes Run fail with failErr once that many
+	// requests were sent (the rest of that run is not sent).
+	failAfter int
+	failErr   error
+	// record keeps every result in recorded.
+	record   bool
+	recorded []record.Result
+}
+
+// burstSchedule is n sends at once as client 0.
+func burstSchedule(n int) patterns.Schedule {
+	return patterns.Schedule{Sends: make([]patterns.Send, n), Clients: 1}
+}
+
+func newSimEngine(srv simServer, origin time.Time) *simEngine {
+	return &simEngine{srv: srv, origin: origin, now: origin, states: map[string]limiter.State{}}
+}
+
+func (e *simEngine) clock() time.Time { return e.now }
+
+func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Result, error) {
+	start := e.now
+	if !s.Start.IsZero() {
+		start = s.Start
+	}
+	type req struct {
+		i       int
+		send    patterns.Send
+		sent    time.Time
+		arrival time.Time
+	}
+	reqs := make([]req, len(s.Sends))
+	for i, sd := range s.Sends {
+		t := start.Add(sd.At)
+		if t.Before(e.now) {
+			t = e.now
+		}
+		arr := t.Add(e.srv.oneWay)
+		if e.jitter != nil {
+			arr = arr.Add(e.jitter(e.seq + int64(i)))
+		}
+		reqs[i] = req{i: i, send: sd, sent: t, arrival: arr}
+	}
+	order := slices.Clone(reqs)
+	slices.SortStableFunc(order, func(a, b req) int { return a.arrival.Compare(b.arrival) })
+	out := make([]record.Result, len(reqs))
+	last := e.now
+	for _, q := range order {
+		client := "k" + strconv.Itoa(q.send.Client+1)
+		r := record.Result{
+			Type: record.TypeResult, Seq: e.seq + int64(q.i), Client: client, Method: "GET",
+			URL: "http://sim/", Phase: q.send.Phase, Outcome: record.OutcomeResponse,
+			Sched: int64(start.Add(q.send.At).Sub(e.origin)),
+			Sent:  int64(q.sent.Sub(e.origin)), Wrote: int64(q.sent.Sub(e.origin)),
+			Headers: http.Header{},
+		}
+		r.Status = 200
+		served := q.arrival
+		if e.srv.cfg.Algorithm != "" {
+			key := ""
+			if e.srv.perClient {
+				key = client
+			}
+			st, d := e.srv.cfg.Step(e.states[key], q.arrival)
+			e.states[key] = st
+			if d.Allowed {
+				served = served.Add(d.Delay)
+			} else {
+				r.Status = cmp.Or(e.srv.status, 429)
+				if e.srv.retry {
+					wait := d.RetryAfter
+					if e.retryScale != 0 {
+						wait = time.Duration(float64(wait) * e.retryScale)
+					}
+					wait += e.retryAdd
+					secs := (wait + time.Second - 1) / time.Second
+					r.Headers.Set("Retry-After", fmt.Sprint(int64(secs)))
+				}
+			}
+		}
+		back := served.Add(e.srv.oneWay)
+		r.TTFB = int64(back.Sub(e.origin))
+		r.Done = r.TTFB
+		if back.After(last) {
+			last = back
+		}
+		out[q.i] = r
+	}
+	e.seq += int64(len(reqs))
+	e.sent += len(reqs)
+	e.now = last
+	if e.failAfter > 0 && e.sent >= e.failAfter {
+		return out, e.failErr
+	}
+	if e.record {
+		e.recorded = append(e.recorded, out...)
+	}
+	if err := ctx.Err(); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// wait advances the virtual clock (an idle pause between runs).
+func (e *simEngine) wait(d time.Duration) { e.now = e.now.Add(d) }
