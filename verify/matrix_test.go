@@ -12,12 +12,39 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/internal/scenario"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/testserver"
 	"github.com/rlprobe/rlprobe/verify"
 )
+
+// seqMap gives the results of several probe engines one Seq sequence, so
+// that "agent:seq" refs stay unique in one record (the command line does
+// the same for the key-spoof engines).
+type seqMap struct {
+	mu   sync.Mutex
+	next int64
+}
+
+// renumbered wraps an engine so that its results take the next Seqs.
+type renumbered struct {
+	eng verify.Engine
+	m   *seqMap
+}
+
+func (r renumbered) Run(ctx context.Context, s patterns.Schedule) ([]record.Result, error) {
+	res, err := r.eng.Run(ctx, s)
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
+	for i := range res {
+		res[i].Seq = r.m.next
+		r.m.next++
+	}
+	return res, err
+}
 
 // nonAtomic is the classic check-then-act limiter: read the key's state,
 // decide, sleep gap, write the new state back, without a lock across.
@@ -75,23 +102,32 @@ func runCheck(t *testing.T, c matrixCase) verify.Report {
 
 		url := "http://" + testserver.MemListenerAddr + "/api"
 		zero := time.Now()
-		seq := new(int64)
-		newEngine := func(header string, values []string) *memEngine {
-			e := &memEngine{ln: ln, url: url, zero: zero, header: header, values: values, seq: seq, clients: map[int]*http.Client{}}
-			t.Cleanup(e.close)
-			return e
+		seqs := &seqMap{}
+		newEngine := func(header string, values []string) (*probe.Engine, verify.Engine) {
+			p, err := probe.New(probe.Options{URLs: []string{url}, Dial: ln.Dial, Agent: "a1", TimerPacing: true,
+				ClientHeader: header, ClientValues: values, AbortAfterErrors: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			e, err := scenario.NewEngine(scenario.EngineConfig{Probe: p, Zero: zero})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p, renumbered{e, seqs}
 		}
-		mainEngine := newEngine("", nil)
+		header := ""
 		if strings.HasPrefix(c.server.Key, "header:") && !c.spoof {
-			mainEngine = newEngine(strings.TrimPrefix(c.server.Key, "header:"), nil)
+			header = strings.TrimPrefix(c.server.Key, "header:")
 		}
-		defer mainEngine.close()
+		mainProbe, mainEngine := newEngine(header, nil)
 		ctx := context.Background()
-		pre, err := mainEngine.Run(ctx, patterns.Schedule{Sends: []patterns.Send{{Phase: "preflight"}}})
+		pre, _, err := mainProbe.Preflight(ctx, zero)
 		if err != nil {
 			t.Fatalf("preflight: %v", err)
 		}
-		s := verify.Suite{Rule: c.rule, Engine: mainEngine, Options: c.opts, Zero: zero, Prior: pre}
+		seqs.next = pre.Seq + 1
+		s := verify.Suite{Rule: c.rule, Engine: mainEngine, Options: c.opts, Zero: zero, Prior: []record.Result{pre}}
 		if c.spoof {
 			s.Options.Spoofing = true
 			s.Spoof = func(header string) (verify.Engine, error) {
@@ -99,7 +135,8 @@ func runCheck(t *testing.T, c matrixCase) verify.Report {
 				for i := range vals {
 					vals[i] = netip.AddrFrom4([4]byte{203, 0, 113, byte(i + 1)}).String()
 				}
-				return newEngine(header, vals), nil
+				_, e := newEngine(header, vals)
+				return e, nil
 			}
 		}
 		res, err := s.Run(ctx)
@@ -108,7 +145,7 @@ func runCheck(t *testing.T, c matrixCase) verify.Report {
 		}
 		run := &record.Run{
 			Header:  record.Header{Start: zero, Agent: "a1", Targets: []string{url}},
-			Results: append(pre, res.Results...),
+			Results: append([]record.Result{pre}, res.Results...),
 			End:     &record.End{Reason: record.ReasonCompleted},
 		}
 		pol := verify.Policy{Version: 1, Endpoints: []verify.Endpoint{c.rule}}
@@ -263,12 +300,5 @@ func TestFalsePositiveMatrix(t *testing.T) {
 				t.Errorf("%s: verdict %s, want pass", c.name, rep.Verdict)
 			}
 		})
-	}
-}
-
-func TestDebugTB(t *testing.T) {
-	rep := runCheck(t, matrixCase{name: "race", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: 2 * time.Second}}, gap: 5 * time.Millisecond, rule: sliding(5, 2*time.Second)})
-	for _, f := range rep.Findings {
-		t.Logf("%s %v %v..%v", f.ID, f.Evidence.Refs, f.Evidence.StartNS, f.Evidence.EndNS)
 	}
 }
