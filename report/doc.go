@@ -26,5 +26,6 @@
 // outside.
 //
 // Times are int64 nanoseconds relative to the Input's start, as in record
-// files.
+// files. Renderers are safe for concurrent use on distinct Inputs; an Input
+// is not safe for concurrent use.
 package report

@@ -107,8 +107,9 @@ type Source struct {
 //
 // Build one with ReadFiles, Read or FromMerged; the zero Input is an empty
 // report (no runs, no documents). An Input is not safe for concurrent use:
-// renderers prepare derived data on first use. Its exported fields may be
-// changed between renderings (AddDocument is the way to add documents).
+// the first rendering derives classes and summaries from the documents and
+// caches them. Add documents with AddDocument, which drops that cache;
+// after changing Checks or Inferences directly, derived data may be stale.
 type Input struct {
 	// Tool is the renderer's identity, "rlprobe vX.Y.Z", written as the
 	// report document's tool; "" means "rlprobe (devel)".
