@@ -150,6 +150,7 @@ func floorDiv(a, b int64) int64 {
 
 // claim is a wait advertised by a rejection, against the recovery seen.
 type claimObs struct {
+	sent     int64 // send time of the rejected request
 	recv     int64 // receipt of the rejection
 	wait     int64 // advertised wait, ns
 	kind     uint8 // claimRetryAfter or claimReset
@@ -164,7 +165,7 @@ func (in *Input) claims(p *prepared, acc map[uint32][]int64) []claimObs {
 		if q.claimKind == claimNone || q.recv == 0 {
 			continue
 		}
-		c := claimObs{recv: q.recv, wait: q.claim, kind: q.claimKind, observed: -1}
+		c := claimObs{sent: q.t, recv: q.recv, wait: q.claim, kind: q.claimKind, observed: -1}
 		ts := acc[groupOf(q, p.rule)]
 		if k, _ := slices.BinarySearch(ts, q.recv); k < len(ts) {
 			c.observed = ts[k] - q.recv
@@ -175,11 +176,13 @@ func (in *Input) claims(p *prepared, acc map[uint32][]int64) []claimObs {
 }
 
 // recoveries returns the times at which quota was seen to come back: an
-// accepted request whose quota group's previous answered request was
-// rejected.
+// accepted request sent after a rejection of its quota group had been
+// answered, with no acceptance in the group in between (in send order).
+// Rejections still in flight when it was sent do not count, so a burst
+// answered partly by a queue shows none.
 func (in *Input) recoveries(p *prepared) []int64 {
 	var out []int64
-	lastRejected := map[uint32]bool{}
+	minRecv := map[uint32]int64{} // earliest answer of a rejection since the group's last acceptance
 	for i := range in.reqs {
 		q := &in.reqs[i]
 		if !p.covered[q.route] {
@@ -188,12 +191,14 @@ func (in *Input) recoveries(p *prepared) []int64 {
 		g := groupOf(q, p.rule)
 		switch q.class {
 		case Rejected:
-			lastRejected[g] = true
+			if r, ok := minRecv[g]; q.recv != 0 && (!ok || q.recv < r) {
+				minRecv[g] = q.recv
+			}
 		case Accepted, Delayed:
-			if lastRejected[g] {
+			if r, ok := minRecv[g]; ok && r <= q.t {
 				out = append(out, q.t)
 			}
-			lastRejected[g] = false
+			delete(minRecv, g)
 		}
 	}
 	return out

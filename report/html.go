@@ -310,7 +310,7 @@ func (h *htmlWriter) charts() {
 				fmt.Fprintf(&d, "M%.1f %dl-3 -6h6z", sc.x(t), top)
 			}
 		}
-		h.f("<path d=\"%s\" fill=\"%s\"><title>%s: an accepted request right after a rejection</title></path>\n",
+		h.f("<path d=\"%s\" fill=\"%s\"><title>%s: accepted, sent after a rejection had been answered</title></path>\n",
 			d.String(), colorRecovery, plural(len(recs), "recovery"))
 	}
 	// Finding moments, linked both ways with the list.
@@ -599,7 +599,7 @@ func (h *htmlWriter) claimsPanel(sc scale, acc map[uint32][]int64) {
 	early, late := 0, 0
 	for _, c := range cs {
 		top = max(top, c.wait, c.observed)
-		k := key{sc.bin(c.recv), c.kind}
+		k := key{sc.bin(c.sent), c.kind}
 		if _, ok := picked[k]; !ok {
 			picked[k] = c
 			keys = append(keys, k)
@@ -623,7 +623,7 @@ func (h *htmlWriter) claimsPanel(sc scale, acc map[uint32][]int64) {
 	var links, ra, rst, obs strings.Builder
 	for _, k := range keys {
 		c := picked[k]
-		x := sc.x(c.recv)
+		x := sc.x(c.sent)
 		d := &ra
 		if c.kind == claimReset {
 			d = &rst

@@ -296,12 +296,27 @@ func TestRecoveriesAndClaims(t *testing.T) {
 	if got := in.recoveries(p); !slices.Equal(got, []int64{1500 * ms}) {
 		t.Errorf("recoveries = %v, want [1.5s]", got)
 	}
+	// A burst: the rejection is still in flight when the next accepted
+	// request goes out, so quota did not visibly come back.
+	burst := synth{header: header("", "")}
+	burst.results = []record.Result{
+		response(0, "", ms, ms, 200, nil),
+		response(1, "", 2*ms, 10*ms, 429, nil),
+		response(2, "", 3*ms, 1000*ms, 200, nil),
+	}
+	bin, err := ReadFiles(writeRun(t, t.TempDir(), "b.jsonl", burst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bin.recoveries(bin.prepare()); len(got) != 0 {
+		t.Errorf("burst: recoveries = %v, want none", got)
+	}
 	cs := in.claims(p, in.acceptedByGroup(p))
 	if len(cs) != 2 {
 		t.Fatalf("claims = %+v, want 2", cs)
 	}
 	recv1 := 100*ms + 50_000 + ms
-	if c := cs[0]; c.kind != claimRetryAfter || c.wait != 2e9 || c.recv != recv1 || c.observed != 1500*ms-recv1 {
+	if c := cs[0]; c.kind != claimRetryAfter || c.wait != 2e9 || c.sent != 100*ms || c.recv != recv1 || c.observed != 1500*ms-recv1 {
 		t.Errorf("Retry-After claim = %+v", c)
 	}
 	if c := cs[1]; c.kind != claimReset || c.wait != 3e9 {
