@@ -62,7 +62,8 @@ type Policy struct {
 	// Endpoints are the rules; at least one.
 	Endpoints []Endpoint `json:"endpoints"`
 
-	source string // file name for messages; "" for flags
+	source string         // file name for messages; "" for flags
+	lines  map[string]int // "version", "endpoints" → line, for files
 }
 
 // Endpoint is one rule: either a window (Limit per Window) or a bucket
@@ -248,22 +249,26 @@ func (ps *problems) err(source string) error {
 // each with its field (and line, for files). It never panics.
 func (p *Policy) Validate() error {
 	var ps problems
+	p.validate(&ps)
+	return ps.err(p.source)
+}
+
+func (p *Policy) validate(ps *problems) {
 	if p.Version != PolicyVersion {
-		ps.add("version", 0, "must be %d, not %d", PolicyVersion, p.Version)
+		ps.add("version", p.lines["version"], "must be %d, not %d", PolicyVersion, p.Version)
 	}
 	if len(p.Endpoints) == 0 {
-		ps.add("endpoints", 0, "declare a policy: a limit and a window, or a rate and a capacity")
+		ps.add("endpoints", p.lines["endpoints"], "declare a policy: a limit and a window, or a rate and a capacity")
 	}
 	for i := range p.Endpoints {
-		p.Endpoints[i].validate(fmt.Sprintf("endpoints[%d].", i), &ps)
+		p.Endpoints[i].validate(fmt.Sprintf("endpoints[%d].", i), ps)
 	}
-	if len(p.Endpoints) == 1 && p.source == "" {
+	if len(p.Endpoints) == 1 && p.lines == nil {
 		// Flags and --policy: name fields like the flags.
 		for i := range ps.list {
 			ps.list[i].Field = strings.TrimPrefix(ps.list[i].Field, "endpoints[0].")
 		}
 	}
-	return ps.err(p.source)
 }
 
 func (e *Endpoint) line(field string) int { return e.lines[field] }
@@ -276,8 +281,12 @@ func (e *Endpoint) validate(prefix string, ps *problems) {
 	if e.Method != "" && !isToken(e.Method) {
 		add("method", "%q is not an HTTP method", e.Method)
 	}
-	window := e.Limit != 0 || e.Window != 0 || e.WindowType != "" || e.Align != ""
-	bucket := e.IsBucket()
+	_, limitGiven := e.lines["limit"]
+	_, windowGiven := e.lines["window"]
+	_, rateGiven := e.lines["rate"]
+	_, capGiven := e.lines["capacity"]
+	window := e.Limit != 0 || e.Window != 0 || e.WindowType != "" || e.Align != "" || limitGiven || windowGiven
+	bucket := e.IsBucket() || rateGiven || capGiven
 	switch {
 	case window && bucket:
 		add("rate", "a rule is either a window (limit, window) or a bucket (rate, capacity/burst), not both")
@@ -394,7 +403,7 @@ func (p Policy) Normalize() Policy {
 		}
 		e.lines = nil
 	}
-	p.source = ""
+	p.source, p.lines = "", nil
 	return p
 }
 
@@ -437,8 +446,8 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads a policy document (JSON is read as YAML, so unknown
 // keys are errors with line numbers). It does not validate.
 func (p *Policy) UnmarshalJSON(data []byte) error {
-	q, err := decodePolicy(data, "")
-	if err != nil {
+	q, ps := decodePolicy(data, "")
+	if err := ps.err(""); err != nil {
 		return err
 	}
 	*p = *q
@@ -450,41 +459,66 @@ func (p *Policy) UnmarshalJSON(data []byte) error {
 // bad values and invalid rules are reported together, with line numbers,
 // as a *PolicyError; name is the file name used in messages.
 func ParsePolicyFile(data []byte, name string) (Policy, error) {
-	p, err := decodePolicy(data, name)
-	if err != nil {
-		return Policy{}, err
+	p, ps := decodePolicy(data, name)
+	if p == nil {
+		return Policy{}, ps.err(name)
 	}
-	if err := p.Validate(); err != nil {
+	// Validate what decoded; a field that did not decode is reported once.
+	var vs problems
+	p.validate(&vs)
+	bad := map[string]bool{}
+	for _, q := range ps.list {
+		bad[q.Field] = true
+	}
+	for _, q := range vs.list {
+		if !bad[q.Field] {
+			ps.list = append(ps.list, q)
+		}
+	}
+	slices.SortStableFunc(ps.list, func(a, b Problem) int { return lineOrder(a.Line) - lineOrder(b.Line) })
+	if err := ps.err(name); err != nil {
 		return Policy{}, err
 	}
 	return p.Normalize(), nil
 }
 
+// lineOrder sorts problems by line, those without one last.
+func lineOrder(l int) int {
+	if l == 0 {
+		return math.MaxInt32
+	}
+	return l
+}
+
 // decodePolicy builds a Policy from YAML/JSON, collecting every decoding
 // problem (unknown keys, wrong types, bad durations and rates).
-func decodePolicy(data []byte, name string) (*Policy, error) {
+func decodePolicy(data []byte, name string) (*Policy, *problems) {
 	var doc yaml.Node
+	var ps problems
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
-		return nil, &PolicyError{Source: name, Problems: []Problem{{Field: "file", Message: "not YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
+		ps.add("file", 0, "not YAML or JSON: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, &ps
 	}
-	var ps problems
-	p := &Policy{source: name}
+	p := &Policy{source: name, lines: map[string]int{}}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
 	if root.Kind != yaml.MappingNode {
 		ps.add("file", root.Line, "must be a mapping with version and endpoints")
-		return nil, ps.err(name)
+		return nil, &ps
 	}
+	p.lines["endpoints"] = root.Line
 	seenVersion := false
 	forEachKey(root, "", &ps, func(key string, v *yaml.Node) {
 		switch key {
 		case "version":
 			seenVersion = true
+			p.lines["version"] = v.Line
 			p.Version = int(scalarInt(v, "version", &ps))
 		case "endpoints":
+			p.lines["endpoints"] = v.Line
 			if v.Kind != yaml.SequenceNode {
 				ps.add("endpoints", v.Line, "must be a list of rules")
 				return
@@ -500,10 +534,7 @@ func decodePolicy(data []byte, name string) (*Policy, error) {
 		ps.add("version", root.Line, "missing: add version: %d", PolicyVersion)
 		p.Version = PolicyVersion
 	}
-	if err := ps.err(name); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return p, &ps
 }
 
 // forEachKey calls f for each key of a mapping, reporting duplicates and

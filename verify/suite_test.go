@@ -1,0 +1,102 @@
+package verify
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rlprobe/rlprobe/limiter"
+)
+
+// TestPlanDuration60s asserts the plan of a 60 s policy from the plan
+// itself: burst 200 ms; recovery one window plus two polls (60 s + 2 × 3 s);
+// the edge one window plus the 3 s margin and the 50 ms spread; sustained
+// two windows; the race a window's wait for fresh quota plus 100 ms.
+func TestPlanDuration60s(t *testing.T) {
+	p := Policy{Version: 1, Endpoints: []Endpoint{{Limit: 100, Window: time.Minute}}}.Normalize()
+	want := 200*time.Millisecond + 66*time.Second + 63050*time.Millisecond + 120*time.Second + 60100*time.Millisecond
+	if got := PlanDuration(p, nil, nil); got != want {
+		t.Errorf("PlanDuration(100 in any 60s) = %v, want %v", got, want)
+	}
+	if got, limit := PlanDuration(p, nil, nil), 6*time.Minute+30*time.Second; got > limit {
+		t.Errorf("PlanDuration = %v, over 6 W + 30 s = %v", got, limit)
+	}
+	// Per-IP keys add the key-spoof step: 200 ms + 3 × 100 ms.
+	ip := p
+	ip.Endpoints = []Endpoint{p.Endpoints[0]}
+	ip.Endpoints[0].Key = KeyIP
+	if got := PlanDuration(ip, nil, nil); got != want+500*time.Millisecond {
+		t.Errorf("PlanDuration(per ip) = %v, want %v", got, want+500*time.Millisecond)
+	}
+}
+
+func TestPlanSuite(t *testing.T) {
+	win := Endpoint{Limit: 5, Window: 2 * time.Second, WindowType: Sliding, Key: KeyGlobal}
+	bkt := Endpoint{Rate: 2, Capacity: 5, Key: KeyGlobal}
+	hdr := Endpoint{Limit: 5, Window: 2 * time.Second, WindowType: Sliding, Key: "header:X-Api-Key"}
+	tests := []struct {
+		name    string
+		e       Endpoint
+		opt     SuiteOptions
+		checks  []string // step checks in order
+		skipped []string
+		dur     time.Duration
+	}{
+		{"window, global", win, SuiteOptions{}, []string{"burst", "recovery", "edge", "sustained", "race"}, []string{"key-spoof"},
+			200*time.Millisecond + 2200*time.Millisecond + 2150*time.Millisecond + 4*time.Second + 2100*time.Millisecond},
+		{"only race", win, SuiteOptions{Only: []string{"race"}}, []string{"race"}, nil, 2100 * time.Millisecond},
+		{"skip edge and sustained", win, SuiteOptions{Skip: []string{"edge", "sustained"}}, []string{"burst", "recovery", "race"}, []string{"key-spoof"},
+			200*time.Millisecond + 2200*time.Millisecond + 2100*time.Millisecond},
+		// A bucket has no edge; the sustained probe lasts 20 refills (10 s).
+		{"bucket", bkt, SuiteOptions{}, []string{"burst", "recovery", "sustained", "race"}, []string{"edge", "key-spoof"},
+			62500*time.Microsecond + 2750*time.Millisecond + 10*time.Second + 2600*time.Millisecond},
+		// Fresh identities: the race runs beside the burst, no wait.
+		{"per-client key", hdr, SuiteOptions{Identities: 0}, []string{"burst", "recovery", "edge", "sustained"}, []string{"key-spoof"},
+			200*time.Millisecond + 2200*time.Millisecond + 2150*time.Millisecond + 4*time.Second},
+	}
+	for _, tt := range tests {
+		pl := PlanSuite(tt.e, tt.opt)
+		var got []string
+		for _, s := range pl.Steps {
+			got = append(got, s.Check)
+		}
+		if !equal(got, tt.checks) {
+			t.Errorf("%s: steps %v, want %v", tt.name, got, tt.checks)
+		}
+		for _, c := range tt.skipped {
+			if pl.Skipped[c] == "" {
+				t.Errorf("%s: %s not skipped (skipped: %v)", tt.name, c, pl.Skipped)
+			}
+		}
+		if pl.Duration() != tt.dur {
+			t.Errorf("%s: duration %v, want %v", tt.name, pl.Duration(), tt.dur)
+		}
+	}
+}
+
+// TestPlanBound: every plan of one rule fits in 6 W + 30 s.
+func TestPlanBound(t *testing.T) {
+	for _, w := range []time.Duration{time.Second, 2 * time.Second, 10 * time.Second, time.Minute, time.Hour} {
+		for _, e := range []Endpoint{
+			{Limit: 10, Window: w, WindowType: Sliding, Key: KeyIP},
+			{Limit: 1000, Window: w, WindowType: Fixed, Align: limiter.AlignEpoch, Key: KeyGlobal},
+			{Rate: 10 / w.Seconds(), Capacity: 10, Key: KeyIP},
+		} {
+			pl := PlanSuite(e, SuiteOptions{Identities: 1, Spoofing: true})
+			if d, limit := pl.Duration(), 6*e.Period()+30*time.Second; d > limit {
+				t.Errorf("%s: plan %v, over 6 W + 30 s = %v", e.String(), d, limit)
+			}
+		}
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
