@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -103,7 +102,7 @@ func start(t testing.TB, cmd *exec.Cmd, ready func() bool) (*process, bool, stri
 	t.Helper()
 	p := &process{cmd: cmd, output: &tailBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.output, p.output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("testenv: start %s: %v", cmd.Path, err)
 	}
@@ -126,14 +125,13 @@ func start(t testing.TB, cmd *exec.Cmd, ready func() bool) (*process, bool, stri
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after 5 s.
+// stop asks the process group to terminate, then kills it after 5 s.
 func (p *process) stop() {
-	pgid := -p.cmd.Process.Pid
-	_ = syscall.Kill(pgid, syscall.SIGTERM)
+	signalGroup(p.cmd, false)
 	select {
 	case <-p.exited:
 	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(pgid, syscall.SIGKILL)
+		signalGroup(p.cmd, true)
 		<-p.exited
 	}
 }
