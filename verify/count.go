@@ -160,10 +160,18 @@ func maxLo(iv []Interval, m []int) int64 {
 type Window struct {
 	StartLo, StartHi int64
 	Length           int64
+	// Starter, when HasStarter, is the arrival bounds of the request that
+	// surely opened the window (first-request alignment): it is in the
+	// window whatever its true arrival.
+	Starter    Interval
+	HasStarter bool
 }
 
 // certainly reports whether x surely arrived inside the window.
 func (w Window) certainly(x Interval) bool {
+	if w.HasStarter && x == w.Starter {
+		return true
+	}
 	return x.Lo >= w.StartHi && x.Hi < w.StartLo+w.Length
 }
 
@@ -217,6 +225,7 @@ func FirstRequestWindows(all []Interval, w int64) []Window {
 	slices.SortFunc(byHi, func(a, b Interval) int { return cmpInt64(a.Hi, b.Hi) })
 	// The first arrival lies in [min Lo, min Hi].
 	cur := Window{StartLo: byLo[0].Lo, StartHi: byHi[0].Hi, Length: w}
+	cur.Starter, cur.HasStarter = starter(byLo, byHi[0], math.MinInt64, math.MinInt64)
 	out := []Window{cur}
 	for len(out) < 1e6 {
 		endLo, endHi := cur.StartLo+w, cur.StartHi+w
@@ -244,9 +253,29 @@ func FirstRequestWindows(all []Interval, w int64) []Window {
 			nextHi = byHi[len(byHi)-1].Hi
 		}
 		cur = Window{StartLo: nextLo, StartHi: max(nextLo, nextHi), Length: w}
+		cur.Starter, cur.HasStarter = starter(byLo, byHi[j], endLo, endHi)
 		out = append(out, cur)
 	}
 	return out
+}
+
+// starter reports whether c — the request with the earliest Hi among those
+// that may open a window after a previous one ending in [endLo, endHi] —
+// surely opened it: it surely arrived after the end, and no other request
+// can have arrived between the end and it.
+func starter(byLo []Interval, c Interval, endLo, endHi int64) (Interval, bool) {
+	if c.Lo < endHi {
+		return Interval{}, false
+	}
+	for _, x := range byLo {
+		if x.Lo >= c.Hi {
+			break
+		}
+		if x != c && x.Hi >= endLo {
+			return Interval{}, false
+		}
+	}
+	return c, true
 }
 
 // MaxInFixedWindows returns the window holding the most requests

@@ -108,8 +108,14 @@ func observe(m *record.Merged, e *Endpoint) []*obs {
 			o.class = classOther
 		}
 		if o.class == classAccepted || o.class == classRejected || o.class == classOther {
-			o.cached = isCacheHit(r.Headers)
-			o.ph = headers.Parse(r.Headers, m.Start.Add(time.Duration(o.recv)))
+			if o.cached = isCacheHit(r.Headers); o.cached {
+				// A cache hit never reached the limiter: it counts as
+				// neither accepted nor rejected, and its rate-limit
+				// fields are ignored.
+				o.class = classOther
+			} else {
+				o.ph = headers.Parse(r.Headers, m.Start.Add(time.Duration(o.recv)))
+			}
 		}
 		o.group = groupOf(r, e)
 		out = append(out, o)

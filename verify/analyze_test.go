@@ -1,0 +1,195 @@
+package verify
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/rlprobe/rlprobe/record"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// runBuilder builds one agent's record file by hand.
+type runBuilder struct {
+	run record.Run
+}
+
+func newRun(agent string, uncertainty time.Duration) *runBuilder {
+	return &runBuilder{run: record.Run{
+		Header: record.Header{Start: t0, Agent: agent, ClockUncertaintyNS: int64(uncertainty), Targets: []string{"http://t/api"}},
+		End:    &record.End{Reason: record.ReasonCompleted},
+	}}
+}
+
+// add records a response whose request was written at wrote and answered
+// at ttfb (milliseconds since the start), with header lines "Name: value".
+func (b *runBuilder) add(wroteMS, ttfbMS float64, status int, hdr ...string) *record.Result {
+	h := http.Header{}
+	for _, l := range hdr {
+		var name, value string
+		for i := range l {
+			if l[i] == ':' {
+				name, value = l[:i], l[i+2:]
+				break
+			}
+		}
+		h.Add(name, value)
+	}
+	r := record.Result{
+		Type: record.TypeResult, Seq: int64(len(b.run.Results)), Agent: b.run.Header.Agent, Method: "GET", URL: "http://t/api",
+		Sched: int64(wroteMS * 1e6), Sent: int64(wroteMS * 1e6), Wrote: int64(wroteMS * 1e6), TTFB: int64(ttfbMS * 1e6), Done: int64(ttfbMS * 1e6),
+		Outcome: record.OutcomeResponse, Status: status, Headers: h,
+	}
+	b.run.Results = append(b.run.Results, r)
+	return &b.run.Results[len(b.run.Results)-1]
+}
+
+func analyze(t *testing.T, e Endpoint, opt Options, runs ...*runBuilder) Report {
+	t.Helper()
+	p := Policy{Version: 1, Endpoints: []Endpoint{e}}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var rs []*record.Run
+	for _, b := range runs {
+		rs = append(rs, &b.run)
+	}
+	return Analyze(record.Merge(rs...), p.Normalize(), opt)
+}
+
+func only(t *testing.T, rep Report, id string, c Certainty) {
+	t.Helper()
+	if len(rep.Findings) != 1 || rep.Findings[0].ID != id || rep.Findings[0].Certainty != c {
+		t.Errorf("want exactly %s (%s), got %+v", id, c, rep.Findings)
+	}
+}
+
+var fiveIn2s = Endpoint{Limit: 5, Window: 2 * time.Second, Headers: []string{"none"}}
+
+func TestAnalyzeWindowCertainty(t *testing.T) {
+	// Six accepted within a second: certain.
+	b := newRun("a", 0)
+	for i := range 6 {
+		b.add(float64(i*100), float64(i*100)+1, 200)
+	}
+	rep := analyze(t, fiveIn2s, Options{}, b)
+	only(t, rep, IDWindowLimitExceeded, Certain)
+	if f := rep.Findings[0]; f.Evidence.Count != 6 || *f.Evidence.Bound != 5 || len(f.Evidence.Refs) != 6 || f.Evidence.Refs[0] != "a:0" {
+		t.Errorf("evidence %+v", f.Evidence)
+	}
+	if rep.Verdict != VerdictFail || rep.Pass {
+		t.Errorf("verdict %s pass %v, want fail", rep.Verdict, rep.Pass)
+	}
+
+	// The sixth answered 2010 ms after the first was written: it may have
+	// arrived within 2 s of the first (max lo − min hi = 1990 − 1 < 2000),
+	// but not certainly (max hi − min lo = 2010 ≥ 2000).
+	b = newRun("a", 0)
+	for i := range 5 {
+		b.add(0, 1, 200)
+		_ = i
+	}
+	b.add(1990, 2010, 200)
+	rep = analyze(t, fiveIn2s, Options{}, b)
+	only(t, rep, IDWindowLimitExceeded, Possible)
+	if rep.Verdict != VerdictPass {
+		t.Errorf("a possible finding fails the verdict: %s", rep.Verdict)
+	}
+
+	// The server's echo pins the arrival: certain again.
+	b = newRun("a", 0)
+	for range 5 {
+		b.add(0, 1, 200)
+	}
+	r := b.add(1990, 2010, 200)
+	echo := int64(1995e6)
+	r.Arrival = &echo
+	rep = analyze(t, fiveIn2s, Options{}, b)
+	only(t, rep, IDWindowLimitExceeded, Certain)
+}
+
+// TestAnalyzeClockUncertainty: two agents, each within the limit, together
+// over it; agent b's clock uncertainty of 20 ms turns the certain finding
+// into a possible one.
+func TestAnalyzeClockUncertainty(t *testing.T) {
+	for _, tt := range []struct {
+		u    time.Duration
+		want Certainty
+	}{{0, Certain}, {20 * time.Millisecond, Possible}} {
+		a, b := newRun("a", 0), newRun("b", tt.u)
+		for range 3 {
+			a.add(0, 1, 200)
+			b.add(1985, 1986, 200)
+		}
+		rep := analyze(t, fiveIn2s, Options{}, a, b)
+		only(t, rep, IDWindowLimitExceeded, tt.want)
+	}
+}
+
+func TestAnalyzeFixedWindows(t *testing.T) {
+	e := Endpoint{Limit: 2, Window: time.Second, WindowType: Fixed, Headers: []string{"none"}}
+	// First-request windows: [0, 1 s) holds 0 and 500; [1.2 s, 2.2 s)
+	// holds 1200, 1300 and 2100 — three in one window.
+	b := newRun("a", 0)
+	for _, ms := range []float64{0, 500, 1200, 1300, 2100} {
+		b.add(ms, ms+1, 200)
+	}
+	only(t, analyze(t, e, Options{}, b), IDWindowLimitExceeded, Certain)
+	// Epoch windows ([0, 1 s), [1 s, 2 s), …): two per window is fine.
+	e.Align = "epoch"
+	b = newRun("a", 0)
+	for _, ms := range []float64{0, 500, 1200, 1300, 2100} {
+		b.add(ms, ms+1, 200)
+	}
+	if rep := analyze(t, e, Options{}, b); len(rep.Findings) != 0 {
+		t.Errorf("epoch windows: %+v", rep.Findings)
+	}
+}
+
+func TestAnalyzeHeaders(t *testing.T) {
+	e := Endpoint{Limit: 1, Window: 10 * time.Second, Status: 429}
+	b := newRun("a", 0)
+	b.add(0, 1, 200, `RateLimit: "default";r=0;t=10`, `RateLimit-Policy: "default";q=1;w=10`)
+	// A cache hit: not counted, and its malformed fields are ignored.
+	b.add(100, 101, 200, "Age: 5", `RateLimit: "default";r=x`)
+	// A 503 rejection without Retry-After, cacheable.
+	b.add(200, 201, 503, `RateLimit: "default";r=0;t=10`, "Cache-Control: max-age=60")
+	// Retry-After "1" on a rejection at 300 ms: the two requests at and
+	// after 1.301 s are both rejected, nothing accepted between.
+	b.add(300, 301, 429, `Retry-After: 1`, `RateLimit: "default";r=0;t=10`, "Cache-Control: no-store")
+	b.add(1302, 1303, 429, `Retry-After: 9`, `RateLimit: "default";r=0;t=9`, "Cache-Control: no-store")
+	b.add(1402, 1403, 429, `Retry-After: 9`, `RateLimit: "default";r=0;t=9`, "Cache-Control: no-store")
+	rep := analyze(t, e, Options{FailOn: SeverityWarning}, b)
+	got := map[string]Certainty{}
+	for _, f := range rep.Findings {
+		got[f.ID] = f.Certainty
+	}
+	want := []string{IDRejectStatusMismatch, IDCacheable429, IDRetryAfterMissing, IDRetryAfterEarly}
+	if len(got) != len(want) {
+		t.Errorf("findings %+v, want %v", rep.Findings, want)
+	}
+	for _, id := range want {
+		if got[id] != Certain {
+			t.Errorf("no certain %s in %+v", id, rep.Findings)
+		}
+	}
+	if rep.Verdict != VerdictFail {
+		t.Errorf("verdict %s", rep.Verdict)
+	}
+}
+
+func TestAnalyzeVerdict(t *testing.T) {
+	b := newRun("a", 0)
+	b.add(0, 1, 429) // a rejection while the quota was untouched: under-admission (warning)
+	b.run.End = nil  // cut short
+	for _, tt := range []struct {
+		failOn  Severity
+		verdict string
+	}{{SeverityError, VerdictIncomplete}, {SeverityWarning, VerdictFail}} {
+		rep := analyze(t, fiveIn2s, Options{FailOn: tt.failOn}, b)
+		if rep.Verdict != tt.verdict || rep.Complete || rep.Count(IDUnderAdmission, Certain) != 1 {
+			t.Errorf("fail-on %s: verdict %s complete %v findings %+v; want %s", tt.failOn, rep.Verdict, rep.Complete, rep.Findings, tt.verdict)
+		}
+	}
+}
