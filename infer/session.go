@@ -58,7 +58,9 @@ type session struct {
 	// stopped reports that the budget or an error ended the experiments.
 	stopped bool
 	// key test.
-	keyTested, perClient bool
+	// keySent: requests of a second identity were sent; keyTested: the fit
+	// could tell a global key from one per client, perClient the answer.
+	keySent, keyTested, perClient bool
 	// client is the main identity as the results name it.
 	client string
 }
@@ -332,19 +334,10 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 	// Exhaust again, then (with several identities) test the key.
 	x1 := s.now().Add(s.opts.lead())
 	sends := burstSends(a0 + 3)
-	gap := min(max(hi1/4, 3*time.Millisecond), 100*time.Millisecond)
-	keyTest := s.opts.Clients >= 2
-	if keyTest {
-		for range 2 {
-			sends = append(sends, patterns.Send{At: gap, Client: 1, Phase: "key"})
-		}
-	}
+	s.addKeyTest(&sends, hi1/8)
 	res, err := s.run(ctx, "exhaust", x1, sends)
 	if err != nil {
 		return s.firstFit(lo1, hi1, a0), err
-	}
-	if keyTest {
-		s.judgeKey(res, a0+3)
 	}
 	lo2, hi2, err := s.scan(ctx, "scan2", s.lastSent(res[:a0+3]), min(scanStart, max(hi1/16, time.Millisecond)))
 	if err != nil || hi2 == 0 {
@@ -377,8 +370,47 @@ func (s *session) firstFit(lo, hi time.Duration, a0 int) *fit {
 	wmax := min(max(4*highS, 2*float64(a0+2)*highS), maxW)
 	rmin := 1 / (3 * float64(a0+2) * highS)
 	rmax := min(3/lowS, 1e4)
-	f := search(o, newSpace(o, wmin, wmax, rmin, rmax, s.perClient))
+	f := s.decideKey(search(o, newSpace(o, wmin, wmax, rmin, rmax, s.perClient)))
 	s.announce(f)
+	return f
+}
+
+// addKeyTest appends, with several identities, two requests of the second
+// identity shortly after an exhausting burst of the first: under a global
+// key they are refused like the burst's last requests, under a key per
+// client they are admitted.
+func (s *session) addKeyTest(sends *[]patterns.Send, after time.Duration) {
+	if s.opts.Clients < 2 {
+		return
+	}
+	gap := min(max(after, 3*time.Millisecond), 50*time.Millisecond)
+	for range 2 {
+		*sends = append(*sends, patterns.Send{At: gap, Client: 1, Phase: "key"})
+	}
+	s.keySent = true
+}
+
+// decideKey lets the models decide the key test: f fitted everything with
+// one global state; the same space is fitted with a state per client, and
+// the better decides. A tie (the test could not tell: the first identity
+// was not exhausted, say) leaves the key unknown.
+func (s *session) decideKey(f *fit) *fit {
+	if !s.keySent || s.keyTested || f == nil {
+		return f
+	}
+	sp := f.narrowed()
+	sp.perClient = true
+	g := search(s.observe(), sp)
+	fw, okf := f.winner()
+	gw, okg := g.winner()
+	switch {
+	case !okf || !okg:
+	case gw.miss < fw.miss:
+		s.keyTested, s.perClient = true, true
+		return g
+	case fw.miss < gw.miss:
+		s.keyTested = true
+	}
 	return f
 }
 
@@ -437,44 +469,12 @@ func (s *session) queueOpening(ctx context.Context, o *observations, last []reco
 	}
 	f := search(s.observe(), sp())
 	s.announce(f)
-	n := acc + 3
-	sends := burstSends(n)
-	keyTest := s.opts.Clients >= 2
-	if keyTest {
-		gap := min(max(T/4, 3*time.Millisecond), 100*time.Millisecond)
-		for range 2 {
-			sends = append(sends, patterns.Send{At: gap, Client: 1, Phase: "key"})
-		}
-	}
-	res, err := s.run(ctx, "burst", at, sends)
-	if err != nil {
+	sends := burstSends(acc + 3)
+	s.addKeyTest(&sends, T/8)
+	if _, err := s.run(ctx, "burst", at, sends); err != nil {
 		return f, err
 	}
-	if keyTest {
-		s.judgeKey(res, n)
-	}
-	return search(s.observe(), sp()), nil
-}
-
-// judgeKey decides the key test: the first n results are the main
-// identity's exhausting burst, the rest the second identity's requests.
-// When the burst was refused in part, any acceptance of the second
-// identity means a quota per client.
-func (s *session) judgeKey(res []record.Result, n int) {
-	mainRej, keyAcc := 0, 0
-	for i, r := range res {
-		c := classify(r, s.opts.RejectStatus)
-		if i < n && c == classRejected {
-			mainRej++
-		}
-		if i >= n && c == classAccepted {
-			keyAcc++
-		}
-	}
-	if mainRej > 0 {
-		s.keyTested = true
-		s.perClient = keyAcc > 0
-	}
+	return s.decideKey(search(s.observe(), sp())), nil
 }
 
 // design runs designed experiments until the plausible models agree, no

@@ -18,12 +18,14 @@ func init() {
 	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return newSelftestCmd(f, g) })
 }
 
+// selftestHook, when set (by tests), adjusts the selftest's options before
+// it runs.
+var selftestHook func(*scenario.SelftestOptions)
+
 // selftestOptions are the flags of `rlprobe selftest`.
 type selftestOptions struct {
 	quick    bool
 	parallel int
-	// scenario adjusts the run (tests).
-	scenario scenario.SelftestOptions
 }
 
 func newSelftestCmd(f *Factory, g *GlobalOptions) *cobra.Command {
@@ -81,13 +83,10 @@ type selftestDocCase struct {
 }
 
 func (o *selftestOptions) run(ctx context.Context, f *Factory, g *GlobalOptions) error {
-	opt := o.scenario
-	opt.Quick = o.quick
-	opt.Sockets = opt.Sockets || o.quick
-	if opt.Parallel == 0 {
-		opt.Parallel = max(o.parallel, 1)
+	opt := scenario.SelftestOptions{Quick: o.quick, Sockets: o.quick, Parallel: max(o.parallel, 1), Tool: "rlprobe " + f.Version}
+	if selftestHook != nil {
+		selftestHook(&opt)
 	}
-	opt.Tool = "rlprobe " + f.Version
 	start := time.Now()
 	if !g.Quiet {
 		where := "in-memory connections"
