@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/internal/scenario"
+)
+
+// TestSelftestQuick runs `rlprobe selftest --quick`: a handful of cases over
+// loopback sockets, every one right, with the table and the confusion
+// matrix on stdout.
+func TestSelftestQuick(t *testing.T) {
+	code, stdout, stderr := runCLI(t, nil, "selftest", "--quick")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	quick := 0
+	for _, c := range scenario.SelftestCases() {
+		if c.Quick {
+			quick++
+			if !strings.Contains(stdout, c.Name) {
+				t.Errorf("the table lacks case %s", c.Name)
+			}
+		}
+	}
+	for _, w := range []string{"confusion matrix", "served \\ inferred", "leaky-bucket-queue   0   0    0   0    1     0", "right"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("output lacks %q:\n%s", w, stdout)
+		}
+	}
+	if !strings.Contains(stdout, fmt.Sprintf("%d of %d cases right: pass", quick, quick)) || !strings.Contains(stderr, "loopback sockets") {
+		t.Errorf("want %d of %d right over loopback sockets:\n%s\n%s", quick, quick, stdout, stderr)
+	}
+}
+
+// TestSelftestMissExits1: one wrong answer makes the selftest fail with
+// exit 1, and the JSON document says which case missed and how.
+func TestSelftestMissExits1(t *testing.T) {
+	selftestHook = func(o *scenario.SelftestOptions) {
+		o.Cases = []scenario.SelftestCase{{Name: "none-wanted-as-token-bucket", Want: scenario.SelftestWant{Family: infer.TokenBucket}}}
+	}
+	defer func() { selftestHook = nil }()
+	code, stdout, stderr := runCLI(t, nil, "selftest", "--json")
+	if code != ExitFindings || !strings.Contains(stderr, "1 of 1 cases missed") {
+		t.Errorf("exit %d, stderr %q; want 1 and the count of misses", code, stderr)
+	}
+	var doc selftestDoc
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("not a document: %v\n%s", err, stdout)
+	}
+	if doc.Schema != "rlprobe.selftest/v1" || doc.Pass || len(doc.Cases) != 1 || doc.Cases[0].Right ||
+		len(doc.Cases[0].Problems) != 1 || doc.Cases[0].Problems[0] != "family none, want token-bucket" ||
+		doc.Matrix[3][5] != 1 || doc.Families[3] != "token-bucket" {
+		t.Errorf("document %s", stdout)
+	}
+	// The text form shows the miss in the table and the matrix.
+	code, stdout, _ = runCLI(t, nil, "selftest", "-q")
+	if code != ExitFindings || !strings.Contains(stdout, "MISS: family none, want token-bucket") || !strings.Contains(stdout, "0 of 1 cases right: FAIL") {
+		t.Errorf("text: exit %d\n%s", code, stdout)
+	}
+}
