@@ -65,7 +65,8 @@ type run struct {
 	mu       sync.Mutex // guards the fields below
 	results  []record.Result
 	finished []bool
-	consec   int // consecutive transport errors
+	reading  []atomic.Pointer[h1Conn] // by send: the connection being read
+	consec   int                      // consecutive transport errors
 	abortErr error
 	sinkErr  error
 	lastErr  error
@@ -83,6 +84,7 @@ func (e *Engine) newRun(ctx context.Context, zero, begin time.Time, sends []Send
 		parent:   ctx,
 		results:  make([]record.Result, len(sends)),
 		finished: make([]bool, len(sends)),
+		reading:  make([]atomic.Pointer[h1Conn], len(sends)),
 	}
 	e.mu.Lock()
 	r.base = e.seq
@@ -404,7 +406,7 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 	err := werr
 	reuse := false
 	if err == nil {
-		reuse, err = r.readH1(c, &res)
+		reuse, err = r.readH1(i, c, &res)
 	}
 	if err != nil && retry && c.used > 0 && res.TTFB == 0 && r.retryable(err) {
 		c.close()
@@ -417,7 +419,7 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 		}
 		c = nc.h1
 		if err = r.writeH1(c, p.h1req, &res); err == nil {
-			reuse, err = r.readH1(c, &res)
+			reuse, err = r.readH1(i, c, &res)
 		}
 	}
 	if err != nil || !reuse {
@@ -446,11 +448,26 @@ func (r *run) retryable(err error) bool {
 	return false
 }
 
-// readH1 reads one response from c into res and reports whether c can
-// carry another request.
-func (r *run) readH1(c *h1Conn, res *record.Result) (reuse bool, err error) {
-	stop := context.AfterFunc(r.rctx, func() { _ = c.sc.SetDeadline(aLongTimeAgo) })
-	defer stop()
+// readH1 reads the response to send i from c into res and reports whether
+// c can carry another request. The common response is parsed by leanHead,
+// any other by net/http's reader.
+func (r *run) readH1(i int, c *h1Conn, res *record.Result) (reuse bool, err error) {
+	// Registered, the read is abandoned at the end of the grace period
+	// (settle); registering after that abandons it here.
+	r.reading[i].Store(c)
+	defer r.reading[i].Store(nil)
+	if r.rctx.Err() != nil {
+		_ = c.sc.SetDeadline(aLongTimeAgo)
+	}
+	if !r.capture {
+		h, err := leanHead(c.br, r.e.opt.Captured, r.e.opt.Method)
+		if err == nil {
+			return r.leanBody(c, res, &h)
+		}
+		if err != errNeedFallback {
+			return false, err
+		}
+	}
 	var resp *http.Response
 	for {
 		resp, err = http.ReadResponse(c.br, r.e.respReq)
@@ -479,6 +496,41 @@ func (r *run) readH1(c *h1Conn, res *record.Result) (reuse bool, err error) {
 		resp.StatusCode != http.StatusSwitchingProtocols &&
 		(resp.ContentLength >= 0 || slices.Contains(resp.TransferEncoding, "chunked"))
 	return reuse, nil
+}
+
+// leanBody completes a response whose head leanHead parsed: it skips the
+// Content-Length body and fills res.
+func (r *run) leanBody(c *h1Conn, res *record.Result, h *h1Head) (reuse bool, err error) {
+	if !c.sc.first.IsZero() {
+		res.TTFB = r.stamp(c.sc.first)
+	}
+	res.Status = h.status
+	if h.header != nil {
+		res.Headers = r.e.opt.Redactor.Header(h.header)
+	}
+	if h.arrival != nil {
+		r.setArrival(res, string(h.arrival))
+	}
+	_, berr := c.br.Discard(int(h.length))
+	res.Done = r.stamp(time.Now())
+	if berr != nil {
+		if errors.Is(berr, io.EOF) {
+			berr = io.ErrUnexpectedEOF
+		}
+		res.ErrMsg = "reading body: " + berr.Error()
+		return false, nil
+	}
+	return !h.close && c.br.Buffered() == 0, nil
+}
+
+// abandonReads unblocks every response read in progress; settle calls it
+// once the grace period is over and rctx is cancelled.
+func (r *run) abandonReads() {
+	for i := range r.reading {
+		if c := r.reading[i].Load(); c != nil {
+			_ = c.sc.SetDeadline(aLongTimeAgo)
+		}
+	}
 }
 
 // drain reads a response body up to MaxBodyDrain+1 bytes, keeping the
@@ -523,10 +575,16 @@ func (r *run) captureHeaders(res *record.Result, h http.Header) {
 	}
 	res.Headers = r.e.opt.Redactor.Header(out)
 	if v := h.Get(headers.ArrivalHeader); v != "" {
-		if ns, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-			a := ns - r.zero.UnixNano()
-			res.Arrival = &a
-		}
+		r.setArrival(res, v)
+	}
+}
+
+// setArrival sets res.Arrival from the arrival echo v (Unix nanoseconds);
+// an invalid echo is ignored.
+func (r *run) setArrival(res *record.Result, v string) {
+	if ns, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+		a := ns - r.zero.UnixNano()
+		res.Arrival = &a
 	}
 }
 
@@ -683,6 +741,7 @@ func (r *run) settle() {
 	case <-t.C:
 		r.killed.Store(true)
 		r.rcancel()
+		r.abandonReads()
 		<-done
 	}
 }
