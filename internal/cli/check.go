@@ -688,4 +688,3 @@ func verdictLine(rep *verify.Report) string {
 	}
 	return fmt.Sprintf("PASS: no certain finding at or above %s%s", rep.FailOn(), rest)
 }
-
