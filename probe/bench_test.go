@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -50,7 +51,9 @@ func rawServer(tb testing.TB) string {
 // BenchmarkRoundTripH1 runs b.N requests as one open-loop schedule at the
 // offered rate of each sub-benchmark ("max": one every microsecond, more
 // than the machine can do) and reports the achieved rate and the pacing
-// error.
+// error. The target is an in-process server, or the URL in the environment
+// variable RLPROBE_BENCH_URL (a server in another process, such as the
+// 1-worker nginx of scripts/bench-engine.sh, measures the engine alone).
 func BenchmarkRoundTripH1(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
@@ -59,10 +62,15 @@ func BenchmarkRoundTripH1(b *testing.B) {
 		{"rate=1k", time.Millisecond},
 		{"rate=5k", 200 * time.Microsecond},
 		{"rate=20k", 50 * time.Microsecond},
+		{"rate=50k", 20 * time.Microsecond},
+		{"rate=100k", 10 * time.Microsecond},
 		{"rate=max", time.Microsecond},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			url := rawServer(b)
+			url := os.Getenv("RLPROBE_BENCH_URL") // e.g. a 1-worker nginx
+			if url == "" {
+				url = rawServer(b)
+			}
 			e, err := New(Options{URLs: []string{url}, MaxRate: 1e6})
 			if err != nil {
 				b.Fatal(err)

@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -54,36 +56,134 @@ func defaultDial(ctx context.Context, network, addr string, src netip.Addr) (net
 }
 
 // stampConn remembers when a Read first returned data since the last
-// reset: the time to first byte. Only the goroutine owning the connection
-// touches it.
+// reset: the time to first byte. The connection's reader sets it and the
+// goroutine writing the next request resets it, before that write.
 type stampConn struct {
 	net.Conn
-	first time.Time
+	base  time.Time    // when the connection was made: origin of first
+	first atomic.Int64 // since base (so that the reset is race-free); 0: none since the reset
 }
 
 func (c *stampConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.first.IsZero() {
-		c.first = time.Now()
+	if n > 0 && c.first.Load() == 0 {
+		c.first.Store(max(int64(time.Since(c.base)), 1))
 	}
 	return n, err
 }
 
-// h1Conn is an HTTP/1.1 connection, owned by one request at a time.
+// resetFirst forgets the first-byte time, before a request is written.
+func (c *stampConn) resetFirst() { c.first.Store(0) }
+
+// firstByte returns the first-byte time, or the zero Time.
+func (c *stampConn) firstByte() time.Time {
+	if d := c.first.Load(); d != 0 {
+		return c.base.Add(time.Duration(d))
+	}
+	return time.Time{}
+}
+
+// h1Conn is an HTTP/1.1 connection, owned by one request at a time. Once
+// a request has been handed to it (run.handOff), a reader goroutine of its
+// own reads every response; until then its owner reads.
 type h1Conn struct {
 	sc        *stampConn // outermost: above TLS, so TTFB counts application data
 	br        *bufio.Reader
 	src       string // local address
 	used      int    // requests completed on it
 	idleSince time.Time
+	reader    bool          // the reader goroutine runs; set by the owner
+	jobs      chan h1Job    // to the reader: one request written, cap 1
+	done      chan struct{} // closed by close
+	closeOnce sync.Once
+}
+
+// h1Job is a request written on an h1Conn, for its reader to complete.
+type h1Job struct {
+	r     *run
+	i     int
+	p     *pool
+	res   record.Result
+	werr  error // the write's error: nothing to read
+	retry bool  // see completeH1
 }
 
 func newH1Conn(c net.Conn) *h1Conn {
-	sc := &stampConn{Conn: c}
-	return &h1Conn{sc: sc, br: bufio.NewReaderSize(sc, 4096), src: localAddr(c)}
+	sc := &stampConn{Conn: c, base: time.Now()}
+	return &h1Conn{
+		sc:   sc,
+		br:   bufio.NewReaderSize(sc, 4096),
+		src:  localAddr(c),
+		jobs: make(chan h1Job, 1),
+		done: make(chan struct{}),
+	}
 }
 
-func (c *h1Conn) close() { _ = c.sc.Close() }
+// close closes the connection; its reader, if any, then ends.
+func (c *h1Conn) close() {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		_ = c.sc.Close()
+	})
+}
+
+// readLoop is the reader goroutine of c: it waits, blocked in a read, for
+// the response to the request its owner writes (which wakes it straight
+// from the network poller, without a goroutine hand-off), completes it and
+// waits for the next. It ends when c is closed, or when c breaks while idle
+// in the pool (the server closed it, or sent something unasked).
+func (p *pool) readLoop(c *h1Conn) {
+	for {
+		_, err := c.br.Peek(1) // bufio forgets err: the reader meets it again
+		var j h1Job
+		select {
+		case j = <-c.jobs:
+		case <-c.done:
+			return
+		default:
+			if err != nil && isTimeout(err) && p.clearIdleDeadline(c) {
+				continue // the last request's deadline, passed while idle
+			}
+			if p.removeIdle(c) {
+				c.close()
+				return
+			}
+			select { // the owner hands over a request, or closes c
+			case j = <-c.jobs:
+			case <-c.done:
+				return
+			}
+		}
+		keep := j.r.completeH1(j.i, j.p, c, j.res, j.werr, j.retry)
+		j.r.wg.Done()
+		if !keep {
+			return
+		}
+	}
+}
+
+// removeIdle takes c off the idle list and reports whether it was there.
+func (p *pool) removeIdle(c *h1Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := slices.Index(p.idle, c); i >= 0 {
+		p.idle = slices.Delete(p.idle, i, i+1)
+		return true
+	}
+	return false
+}
+
+// clearIdleDeadline removes c's deadline when c is idle, and reports
+// whether it did.
+func (p *pool) clearIdleDeadline(c *h1Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if slices.Contains(p.idle, c) {
+		_ = c.sc.SetDeadline(time.Time{})
+		return true
+	}
+	return false
+}
 
 // h2Conn is a multiplexed HTTP/2 connection shared by a pool.
 type h2Conn struct {

@@ -338,6 +338,7 @@ func (e *Engine) Preflight(ctx context.Context, zero time.Time) (record.Result, 
 	r.items[0].pool = e.pool(0, 0)
 	r.wg.Add(1)
 	r.sendNew(0)
+	r.wg.Wait()         // the connection's reader completes it
 	if !r.finished[0] { // ctx ended while it waited for a connection
 		return record.Result{}, nil, fmt.Errorf("probe: preflight: %w", context.Cause(r.dctx))
 	}

@@ -75,7 +75,7 @@ func (r *run) member(i int, release time.Time, lastByte bool, prepared *sync.Wai
 			r.finish(i, res, err)
 			return
 		}
-		h.sc.first = time.Time{}
+		h.sc.resetFirst()
 		res.Src = h.src
 		res.Sent = r.stamp(time.Now())
 		if _, err := h.sc.Write(req[:len(req)-1]); err != nil {
@@ -98,7 +98,7 @@ func (r *run) member(i int, release time.Time, lastByte bool, prepared *sync.Wai
 	}
 	if !lastByte {
 		err := r.writeH1(h, req, &res)
-		r.completeH1(i, p, h, res, err, false)
+		r.handOff(i, p, h, res, err, false)
 		return
 	}
 	at := time.Now()
@@ -107,5 +107,5 @@ func (r *run) member(i int, release time.Time, lastByte bool, prepared *sync.Wai
 		res.Wrote = r.stamp(at)
 		err = h.sc.SetDeadline(at.Add(r.e.opt.Timeout))
 	}
-	r.completeH1(i, p, h, res, err, false)
+	r.handOff(i, p, h, res, err, false)
 }

@@ -290,21 +290,36 @@ func (r *run) guard(p pacer, n int) bool {
 }
 
 // send starts send i now. With an idle HTTP/1.1 connection at hand the
-// dispatcher writes the request itself, which keeps a goroutine hand-off
-// off the critical path; otherwise a goroutine dials or uses HTTP/2.
+// dispatcher writes the request itself and hands the connection to its
+// reader goroutine, which keeps a goroutine hand-off off the critical path;
+// otherwise a goroutine dials or uses HTTP/2.
 func (r *run) send(i int) {
 	p := r.items[i].pool
-	r.wg.Add(1)
 	if c := p.getH1(time.Now()); c != nil {
 		res := r.newResult(i)
 		err := r.writeH1(c, p.h1req, &res)
-		go func() {
-			defer r.wg.Done()
-			r.completeH1(i, p, c, res, err, true)
-		}()
+		r.handOff(i, p, c, res, err, true)
 		return
 	}
+	r.wg.Add(1)
 	go r.sendNew(i)
+}
+
+// handOff gives the request of send i just written on c (werr: the write's
+// error) to c's reader goroutine, starting it on c's first request; the
+// reader completes the send (see completeH1). c must not be used until the
+// reader returns it to p.
+func (r *run) handOff(i int, p *pool, c *h1Conn, res record.Result, werr error, retry bool) {
+	r.wg.Add(1)
+	r.reading[i].Store(c) // from now on, settle can abandon the read
+	if r.rctx.Err() != nil {
+		_ = c.sc.SetDeadline(aLongTimeAgo)
+	}
+	if !c.reader {
+		c.reader = true
+		go p.readLoop(c)
+	}
+	c.jobs <- h1Job{r: r, i: i, p: p, res: res, werr: werr, retry: retry}
 }
 
 // sendNew runs send i, which found no idle connection at its deadline, on
@@ -341,7 +356,7 @@ func (r *run) sendNew(i int) {
 		return
 	}
 	err = r.writeH1(c.h1, p.h1req, &res)
-	r.completeH1(i, p, c.h1, res, err, true)
+	r.handOff(i, p, c.h1, res, err, true)
 }
 
 // getConn returns a reserved HTTP/2 stream or an idle HTTP/1.1 connection
@@ -383,17 +398,16 @@ func (r *run) dialFailed(err error) bool {
 // bound of the moment the server can have the whole request).
 func (r *run) writeH1(c *h1Conn, b []byte, res *record.Result) error {
 	now := time.Now()
+	res.Src = c.src
+	res.Sent = r.stamp(now)
 	if err := c.sc.SetDeadline(now.Add(r.e.opt.Timeout)); err != nil {
 		return err
 	}
-	c.sc.first = time.Time{}
-	res.Src = c.src
-	at := r.stamp(time.Now())
-	res.Sent = at
+	c.sc.resetFirst()
 	if _, err := c.sc.Write(b); err != nil {
 		return err
 	}
-	res.Wrote = at
+	res.Wrote = res.Sent
 	return nil
 }
 
@@ -401,13 +415,15 @@ func (r *run) writeH1(c *h1Conn, b []byte, res *record.Result) error {
 // write's error), returns c to its pool or closes it, and finishes the
 // result. A request that failed on a reused connection before any response
 // byte (the server had closed it) is retried once on a new connection when
-// retry is set and the method is idempotent.
-func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr error, retry bool) {
+// retry is set and the method is idempotent. It reports whether c went
+// back to the pool. Only c's reader goroutine calls it.
+func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr error, retry bool) (kept bool) {
 	err := werr
 	reuse := false
 	if err == nil {
 		reuse, err = r.readH1(i, c, &res)
 	}
+	own := c
 	if err != nil && retry && c.used > 0 && res.TTFB == 0 && r.retryable(err) {
 		c.close()
 		res = r.newResult(i)
@@ -415,9 +431,9 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 		nc, err = r.getConnNew(p)
 		if err != nil {
 			r.finish(i, res, err)
-			return
+			return false
 		}
-		c = nc.h1
+		c = nc.h1 // read here: it has no reader goroutine yet
 		if err = r.writeH1(c, p.h1req, &res); err == nil {
 			reuse, err = r.readH1(i, c, &res)
 		}
@@ -427,8 +443,10 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 	} else {
 		c.used++
 		p.putH1(c)
+		kept = c == own
 	}
 	r.finish(i, res, err)
+	return kept
 }
 
 // getConnNew dials a new HTTP/1.1 connection for a retry.
@@ -479,8 +497,8 @@ func (r *run) readH1(i int, c *h1Conn, res *record.Result) (reuse bool, err erro
 		}
 		// An interim 1xx response: the final one follows.
 	}
-	if !c.sc.first.IsZero() {
-		res.TTFB = r.stamp(c.sc.first)
+	if t := c.sc.firstByte(); !t.IsZero() {
+		res.TTFB = r.stamp(t)
 	}
 	res.Status = resp.StatusCode
 	r.captureHeaders(res, resp.Header)
@@ -501,8 +519,8 @@ func (r *run) readH1(i int, c *h1Conn, res *record.Result) (reuse bool, err erro
 // leanBody completes a response whose head leanHead parsed: it skips the
 // Content-Length body and fills res.
 func (r *run) leanBody(c *h1Conn, res *record.Result, h *h1Head) (reuse bool, err error) {
-	if !c.sc.first.IsZero() {
-		res.TTFB = r.stamp(c.sc.first)
+	if t := c.sc.firstByte(); !t.IsZero() {
+		res.TTFB = r.stamp(t)
 	}
 	res.Status = h.status
 	if h.header != nil {
