@@ -56,8 +56,12 @@ type checkOptions struct {
 	probeOptions func(*probe.Options)
 }
 
+// testProbeOptions, when set (by tests only), adjusts the probe options of
+// every check: an in-memory Dial and timer pacing under synctest.
+var testProbeOptions func(*probe.Options)
+
 func newCheckCmd(f *Factory, g *GlobalOptions) *cobra.Command {
-	o := &checkOptions{target: newTargetOptions("check"), now: time.Now}
+	o := &checkOptions{target: newTargetOptions("check"), now: time.Now, probeOptions: testProbeOptions}
 	cmd := &cobra.Command{
 		Use:   "check URL... [policy flags]",
 		Short: "Run the check suite against a declared policy and give verdicts",
@@ -673,9 +677,16 @@ func verdictLine(rep *verify.Report) string {
 			possible = append(possible, fd.ID)
 		}
 	}
+	var also []string
+	if n := len(certain); n > 0 {
+		also = append(also, fmt.Sprintf("%d below --fail-on %s", n, rep.FailOn()))
+	}
+	if n := len(possible); n > 0 {
+		also = append(also, fmt.Sprintf("%d possible", n))
+	}
 	rest := ""
-	if n := len(certain) + len(possible); n > 0 {
-		rest = fmt.Sprintf("; %d more below --fail-on %s or only possible", n, rep.FailOn())
+	if len(also) > 0 {
+		rest = "; also " + strings.Join(also, ", ")
 	}
 	switch rep.Verdict {
 	case verify.VerdictFail:
