@@ -3,11 +3,15 @@ package probe
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/rlprobe/rlprobe/headers"
 )
 
 // rawServer is a minimal HTTP/1.1 keep-alive server on loopback, so that
@@ -117,4 +121,85 @@ func BenchmarkPacer(b *testing.B) {
 	b.ReportMetric(float64(dist.P50US), "late-p50-µs")
 	b.ReportMetric(float64(dist.P99US), "late-p99-µs")
 	b.ReportMetric(float64(dist.P999US), "late-p999-µs")
+}
+
+// echoServer is rawServer answering with the moment it read the end of
+// each request head (the arrival echo), as `rlprobe serve --echo-arrival`.
+func echoServer(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					for {
+						line, err := br.ReadSlice('\n')
+						if err != nil {
+							return
+						}
+						if len(line) <= 2 {
+							break
+						}
+					}
+					at := strconv.FormatInt(time.Now().UnixNano(), 10)
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\n"+headers.ArrivalHeader+": "+at+"\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// BenchmarkRaceLastByte releases b.N last-byte races of n clients, from
+// one loop (the default) or from one goroutine per member, and reports the
+// median spread of the server's arrival times and of the client's Wrote
+// stamps.
+func BenchmarkRaceLastByte(b *testing.B) {
+	for _, release := range []string{"loop", "goroutines"} {
+		for _, n := range []int{20, 100} {
+			b.Run(fmt.Sprintf("release=%s/clients=%d", release, n), func(b *testing.B) {
+				url := os.Getenv("RLPROBE_BENCH_ECHO_URL") // e.g. rlprobe serve --echo-arrival
+				if url == "" {
+					url = echoServer(b)
+				}
+				e, err := New(Options{URLs: []string{url}, MaxRate: 1e6, RaceMode: RaceLastByte, RaceHold: 20 * time.Millisecond})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				e.lbGoroutines = release == "goroutines"
+				var sends []Send
+				for k := range b.N {
+					for c := range n {
+						sends = append(sends, Send{At: time.Duration(k+1) * 40 * time.Millisecond, Client: c, Batch: k + 1, Phase: "race"})
+					}
+				}
+				zero := time.Now()
+				b.ResetTimer()
+				results, err := e.Run(context.Background(), zero, zero.Add(20*time.Millisecond), sends, nil)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				s := Summarize(results)
+				if s.Accepted != len(sends) {
+					b.Fatalf("accepted %d of %d", s.Accepted, len(sends))
+				}
+				b.ReportMetric(float64(s.RaceArrivalSpread.P50US), "arrival-p50-µs")
+				b.ReportMetric(float64(s.RaceWroteSpread.P50US), "wrote-p50-µs")
+			})
+		}
+	}
 }

@@ -162,6 +162,15 @@ func (p *pool) readLoop(c *h1Conn) {
 	}
 }
 
+// startReader starts c's reader goroutine unless it runs; only c's owner
+// calls it.
+func (p *pool) startReader(c *h1Conn) {
+	if !c.reader {
+		c.reader = true
+		go p.readLoop(c)
+	}
+}
+
 // removeIdle takes c off the idle list and reports whether it was there.
 func (p *pool) removeIdle(c *h1Conn) bool {
 	p.mu.Lock()

@@ -72,6 +72,9 @@ type Engine struct {
 	pacer   pacer
 	respReq *http.Request // what http.ReadResponse needs to know of the request
 	dialSem chan struct{} // dial slots of late sends (pool.connForSend)
+	// lbGoroutines releases last-byte races from one goroutine per member
+	// parked on a closed channel, instead of one loop (benchmarks compare).
+	lbGoroutines bool
 
 	runMu sync.Mutex // serialises Run and Preflight
 

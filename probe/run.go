@@ -315,10 +315,7 @@ func (r *run) handOff(i int, p *pool, c *h1Conn, res record.Result, werr error, 
 	if r.rctx.Err() != nil {
 		_ = c.sc.SetDeadline(aLongTimeAgo)
 	}
-	if !c.reader {
-		c.reader = true
-		go p.readLoop(c)
-	}
+	p.startReader(c)
 	c.jobs <- h1Job{r: r, i: i, p: p, res: res, werr: werr, retry: retry}
 }
 
