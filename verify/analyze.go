@@ -785,9 +785,10 @@ func flatten(evs [][]*obs) []*obs {
 // group surely arriving at or after moment were both rejected, and no
 // request surely after x was accepted before them; nil otherwise.
 func (r *rule) earlyRetries(os []*obs, x *obs, moment int64) []*obs {
+	// os is sorted by Lo.
 	var qs []*obs
-	for _, o := range os {
-		if o.iv.Lo < moment || (o.class != classAccepted && o.class != classRejected) {
+	for _, o := range os[sort.Search(len(os), func(k int) bool { return os[k].iv.Lo >= moment }):] {
+		if o.class != classAccepted && o.class != classRejected {
 			continue
 		}
 		qs = append(qs, o)
@@ -799,8 +800,11 @@ func (r *rule) earlyRetries(os []*obs, x *obs, moment int64) []*obs {
 		return nil
 	}
 	end := max(qs[0].iv.Hi, qs[1].iv.Hi)
-	for _, o := range os {
-		if o.class == classAccepted && o.iv.Lo > x.iv.Hi && o.iv.Lo <= end {
+	for _, o := range os[sort.Search(len(os), func(k int) bool { return os[k].iv.Lo > x.iv.Hi }):] {
+		if o.iv.Lo > end {
+			break
+		}
+		if o.class == classAccepted {
 			return nil
 		}
 	}
@@ -813,8 +817,11 @@ func (r *rule) earlyRetries(os []*obs, x *obs, moment int64) []*obs {
 func (r *rule) lateAccept(os []*obs, x *obs, d int64) []*obs {
 	margin := max(int64(2*time.Second), d/2)
 	limit := x.iv.Lo + d - margin
-	for _, o := range os {
-		if o.class == classAccepted && o.iv.Lo > x.iv.Hi && o.iv.Hi <= limit {
+	for _, o := range os[sort.Search(len(os), func(k int) bool { return os[k].iv.Lo > x.iv.Hi }):] {
+		if o.iv.Lo > limit {
+			break
+		}
+		if o.class == classAccepted && o.iv.Hi <= limit {
 			return []*obs{x, o}
 		}
 	}

@@ -154,9 +154,11 @@ func checkSchema(t *testing.T, doc string) {
 // exit 1, the document validates against its schema, and is appended to
 // the record file, whose results it cites.
 func TestCheckInMemory(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "check.jsonl")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "check.jsonl")
 	code, stdout, stderr := memCheck(t, testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.FixedWindow, Limit: 5, Window: 2 * time.Second}},
-		"check", memURL, "--limit", "5", "--window", "2s", "--key", "ip", "--json", "--out", out)
+		"check", memURL, "--limit", "5", "--window", "2s", "--key", "ip", "--json", "--out", out,
+		"--junit", filepath.Join(dir, "r.xml"), "--markdown", filepath.Join(dir, "r.md"), "--html", filepath.Join(dir, "r.html"))
 	if code != ExitFindings {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, stdout, stderr)
 	}
@@ -171,6 +173,11 @@ func TestCheckInMemory(t *testing.T) {
 	for _, want := range []string{"plan: burst, recovery, edge, sustained, race, key-spoof for 5 in any 2s per ip", "check: key-spoof:"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	for name, want := range map[string]string{"r.xml": "window-limit-exceeded", "r.md": "window-limit-exceeded", "r.html": "<svg"} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !strings.Contains(string(b), want) {
+			t.Errorf("report %s: %v, want it to mention %q", name, err, want)
 		}
 	}
 	data, err := os.ReadFile(out)
