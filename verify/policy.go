@@ -199,6 +199,8 @@ type Problem struct {
 	Message string
 }
 
+// String formats the problem as "line N: field: message" (without the line
+// when it is unknown).
 func (p Problem) String() string {
 	if p.Line > 0 {
 		return fmt.Sprintf("line %d: %s: %s", p.Line, p.Field, p.Message)
@@ -212,6 +214,7 @@ type PolicyError struct {
 	Problems []Problem
 }
 
+// Error lists every problem, one a line when there are several.
 func (e *PolicyError) Error() string {
 	var b strings.Builder
 	b.WriteString("verify: invalid policy")

@@ -472,6 +472,7 @@ type engineSink struct {
 	id int
 }
 
+// WriteResult renumbers r into the record's Seq sequence and writes it.
 func (e engineSink) WriteResult(r record.Result) error {
 	e.s.mu.Lock()
 	r.Seq = e.s.assign(e.id, r.Seq)
@@ -516,6 +517,7 @@ type seqEngine struct {
 	id   int
 }
 
+// Run runs s on the scenario engine and renumbers the results.
 func (e seqEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Result, error) {
 	res, err := e.eng.Run(ctx, s)
 	e.seqs.returned(e.id, res)
