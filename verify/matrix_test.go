@@ -299,6 +299,9 @@ func TestFalsePositiveMatrix(t *testing.T) {
 			if rep.Verdict != verify.VerdictPass {
 				t.Errorf("%s: verdict %s, want pass", c.name, rep.Verdict)
 			}
+			if len(rep.Findings) > 0 {
+				t.Logf("%s:%s", c.name, describe(rep))
+			}
 		})
 	}
 }

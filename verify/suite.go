@@ -42,6 +42,10 @@ type SuiteOptions struct {
 	// Spoofing reports whether a Spoof engine is available; without one,
 	// key-spoof is skipped.
 	Spoofing bool
+	// MaxRate is the engine's rate guard in requests per second (0 means
+	// 1000): groups of requests meant to go out together are spread so
+	// that the guard does not delay them past an edge.
+	MaxRate float64
 }
 
 func (o SuiteOptions) selected(check string) bool {
@@ -115,10 +119,14 @@ type params struct {
 	poll   time.Duration // recovery poll interval
 	margin time.Duration // edge straddle margin
 	spread time.Duration // burst spread
+	group  time.Duration // spread of each half of the edge straddle
 	extra  int64         // requests beyond the quota in a burst
 }
 
-func paramsOf(e *Endpoint) params {
+func paramsOf(e *Endpoint, maxRate float64) params {
+	if maxRate <= 0 {
+		maxRate = 1000
+	}
 	p := params{q: max(1, e.Quota()), period: max(e.Period(), time.Millisecond)}
 	p.poll = max(p.period/20, time.Millisecond)
 	p.margin = min(max(p.poll, 100*time.Millisecond), p.period/8)
@@ -129,6 +137,11 @@ func paramsOf(e *Endpoint) params {
 		p.spread = min(p.spread, time.Duration(burstWindow(e.Rate)/2))
 	}
 	p.extra = max(2, (p.q+3)/4)
+	// The guard sends at most maxRate per second: a group of n takes
+	// n/maxRate at least.
+	atRate := func(n int64) time.Duration { return time.Duration(float64(n) / maxRate * 1.1 * 1e9) }
+	p.spread = max(p.spread, atRate(p.q+p.extra))
+	p.group = min(max(50*time.Millisecond, atRate(p.q)), p.period/4)
 	return p
 }
 
@@ -152,7 +165,7 @@ func (p params) raceSize() (avail, batch int64) {
 // PlanSuite plans the check suite for rule e (normalized, valid).
 func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 	pl := Plan{Rule: e, Skipped: map[string]string{}}
-	p := paramsOf(&e)
+	p := paramsOf(&e, opt.MaxRate)
 	opt = opt.forRule(&e)
 	sel := opt.selected
 	if e.IsBucket() && sel(CheckEdge) {
@@ -187,7 +200,7 @@ func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 	}
 	if edge {
 		pl.Steps = append(pl.Steps, Step{Check: CheckEdge, Name: "straddle the next window edge with quota on each side",
-			Duration: e.Window + p.margin + 50*time.Millisecond, Requests: int(2 * p.q)})
+			Duration: e.Window + p.margin + p.group, Requests: int(2 * p.q)})
 	}
 	if sel(CheckSustained) {
 		rate, d := p.sustained(&e)
@@ -283,7 +296,7 @@ type suiteRun struct {
 // the engine's (wrapped), ErrBudget when MaxRequests stopped it, or the
 // context's.
 func (s *Suite) Run(ctx context.Context) (SuiteResult, error) {
-	r := &suiteRun{Suite: s, e: &s.Rule, p: paramsOf(&s.Rule), next: 1}
+	r := &suiteRun{Suite: s, e: &s.Rule, p: paramsOf(&s.Rule, s.Options.MaxRate), next: 1}
 	r.plan = PlanSuite(s.Rule, s.Options)
 	r.par = s.Options.forRule(&s.Rule).parallel()
 	err := r.run(ctx)
@@ -637,7 +650,7 @@ func (r *suiteRun) edge(ctx context.Context, c int, lo, hi int64) error {
 	}
 	eLo, eHi := lo+k*w, hi+k*w
 	m := int64(r.p.margin)
-	sb := min(int64(50*time.Millisecond), m/2)
+	sb := int64(r.p.group)
 	n := r.p.q
 	r.progress("edge: %d requests before the edge at %s, %d after", n, time.Duration(eLo).Round(time.Millisecond), n)
 	var sends []patterns.Send

@@ -9,11 +9,12 @@ import (
 
 // TestPlanDuration60s asserts the plan of a 60 s policy from the plan
 // itself: burst 200 ms; recovery one window plus two polls (60 s + 2 × 3 s);
-// the edge one window plus the 3 s margin and the 50 ms spread; sustained
-// two windows; the race a window's wait for fresh quota plus 100 ms.
+// the edge one window plus the 3 s margin and the 110 ms each half takes at
+// the engine's 1000/s guard; sustained two windows; the race a window's
+// wait for fresh quota plus 100 ms.
 func TestPlanDuration60s(t *testing.T) {
 	p := Policy{Version: 1, Endpoints: []Endpoint{{Limit: 100, Window: time.Minute}}}.Normalize()
-	want := 200*time.Millisecond + 66*time.Second + 63050*time.Millisecond + 120*time.Second + 60100*time.Millisecond
+	want := 200*time.Millisecond + 66*time.Second + 63110*time.Millisecond + 120*time.Second + 60100*time.Millisecond
 	if got := PlanDuration(p, nil, nil); got != want {
 		t.Errorf("PlanDuration(100 in any 60s) = %v, want %v", got, want)
 	}

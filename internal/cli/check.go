@@ -352,7 +352,7 @@ func (o *checkOptions) runRule(ctx context.Context, f *Factory, g *GlobalOptions
 	s := verify.Suite{
 		Rule:    rule,
 		Engine:  eng,
-		Options: verify.SuiteOptions{Only: o.only, Skip: o.skip, Identities: identities, Spoofing: spoofing},
+		Options: verify.SuiteOptions{Only: o.only, Skip: o.skip, Identities: identities, Spoofing: spoofing, MaxRate: opt.MaxRate},
 		Zero:    zero, MaxRequests: budget, Prior: []record.Result{pre},
 	}
 	if spoofing {

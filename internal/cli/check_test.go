@@ -255,7 +255,7 @@ func TestCheckSummary(t *testing.T) {
 
 func TestCheckDryRun(t *testing.T) {
 	code, out, errOut := runCLI(t, nil, "check", "http://127.0.0.1:1/", "--limit", "100", "--window", "60s", "--dry-run")
-	if code != ExitOK || !strings.Contains(out, "plan: 5m9.35s") || !strings.Contains(out, "sustained  2m0s") {
+	if code != ExitOK || !strings.Contains(out, "plan: 5m9.41s") || !strings.Contains(out, "sustained  2m0s") {
 		t.Errorf("exit %d, out:\n%s\n%s", code, out, errOut)
 	}
 }
