@@ -542,3 +542,87 @@ func (f fenwick) sum(k int) int {
 	}
 	return s
 }
+
+// MaxInUnknownWindows counts fixed windows of length w whose alignment is
+// unknown (align unknown, as infer reports it): windows start at phase +
+// k·w for some phase in [0, w). certain is the most requests that, whatever
+// the phase, some window certainly holds — a count the target exceeded
+// under every alignment; certainPhase is a phase where no window holds
+// more. possible is the most any window may hold under some phase, at
+// possiblePhase. O(n log n).
+func MaxInUnknownWindows(iv []Interval, w int64) (certain, possible int, certainPhase, possiblePhase int64) {
+	if len(iv) == 0 || w <= 0 {
+		return 0, 0, 0, 0
+	}
+	// A request is certainly in the window starting at s for s in
+	// [Hi−w+1, Lo], possibly for s in [Lo−w+1, Hi]. Split each range of s
+	// into (k, phase) pieces and sweep the phase.
+	type event struct {
+		at    int64 // phase
+		k     int64
+		delta int
+	}
+	pieces := func(a, b int64) []event {
+		var out []event
+		for a <= b {
+			k := floorDiv(a, w)
+			end := min(b, (k+1)*w-1)
+			out = append(out, event{a - k*w, k, +1}, event{end - k*w + 1, k, -1})
+			a = end + 1
+		}
+		return out
+	}
+	sweep := func(evs []event, best func(cur, bestSoFar int) bool, init int) (int, int64) {
+		slices.SortFunc(evs, func(x, y event) int {
+			if c := cmpInt64(x.at, y.at); c != 0 {
+				return c
+			}
+			return x.delta - y.delta // ends before starts at the same phase
+		})
+		count := map[int64]int{}
+		freq := map[int]int{}
+		top := 0
+		result, phase := init, int64(0)
+		judge := func(at int64) {
+			if at < w && best(top, result) {
+				result, phase = top, at
+			}
+		}
+		if len(evs) == 0 || evs[0].at > 0 {
+			judge(0)
+		}
+		for i := 0; i < len(evs); {
+			at := evs[i].at
+			for ; i < len(evs) && evs[i].at == at; i++ {
+				e := evs[i]
+				c := count[e.k]
+				if c > 0 {
+					freq[c]--
+				}
+				c += e.delta
+				count[e.k] = c
+				if c > 0 {
+					freq[c]++
+				}
+				if c > top {
+					top = c
+				}
+				for top > 0 && freq[top] == 0 {
+					top--
+				}
+			}
+			judge(at)
+		}
+		return result, phase
+	}
+	var ce, pe []event
+	for _, x := range iv {
+		if x.Hi-x.Lo < w {
+			ce = append(ce, pieces(x.Hi-w+1, x.Lo)...)
+		}
+		pe = append(pe, pieces(x.Lo-w+1, x.Hi)...)
+	}
+	certain, certainPhase = sweep(ce, func(cur, so int) bool { return cur < so }, math.MaxInt)
+	possible, possiblePhase = sweep(pe, func(cur, so int) bool { return cur > so }, -1)
+	return certain, possible, certainPhase, possiblePhase
+}

@@ -278,3 +278,52 @@ func BenchmarkMaxBucketExcess(b *testing.B) {
 		MaxBucketExcess(iv, 10, 0)
 	}
 }
+
+// bruteUnknown tries every phase (integer times).
+func bruteUnknown(iv []Interval, w int64) (int, int) {
+	certain, possible := math.MaxInt, 0
+	lo, hi := iv[0].Lo, iv[0].Hi
+	for _, x := range iv {
+		lo, hi = min(lo, x.Lo), max(hi, x.Hi)
+	}
+	for phase := int64(0); phase < w; phase++ {
+		bc, bp := 0, 0
+		for k := floorDiv(lo-phase, w) - 1; k <= floorDiv(hi-phase, w)+1; k++ {
+			win := Window{StartLo: phase + k*w, StartHi: phase + k*w, Length: w}
+			c, p := 0, 0
+			for _, x := range iv {
+				if win.certainly(x) {
+					c++
+				}
+				if win.possibly(x) {
+					p++
+				}
+			}
+			bc, bp = max(bc, c), max(bp, p)
+		}
+		certain, possible = min(certain, bc), max(possible, bp)
+	}
+	return certain, possible
+}
+
+func TestMaxInUnknownWindows(t *testing.T) {
+	// Hand-computed: w = 10, arrivals at 0, 5, 9, 14. Phase 0 puts 0, 5, 9
+	// in [0, 10) and phase 5 puts 5, 9, 14 in [5, 15); every other phase
+	// holds at most two in a window, and always two somewhere: two are
+	// certain whatever the alignment, three possible.
+	iv := []Interval{{0, 0}, {5, 5}, {9, 9}, {14, 14}}
+	c, p, _, _ := MaxInUnknownWindows(iv, 10)
+	if c != 2 || p != 3 {
+		t.Errorf("MaxInUnknownWindows = %d, %d; want 2, 3", c, p)
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	for trial := range 500 {
+		iv := randomIntervals(r, 1+r.IntN(15))
+		w := 1 + r.Int64N(30)
+		c, p, cph, pph := MaxInUnknownWindows(iv, w)
+		bc, bp := bruteUnknown(iv, w)
+		if c != bc || p != bp || cph < 0 || cph >= w || pph < 0 || pph >= w {
+			t.Fatalf("trial %d: w=%d %v: got %d/%d (phases %d/%d), brute force %d/%d", trial, w, iv, c, p, cph, pph, bc, bp)
+		}
+	}
+}
