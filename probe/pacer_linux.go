@@ -4,52 +4,42 @@ import (
 	"context"
 	"runtime"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // precisePacer is the default pacer on Linux (engine-limits.md §1, strategy
-// "nanospin20", refined): the waiting goroutine is locked to its OS thread
-// with the thread's timer slack at 1 ns and sleeps with the nanosleep system
-// call, which, unlike a runtime timer, is not rounded up to the millisecond.
+// "nanospin20"): it sleeps with the nanosleep system call on a thread whose
+// timer slack is 1 ns, which, unlike a runtime timer, is not rounded up to
+// the millisecond, until spin before the deadline, and then spins.
 //
 //   - Waits longer than 2·coarseLead start on a runtime timer, so a
 //     cancelled context is noticed promptly and no thread is held.
-//   - Sleeps longer than rawMax go through the runtime's system call
-//     entry, which lets the scheduler use the processor meanwhile; the last
-//     rawMax bypass it, so that the goroutine does not have to win its
-//     processor back (50–200 µs at p99 on a busy 2-core VM) at the
-//     deadline. A raw sleep delays a stop-the-world by at most rawMax.
+//   - Each nanosleep locks the goroutine to its thread for its duration
+//     only: the runtime may lend the processor to other goroutines (the
+//     response readers) while it sleeps.
 //   - The last spin before the deadline is a busy wait, since nanosleep
-//     overshoots by about 20 µs; a wait shorter than 2·spin is all busy,
-//     since a sleep and its wake-up cost about as much processor time in
-//     this VM (two context switches).
+//     overshoots by about 20 µs.
+//   - A wait that begins less than sparse before its deadline (schedules
+//     above about 10k/s) is all busy: in a VM a sleep and its wake-up (two
+//     context switches) cost more processor time than such a wait.
+//   - The goroutine is not locked to its thread between sleeps, so the
+//     runtime's preemption of a long busy stretch is a plain reschedule
+//     rather than a hand-off between threads.
 type precisePacer struct {
 	spin   time.Duration // busy-wait this close to the deadline
-	rawMax time.Duration // longest sleep that keeps the processor
+	sparse time.Duration // shorter waits do not sleep
 	chunk  time.Duration // longest single nanosleep, bounds cancel latency
 }
 
 var _ pacer = precisePacer{}
 
 func defaultPacer() pacer {
-	return precisePacer{
-		spin:   20 * time.Microsecond,
-		rawMax: 250 * time.Microsecond,
-		chunk:  2 * time.Millisecond,
-	}
+	return precisePacer{spin: 20 * time.Microsecond, sparse: 100 * time.Microsecond, chunk: 2 * time.Millisecond}
 }
 
-func (precisePacer) start() {
-	runtime.LockOSThread()
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) // best effort: a failure only costs precision
-}
-
-func (precisePacer) stop() {
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 0, 0, 0, 0) // 0 restores the thread's default slack
-	runtime.UnlockOSThread()
-}
+func (precisePacer) start() {}
+func (precisePacer) stop()  {}
 
 func (p precisePacer) wait(ctx context.Context, deadline time.Time) {
 	d := time.Until(deadline)
@@ -57,29 +47,32 @@ func (p precisePacer) wait(ctx context.Context, deadline time.Time) {
 		sleepCtx(ctx, d-coarseLead)
 		d = time.Until(deadline)
 	}
+	if d < p.sparse {
+		for time.Now().Before(deadline) {
+		}
+		return
+	}
 	for {
 		if d <= 0 || ctx.Err() != nil {
 			return
 		}
-		if d <= 2*p.spin {
+		if d <= p.spin {
 			for time.Now().Before(deadline) {
 			}
 			return
 		}
-		s := d - p.spin
-		if s > p.rawMax {
-			ts := unix.NsecToTimespec(int64(min(s-p.rawMax, p.chunk)))
-			_ = unix.Nanosleep(&ts, nil) // EINTR just means another round
-		} else {
-			rawNanosleep(s)
-		}
+		fineSleep(min(d-p.spin, p.chunk))
 		d = time.Until(deadline)
 	}
 }
 
-// rawNanosleep sleeps for d without telling the runtime (so the goroutine
-// keeps its processor); d must be short.
-func rawNanosleep(d time.Duration) {
+// fineSleep sleeps for d with nanosleep on a thread whose timer slack is
+// 1 ns for the duration of the sleep.
+func fineSleep(d time.Duration) {
+	runtime.LockOSThread()
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) // best effort: a failure only costs precision
 	ts := unix.NsecToTimespec(int64(d))
-	_, _, _ = unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0) // EINTR: another round
+	_ = unix.Nanosleep(&ts, nil)                       // EINTR just means another round
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 0, 0, 0, 0) // 0 restores the thread's default slack
+	runtime.UnlockOSThread()
 }
