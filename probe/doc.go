@@ -12,8 +12,11 @@
 //   - HTTP/1.1 runs on a lean path of its own: requests are serialised once
 //     per client and target, written on pooled keep-alive connections (one
 //     request per connection at a time, so a burst of N uses N connections,
-//     dialled before the first deadline) and parsed with net/http's
-//     response reader. A send that finds no idle connection at its deadline
+//     dialled before the first deadline). The dispatcher writes each
+//     request itself; a goroutine per connection, already waiting in the
+//     network poller, reads the response, with a lean parser for the
+//     common head (HTTP/1.1, Content-Length) and net/http's reader for any
+//     other. A send that finds no idle connection at its deadline
 //     takes one freed meanwhile or dials one (at most 256 dials at a time
 //     per engine), whichever comes first; it is then late, and counted so.
 //   - Result times bracket what the server saw: Sent is taken just before
@@ -26,7 +29,8 @@
 //   - Client identity is a header value, a source address, or both.
 //     Several URLs are replicas: each client goes round-robin over them.
 //   - Batches race in one of three modes: barrier, last-byte (every request
-//     written but its final byte, then all final bytes released) and
+//     written but its final byte, then all final bytes written by one
+//     loop, in member order, Wrote stamped before each) and
 //     single-packet (HTTP/2: every stream's final frame withheld, then all
 //     flushed in one write per connection). A server that handles a request
 //     on its HEADERS, before the end of the stream (Go's does, unless the

@@ -54,7 +54,7 @@ const (
 	RaceBarrier = "barrier"
 	// RaceLastByte writes every member's request except its final byte on a
 	// connection of its own (HTTP/1.1, also over TLS), then releases all
-	// final bytes.
+	// final bytes from one loop, in member order.
 	RaceLastByte = "last-byte"
 	// RaceSinglePacket opens HTTP/2 connections (TLS with ALPN h2, or H2C),
 	// sends every stream's HEADERS with its final frame withheld, then
