@@ -17,7 +17,10 @@
 # Usage: scripts/bench-engine.sh [SECONDS (3)] [RACE_ROUNDS (20)]
 # Environment: GOMAXPROCS_PROBE (unset: all cores), GOMAXPROCS_SERVE (1),
 #              NGINX (/usr/sbin/nginx), WRK_CONNS (64), SKIP (list of parts
-#              to skip: throughput,pacing,race)
+#              to skip: throughput,pacing,race), BASELINE (a git revision:
+#              its rlprobe, built in a temporary worktree, is measured too,
+#              each measurement right after the working tree's, so that
+#              both see the same load)
 # Needs: go, wrk, nginx, python3 (to read JSON). Not run by CI.
 set -euo pipefail
 
@@ -27,6 +30,7 @@ NGINX=${NGINX:-/usr/sbin/nginx}
 CONNS=${WRK_CONNS:-64}
 GMP_SERVE=${GOMAXPROCS_SERVE:-1}
 SKIP=${SKIP:-}
+BASELINE=${BASELINE:-}
 
 for bin in go wrk "$NGINX" python3; do
 	command -v "$bin" >/dev/null || { echo "bench-engine: $bin not found" >&2; exit 2; }
@@ -36,9 +40,11 @@ cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 chmod 0755 "$work"
 pids=()
+base_tree=
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	if [ -n "$base_tree" ]; then git worktree remove --force "$base_tree" 2>/dev/null || true; fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -71,6 +77,15 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)"
 
 echo "building rlprobe and the net/http loop..." >&2
 go build -o "$work/rlprobe" ./cmd/rlprobe
+# bins: "label:binary" of every rlprobe measured; the first also serves.
+bins=("work:$work/rlprobe")
+if [ -n "$BASELINE" ]; then
+	rev=$(git rev-parse --short "$BASELINE")
+	base_tree="$work/base-tree"
+	git worktree add --detach -q "$base_tree" "$rev"
+	(cd "$base_tree" && go build -o "$work/rlprobe-base" ./cmd/rlprobe)
+	bins+=("$rev:$work/rlprobe-base")
+fi
 mkdir -p "$work/loop"
 cat >"$work/loop/main.go" <<'EOF'
 // A minimal closed-loop net/http client: C goroutines, keep-alive, for D.
@@ -145,18 +160,19 @@ wait_port "$ngx_port"
 NGX="http://127.0.0.1:$ngx_port/"
 
 echo "machine: $(nproc) cores, $(uname -sr), $(go version | cut -d' ' -f3)"
+echo "rlprobe: ${bins[*]%%:*}"
 echo "nginx: 1 worker; rlprobe GOMAXPROCS=${GOMAXPROCS_PROBE:-$(nproc) (default)}; rlprobe serve GOMAXPROCS=$GMP_SERVE"
 echo
 
-# probe_run NAME ARGS... runs rlprobe run with the bench settings, --json
+# probe_run BIN NAME ARGS... runs BIN run with the bench settings, --json
 # into $work/NAME.json; prints "wall_s cpu_s".
 probe_run() {
-	local name=$1
-	shift
+	local bin=$1 name=$2
+	shift 2
 	local t0 t1 cpu
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086
-	cpu=$( { TIMEFORMAT='%U %S'; time env ${GOMAXPROCS_PROBE:+GOMAXPROCS=$GOMAXPROCS_PROBE} "$work/rlprobe" run "$@" \
+	cpu=$( { TIMEFORMAT='%U %S'; time env ${GOMAXPROCS_PROBE:+GOMAXPROCS=$GOMAXPROCS_PROBE} "$bin" run "$@" \
 		--json -q --force --out "$work/$name.jsonl" --max-requests 1000000 --max-duration 10m \
 		--max-rate 1000000/s --abort-after-errors 0 >"$work/$name.json" 2>"$work/$name.err" || true; } 2>&1 )
 	t1=$(date +%s.%N)
@@ -173,45 +189,74 @@ if ! skip throughput; then
 	echo "wrk -t1 -c$CONNS:                $wrk_rps req/s"
 	loop_rps=$("$work/nethttp-loop" "$NGX" "$CONNS" "${SECS}s")
 	echo "net/http loop, $CONNS goroutines:  $loop_rps req/s"
-	# passes RATE: a steady run at RATE has under 1% late sends (best of two
-	# attempts, so one hiccup of a shared VM does not decide).
+	# passes BIN RATE: a steady run at RATE has under 1% late sends (best of
+	# two attempts, so one hiccup of a shared VM does not decide).
 	passes() {
 		local share
 		for attempt in 1 2; do
-			probe_run "tp$1-$attempt" "$NGX" --pattern steady --rate "$1/s" --duration "${SECS}s" >/dev/null
-			share=$(late_share "tp$1-$attempt")
-			echo "  steady $1/s: $(python3 -c "import sys; print(f'{100*float(sys.argv[1]):.2f}')" "$share")% late" >&2
+			probe_run "$1" "tp$2-$attempt" "$NGX" --pattern steady --rate "$2/s" --duration "${SECS}s" >/dev/null
+			share=$(late_share "tp$2-$attempt")
+			echo "  $3 steady $2/s: $(python3 -c "import sys; print(f'{100*float(sys.argv[1]):.2f}')" "$share")% late" >&2
 			if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 0.01 else 1)" "$share"; then return 0; fi
 		done
 		return 1
 	}
-	# Doubling from 1000/s, then bisection to within 5%.
-	lo=0
-	hi=$((wrk_rps > 0 ? wrk_rps * 3 / 2 : 100000))
-	rate=1000
-	while ((rate < hi)); do
-		if passes "$rate"; then lo=$rate; rate=$((rate * 2)); else hi=$rate; break; fi
+	# Per binary: doubling from 1000/s, then bisection to within 5%; the
+	# binaries take turns, so that each step of theirs sees the same load.
+	declare -A lo hi next phase
+	for b in "${bins[@]}"; do
+		l=${b%%:*}
+		lo[$l]=0
+		hi[$l]=$((wrk_rps > 0 ? wrk_rps * 3 / 2 : 100000))
+		next[$l]=1000
+		phase[$l]=double
 	done
-	while ((hi - lo > hi / 20)); do
-		rate=$(((lo + hi) / 2))
-		if passes "$rate"; then lo=$rate; else hi=$rate; fi
+	while :; do
+		active=0
+		for b in "${bins[@]}"; do
+			l=${b%%:*}
+			[ "${phase[$l]}" = done ] && continue
+			active=1
+			r=${next[$l]}
+			if passes "${b#*:}" "$r" "$l"; then
+				lo[$l]=$r
+				if [ "${phase[$l]}" = double ] && ((2 * r < hi[$l])); then
+					next[$l]=$((2 * r))
+					continue
+				fi
+			else
+				hi[$l]=$r
+			fi
+			if ((hi[$l] - lo[$l] <= hi[$l] / 20)); then
+				phase[$l]=done
+			else
+				phase[$l]=bisect
+				next[$l]=$(((lo[$l] + hi[$l]) / 2))
+			fi
+		done
+		((active)) || break
 	done
-	echo "rlprobe run (open loop, < 1% late): $lo req/s ($(python3 -c "import sys; print(f'{int(sys.argv[1])/max(1,int(sys.argv[2])):.2f}')" "$lo" "$wrk_rps") × wrk)"
+	for b in "${bins[@]}"; do
+		l=${b%%:*}
+		echo "rlprobe run [$l] (open loop, < 1% late): ${lo[$l]} req/s ($(python3 -c "import sys; print(f'{int(sys.argv[1])/max(1,int(sys.argv[2])):.2f}')" "${lo[$l]}" "$wrk_rps") × wrk)"
+	done
 	echo
 fi
 
 if ! skip pacing; then
 	echo "== 2. pacing error of rlprobe run against nginx, ${SECS}s per rate"
-	printf "%-10s %10s %10s %10s %10s %8s %8s\n" "rate/s" "p50_us" "p99_us" "p999_us" "max_us" "late_%" "cores"
+	printf "%-10s %-10s %10s %10s %10s %10s %8s %8s\n" "binary" "rate/s" "p50_us" "p99_us" "p999_us" "max_us" "late_%" "cores"
 	for rate in 1000 5000 20000; do
-		read -r wall cpu < <(probe_run "pace$rate" "$NGX" --pattern steady --rate "$rate/s" --duration "${SECS}s")
-		printf "%-10s %10s %10s %10s %10s %8s %8s\n" "$rate" \
-			"$(json "$work/pace$rate.json" 'd["pacing_error"]["p50_us"]')" \
-			"$(json "$work/pace$rate.json" 'd["pacing_error"]["p99_us"]')" \
-			"$(json "$work/pace$rate.json" 'd["pacing_error"]["p999_us"]')" \
-			"$(json "$work/pace$rate.json" 'd["pacing_error"]["max_us"]')" \
-			"$(json "$work/pace$rate.json" 'round(100*d["late"]/max(1,d["sent"]),2)')" \
-			"$(python3 -c "import sys; print(f'{float(sys.argv[2])/float(sys.argv[1]):.2f}')" "$wall" "$cpu")"
+		for b in "${bins[@]}"; do
+			read -r wall cpu < <(probe_run "${b#*:}" "pace$rate" "$NGX" --pattern steady --rate "$rate/s" --duration "${SECS}s")
+			printf "%-10s %-10s %10s %10s %10s %10s %8s %8s\n" "${b%%:*}" "$rate" \
+				"$(json "$work/pace$rate.json" 'd["pacing_error"]["p50_us"]')" \
+				"$(json "$work/pace$rate.json" 'd["pacing_error"]["p99_us"]')" \
+				"$(json "$work/pace$rate.json" 'd["pacing_error"]["p999_us"]')" \
+				"$(json "$work/pace$rate.json" 'd["pacing_error"]["max_us"]')" \
+				"$(json "$work/pace$rate.json" 'round(100*d["late"]/max(1,d["sent"]),2)')" \
+				"$(python3 -c "import sys; print(f'{float(sys.argv[2])/float(sys.argv[1]):.2f}')" "$wall" "$cpu")"
+		done
 	done
 	echo
 fi
@@ -227,7 +272,7 @@ if ! skip race; then
 	pids+=($!)
 	wait_port "$h1_port"
 	wait_port "$h2_port"
-	printf "%-14s %8s %14s %14s %14s %12s\n" "mode" "clients" "arrival_p50_us" "arrival_max_us" "client_p50_us" "releases"
+	printf "%-10s %-14s %8s %14s %14s %14s %12s\n" "binary" "mode" "clients" "arrival_p50_us" "arrival_max_us" "client_p50_us" "releases"
 	for mode in barrier last-byte single-packet; do
 		for n in 20 50 100; do
 			plan="$work/race-$mode-$n.yaml"
@@ -245,17 +290,19 @@ if ! skip race; then
 				url="http://127.0.0.1:$h2_port/"
 				extra=(--h2c)
 			fi
-			probe_run "race-$mode-$n" "$url" --plan "$plan" "${extra[@]}" >/dev/null
-			f="$work/race-$mode-$n.json"
-			if [ ! -s "$f" ]; then
-				printf "%-14s %8s   failed: %s\n" "$mode" "$n" "$(head -c 200 "$work/race-$mode-$n.err")"
-				continue
-			fi
-			printf "%-14s %8s %14s %14s %14s %12s\n" "$mode" "$n" \
-				"$(json "$f" 'd["race_arrival_spread"]["p50_us"]')" \
-				"$(json "$f" 'd["race_arrival_spread"]["max_us"]')" \
-				"$(json "$f" 'd["race_wrote_spread"]["p50_us"]')" \
-				"$(json "$f" 'd["races"]')"
+			for b in "${bins[@]}"; do
+				probe_run "${b#*:}" "race-$mode-$n" "$url" --plan "$plan" "${extra[@]}" >/dev/null
+				f="$work/race-$mode-$n.json"
+				if [ ! -s "$f" ]; then
+					printf "%-10s %-14s %8s   failed: %s\n" "${b%%:*}" "$mode" "$n" "$(head -c 200 "$work/race-$mode-$n.err")"
+					continue
+				fi
+				printf "%-10s %-14s %8s %14s %14s %14s %12s\n" "${b%%:*}" "$mode" "$n" \
+					"$(json "$f" 'd["race_arrival_spread"]["p50_us"]')" \
+					"$(json "$f" 'd["race_arrival_spread"]["max_us"]')" \
+					"$(json "$f" 'd["race_wrote_spread"]["p50_us"]')" \
+					"$(json "$f" 'd["races"]')"
+			done
 		done
 	done
 fi
