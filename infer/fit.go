@@ -66,8 +66,10 @@ type fit struct {
 }
 
 // slackFor is how many missed outcomes still count as "as good as the best":
-// one, plus one per 50 outcomes (jitter at window edges, reordering).
-func slackFor(total int) int { return 1 + total/50 }
+// one, plus one per 50 clusters of requests (jitter at window edges,
+// reordering). Clusters, not outcomes: a burst of 200 is one event, where a
+// model is off by a count or two, not by 200.
+func slackFor(o *observations) int { return 1 + len(o.clusters)/50 }
 
 // geomGrid returns lo, lo·ratio, … up to and including hi.
 func geomGrid(lo, hi, ratio float64) []float64 {
@@ -84,16 +86,23 @@ func geomGrid(lo, hi, ratio float64) []float64 {
 	return xs
 }
 
-// search fits every hypothesis of sp to o, in two passes: a coarse grid of
-// the continuous parameter for every variant and count, then a fine grid
-// around the best points of the variants that compete with the best of
-// all. Epoch-aligned variants have no fine pass: their windows are whole
-// multiples of a round unit (1 ms for short windows), because the edges of
-// an epoch-aligned window depend on its length to the nanosecond.
+// search fits every hypothesis of sp to o.
+//
+// Epoch-aligned variants are evaluated at every window of their grid:
+// whole multiples of a round unit (1 ms for short windows), because the
+// edges of an epoch-aligned window depend on its length to the nanosecond.
+//
+// Every other variant is searched in passes. A coarse geometric grid is
+// scored with a generous timing tolerance (coarseTolDiv), so that points
+// near a narrow optimum — left by precise experiments — still score well;
+// around the best coarse points of every (variant, count, delay) that
+// competes with the best of all, a fine grid is scored with the normal
+// tolerance; then ever finer grids around the best fine points. Only the
+// normally scored hypotheses enter the fit.
 func search(o *observations, sp space) *fit {
 	f := &fit{total: len(o.list), best: map[variant]scored{}, fam: map[Family]scored{}, perClient: sp.perClient,
 		refs: refsOf(o), bounds: map[variant][2]float64{}}
-	f.slack = slackFor(f.total)
+	f.slack = slackFor(o)
 	for _, ax := range sp.axes {
 		b := [2]float64{ax.lo, ax.hi}
 		if pb, ok := sp.bounds[ax.v]; ok {
@@ -101,24 +110,63 @@ func search(o *observations, sp space) *fit {
 		}
 		f.bounds[ax.v] = b
 	}
-	famMiss := map[Family]int{}
-	bound := func(fam Family) int {
+	// boundOf stops a replay once it misses more than its family's best
+	// plus slack, or more than the best of all plus farBehind: such a
+	// family can no longer win.
+	boundOf := func(famMiss map[Family]int, global int, fam Family) int {
+		b := -1
 		if m, ok := famMiss[fam]; ok {
-			return m + f.slack
+			b = m + f.slack
 		}
-		return -1
+		if global < math.MaxInt && (b < 0 || global+f.farBehind() < b) {
+			b = global + f.farBehind()
+		}
+		return b
 	}
-	edges := findEdges(o, sp.perClient)
+	famMiss := map[Family]int{}
+	global := math.MaxInt
+	// For a family all of whose hypotheses stop early, the one that got
+	// furthest stands for it (replayed in full at the end).
+	furthest := map[Family]replay{}
+	furthestHyp := map[Family]hyp{}
 	var all []scored
+	seen := map[hyp]int{}
 	eval := func(h hyp) int {
-		r := replayObs(h, o, sp.perClient, bound(h.v.fam))
+		if m, ok := seen[h]; ok {
+			return m
+		}
+		r := replayTol(h, o, sp.perClient, boundOf(famMiss, global, h.v.fam), timeTolDiv)
 		if r.pruned {
+			if fr, ok := furthest[h.v.fam]; !ok || r.reached > fr.reached || (r.reached == fr.reached && r.miss < fr.miss) {
+				furthest[h.v.fam], furthestHyp[h.v.fam] = r, h
+			}
+			seen[h] = math.MaxInt
 			return math.MaxInt
 		}
+		global = min(global, r.miss)
 		if m, ok := famMiss[h.v.fam]; !ok || r.miss < m {
 			famMiss[h.v.fam] = r.miss
 		}
 		all = append(all, scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+		seen[h] = r.miss
+		return r.miss
+	}
+	// The coarse pass keeps its own bests (tolerant scores are not
+	// comparable with normal ones).
+	coarseFam := map[Family]int{}
+	coarseGlobal := math.MaxInt
+	coarse := func(h hyp) int {
+		r := replayTol(h, o, sp.perClient, boundOf(coarseFam, coarseGlobal, h.v.fam), coarseTolDiv)
+		if r.pruned {
+			if fr, ok := furthest[h.v.fam]; !ok || r.reached > fr.reached || (r.reached == fr.reached && r.miss < fr.miss) {
+				furthest[h.v.fam], furthestHyp[h.v.fam] = r, h
+			}
+			return math.MaxInt
+		}
+		coarseGlobal = min(coarseGlobal, r.miss)
+		if m, ok := coarseFam[h.v.fam]; !ok || r.miss < m {
+			coarseFam[h.v.fam] = r.miss
+		}
 		return r.miss
 	}
 	type line struct {
@@ -127,6 +175,14 @@ func search(o *observations, sp space) *fit {
 		xs   []float64
 		miss []int
 	}
+	edges := findEdges(o, sp.perClient)
+	epochLines := 0
+	for _, ax := range sp.axes {
+		if ax.v.windowed() && ax.v.align == limiter.AlignEpoch {
+			epochLines += len(ax.counts)
+		}
+	}
+	unitPoints := min(maxUnitPoints, max(200, replayBudget/max(1, len(o.list)*epochLines)))
 	var lines []line
 	for _, ax := range sp.axes {
 		v := ax.v
@@ -134,7 +190,7 @@ func search(o *observations, sp space) *fit {
 		epoch := v.windowed() && v.align == limiter.AlignEpoch
 		if xs == nil {
 			if epoch {
-				xs = unitGrid(ax.lo, ax.hi)
+				xs = unitGrid(ax.lo, ax.hi, unitPoints)
 			} else {
 				xs = geomGrid(ax.lo, ax.hi, coarseRatio)
 			}
@@ -153,7 +209,12 @@ func search(o *observations, sp space) *fit {
 				}
 				l := line{v: v, n: n, d: d, xs: xs, miss: make([]int, len(xs))}
 				for i, x := range xs {
-					l.miss[i] = eval(hyp{v: v, n: n, x: x, d: d})
+					h := hyp{v: v, n: n, x: x, d: d}
+					if epoch || ax.xs != nil {
+						l.miss[i] = eval(h)
+					} else {
+						l.miss[i] = coarse(h)
+					}
 				}
 				if !epoch && ax.xs == nil {
 					lines = append(lines, l)
@@ -161,42 +222,49 @@ func search(o *observations, sp space) *fit {
 			}
 		}
 	}
-	global := math.MaxInt
-	for _, m := range famMiss {
-		global = min(global, m)
-	}
-	// Fine passes, only for families within reach of the best of all:
-	// around every near-best coarse point at fineRatio, then around the
-	// best points at ever finer ratios (precise experiments can leave a
-	// feasible interval narrower than the fine grid).
+	// Fine pass around the near-best coarse points of competitive lines.
+	var fineLines []line
 	for _, l := range lines {
-		fm, ok := famMiss[l.v.fam]
-		if !ok || fm > global+3*f.slack {
+		lbest := slices.Min(l.miss)
+		if lbest == math.MaxInt || lbest > coarseGlobal+3*f.slack+2 {
 			continue
 		}
+		fl := line{v: l.v, n: l.n, d: l.d}
+		var near []int
+		for i := range l.xs {
+			if l.miss[i] == lbest {
+				near = append(near, i)
+			}
+		}
+		if len(near) > maxFineCentres {
+			picked := make([]int, maxFineCentres)
+			for k := range picked {
+				picked[k] = near[k*(len(near)-1)/(maxFineCentres-1)]
+			}
+			near = picked
+		}
+		for _, i := range near {
+			a := l.xs[max(i-1, 0)]
+			b := l.xs[min(i+1, len(l.xs)-1)]
+			for x := a; x <= b*(1+1e-12); x *= fineRatio {
+				fl.xs = append(fl.xs, x)
+				fl.miss = append(fl.miss, eval(hyp{v: l.v, n: l.n, x: x, d: l.d}))
+			}
+		}
+		fineLines = append(fineLines, fl)
+	}
+	// Finer passes around the best fine points of each line.
+	for _, l := range fineLines {
 		pts := map[float64]int{}
 		for i, x := range l.xs {
 			pts[x] = l.miss[i]
-		}
-		for i := range l.xs {
-			if l.miss[i] > fm+f.slack {
-				continue
-			}
-			a := l.xs[max(i-1, 0)]
-			b := l.xs[min(i+1, len(l.xs)-1)]
-			for x := a * fineRatio; x < b; x *= fineRatio {
-				if math.Abs(x/l.xs[i]-1) < 1e-9 {
-					continue
-				}
-				pts[x] = eval(hyp{v: l.v, n: l.n, x: x, d: l.d})
-			}
 		}
 		for _, ratio := range []float64{1.0004, 1.00004} {
 			best := math.MaxInt
 			for _, m := range pts {
 				best = min(best, m)
 			}
-			if best == math.MaxInt {
+			if best == math.MaxInt || best > global+3*f.slack {
 				break
 			}
 			var centres []float64
@@ -220,13 +288,39 @@ func search(o *observations, sp space) *fit {
 			}
 		}
 	}
+	for fam, h := range furthestHyp {
+		if _, ok := famMiss[fam]; ok {
+			continue
+		}
+		r := replayObs(h, o, sp.perClient, -1)
+		famMiss[fam] = r.miss
+		all = append(all, scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+	}
+	f.finish(all, famMiss)
+	return f
+}
+
+// farBehind is how many outcomes beyond the best of all a family's best may
+// miss before the family keeps only its best hypothesis per variant: it can
+// no longer win, and is kept only to be reported as an alternative.
+func (f *fit) farBehind() int { return 3*f.slack + 2 }
+
+// finish builds the pool, the best per variant and per family from the
+// evaluated hypotheses.
+func (f *fit) finish(all []scored, famMiss map[Family]int) {
+	global := math.MaxInt
+	for _, m := range famMiss {
+		global = min(global, m)
+	}
 	for _, s := range all {
 		if s.miss > famMiss[s.h.v.fam]+f.slack {
 			continue
 		}
-		f.pool = append(f.pool, s)
 		if b, ok := f.best[s.h.v]; !ok || s.miss < b.miss || (s.miss == b.miss && lessHyp(s.h, b.h)) {
 			f.best[s.h.v] = s
+		}
+		if famMiss[s.h.v.fam] <= global+f.farBehind() {
+			f.pool = append(f.pool, s)
 		}
 	}
 	for _, v := range allVariants {
@@ -234,11 +328,13 @@ func search(o *observations, sp space) *fit {
 		if !ok {
 			continue
 		}
+		if famMiss[v.fam] > global+f.farBehind() {
+			f.pool = append(f.pool, b)
+		}
 		if fb, ok := f.fam[v.fam]; !ok || b.miss < fb.miss {
 			f.fam[v.fam] = b
 		}
 	}
-	return f
 }
 
 // refsOf lists the result indices of o's observations in order.
@@ -272,7 +368,7 @@ func (f *fit) extend(o *observations) *fit {
 	}
 	g := &fit{total: len(o.list), best: map[variant]scored{}, fam: map[Family]scored{}, perClient: f.perClient,
 		refs: refsOf(o), bounds: f.bounds}
-	g.slack = slackFor(g.total)
+	g.slack = slackFor(o)
 	type lkey struct {
 		v    variant
 		n, d int64
@@ -292,14 +388,24 @@ func (f *fit) extend(o *observations) *fit {
 		}
 	}
 	seen := map[hyp]bool{}
-	for _, s := range f.pool {
+	// Continue the best first, so that the others can stop early once they
+	// fall behind their family's best.
+	pool := slices.Clone(f.pool)
+	slices.SortStableFunc(pool, func(a, b scored) int { return cmp.Compare(a.miss, b.miss) })
+	for _, s := range pool {
 		k := lkey{s.h.v, s.h.n, s.h.d}
 		if m, ok := oldBest[k]; !ok || s.miss < m {
 			oldBest[k] = s.miss
 		}
-		r := replayFrom(s.h, o, f.perClient, -1, from, s.r)
 		seen[s.h] = true
-		add(scored{h: s.h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+		bound := -1
+		if m, ok := famMiss[s.h.v.fam]; ok && f.best[s.h.v].h != s.h {
+			bound = m + g.slack
+		}
+		r := replayFrom(s.h, o, f.perClient, bound, from, s.r)
+		if !r.pruned {
+			add(scored{h: s.h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+		}
 	}
 	global := math.MaxInt
 	for _, m := range famMiss {
@@ -336,24 +442,7 @@ func (f *fit) extend(o *observations) *fit {
 			}
 		}
 	}
-	for _, s := range all {
-		if s.miss > famMiss[s.h.v.fam]+g.slack {
-			continue
-		}
-		g.pool = append(g.pool, s)
-		if b, ok := g.best[s.h.v]; !ok || s.miss < b.miss || (s.miss == b.miss && lessHyp(s.h, b.h)) {
-			g.best[s.h.v] = s
-		}
-	}
-	for _, v := range allVariants {
-		b, ok := g.best[v]
-		if !ok {
-			continue
-		}
-		if fb, ok := g.fam[v.fam]; !ok || b.miss < fb.miss {
-			g.fam[v.fam] = b
-		}
-	}
+	g.finish(all, famMiss)
 	return g
 }
 
@@ -420,15 +509,21 @@ func (f *fit) narrowed() space {
 	return sp
 }
 
-// maxUnitPoints bounds the epoch grid.
-const maxUnitPoints = 20000
+// maxUnitPoints bounds the epoch grid; replayBudget bounds the model
+// steps the epoch grids of one search may take (the grid gets coarser for
+// long runs); maxFineCentres bounds the coarse points refined per line.
+const (
+	maxUnitPoints  = 20000
+	replayBudget   = 30_000_000
+	maxFineCentres = 8
+)
 
 // unitGrid returns the multiples of a round unit (1, 2 or 5 × 10^k ms, at
 // least 1 ms) in [lo, hi] seconds, the unit chosen so that there are at most
-// maxUnitPoints of them.
-func unitGrid(lo, hi float64) []float64 {
+// maxPoints of them.
+func unitGrid(lo, hi float64, maxPoints int) []float64 {
 	unit := 0.001
-	for k := 0; (hi-lo)/unit > maxUnitPoints; k++ {
+	for k := 0; (hi-lo)/unit > float64(maxPoints); k++ {
 		unit = 0.001 * []float64{2, 5, 10}[k%3] * math.Pow(10, float64(k/3))
 	}
 	var xs []float64
@@ -524,7 +619,36 @@ func (f *fit) estimate(w scored) (n interval, x interval, d interval) {
 		}
 	}
 	x.value = (x.lo + x.hi) / 2
+	if w.h.v.windowed() && w.h.v.align == limiter.AlignEpoch {
+		// Epoch-aligned windows fit at isolated lengths; the roundest one
+		// (fewest digits in seconds) is the one a server would configure.
+		best := math.Inf(1)
+		for _, s := range ties {
+			if s.h.n == bestN && roundness(s.h.x) < roundness(best) {
+				best = s.h.x
+			}
+		}
+		if !math.IsInf(best, 0) {
+			x.value = best
+		}
+	}
 	return n, x, d
+}
+
+// roundness is the number of decimal digits after the point needed to
+// write x seconds to the millisecond (0 for whole seconds): lower is
+// rounder. Ties go to the smaller value.
+func roundness(x float64) float64 {
+	if math.IsInf(x, 0) {
+		return math.Inf(1)
+	}
+	ms := int64(math.Round(x * 1000))
+	digits := 3
+	for ms%10 == 0 && digits > 0 {
+		ms /= 10
+		digits--
+	}
+	return float64(digits) + x/1e9
 }
 
 // sortPool orders hypotheses for reproducible output.

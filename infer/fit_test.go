@@ -97,13 +97,13 @@ func TestGrids(t *testing.T) {
 	if len(g) != 3 || g[0] != 1 || g[1] != 1.5 || g[2] != 2 {
 		t.Errorf("geomGrid(1, 2, 1.5) = %v, want [1 1.5 2]", g)
 	}
-	u := unitGrid(1.9985, 2.002)
+	u := unitGrid(1.9985, 2.002, maxUnitPoints)
 	if !slices.Equal(u, []float64{1.999, 2, 2.001, 2.002}) {
-		t.Errorf("unitGrid(1.9985, 2.002) = %v, want whole milliseconds", u)
+		t.Errorf("unitGrid(1.9985, 2.002, maxUnitPoints) = %v, want whole milliseconds", u)
 	}
 	// Wide ranges use a coarser round unit, never more than maxUnitPoints.
-	if u := unitGrid(0.005, 120); len(u) > maxUnitPoints || math.Mod(u[1]*1000, 10) != 0 {
-		t.Errorf("unitGrid(0.005, 120): %d points, second %v; want ≤ %d multiples of 10 ms", len(u), u[1], maxUnitPoints)
+	if u := unitGrid(0.005, 120, maxUnitPoints); len(u) > maxUnitPoints || math.Mod(u[1]*1000, 10) != 0 {
+		t.Errorf("unitGrid(0.005, 120, maxUnitPoints): %d points, second %v; want ≤ %d multiples of 10 ms", len(u), u[1], maxUnitPoints)
 	}
 }
 

@@ -324,3 +324,18 @@ func TestParseFamily(t *testing.T) {
 		t.Errorf("ParseFamily(gcra) error %v, want one listing the families", err)
 	}
 }
+
+// TestInferBeyondHorizon: a window longer than infer looks for (no
+// recovery within 2·MaxWindow + 10 s) ends the experiments with an honest
+// incomplete result, without spending the request budget.
+func TestInferBeyondHorizon(t *testing.T) {
+	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 5, Window: sec(30), Align: limiter.AlignFirstRequest}
+	e := newSimEngine(simServer{cfg: cfg}, origin)
+	inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock, MaxWindow: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inf.Complete || inf.Requests > 100 || e.now.Sub(origin) > 20*time.Second {
+		t.Errorf("complete %v after %d requests and %v; want an incomplete result within the 14 s horizon", inf.Complete, inf.Requests, e.now.Sub(origin))
+	}
+}

@@ -98,6 +98,9 @@ func (h hyp) String() string {
 const (
 	timeTolDiv = 1000
 	minTimeTol = 100 * time.Microsecond
+	// coarseTolDiv is the tolerance of the coarse search pass: a fortieth
+	// of the time scale, about the spacing of the coarse grid.
+	coarseTolDiv = 40
 )
 
 // keyed is one client's limiter state.
@@ -148,8 +151,10 @@ type mismatch struct {
 type replay struct {
 	miss   int // outcomes the model does not reproduce
 	pruned bool
-	states states
-	worst  mismatch
+	// reached is how many observations were replayed (all, unless pruned).
+	reached int
+	states  states
+	worst   mismatch
 }
 
 // fitKey returns the state key of a client: the client itself when the limit
@@ -170,11 +175,21 @@ func replayObs(h hyp, o *observations, perClient bool, bound int) replay {
 	return replayFrom(h, o, perClient, bound, 0, replay{})
 }
 
+// replayTol is replayObs with a timing tolerance of the hypothesis's time
+// scale divided by tolDiv.
+func replayTol(h hyp, o *observations, perClient bool, bound int, tolDiv float64) replay {
+	return replayWith(h, o, perClient, bound, 0, replay{}, tolDiv)
+}
+
 // replayFrom continues a replay r (states and misses over the clusters
 // before from) over the clusters from index from on.
 func replayFrom(h hyp, o *observations, perClient bool, bound, from int, r replay) replay {
+	return replayWith(h, o, perClient, bound, from, r, timeTolDiv)
+}
+
+func replayWith(h hyp, o *observations, perClient bool, bound, from int, r replay, tolDiv float64) replay {
 	c := h.config()
-	tol := max(h.scale()/timeTolDiv, minTimeTol)
+	tol := max(time.Duration(float64(h.scale())/tolDiv), minTimeTol)
 	r.states = r.states.clone()
 	var mDel, oDel []time.Duration
 	for _, cl := range o.clusters[from:] {
@@ -232,10 +247,12 @@ func replayFrom(h hyp, o *observations, perClient bool, bound, from int, r repla
 			}
 			if bound >= 0 && r.miss > bound {
 				r.pruned = true
+				r.reached = cl[1]
 				return r
 			}
 		}
 	}
+	r.reached = len(o.list)
 	return r
 }
 

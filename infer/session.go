@@ -271,7 +271,7 @@ func (s *session) scan(ctx context.Context, phase string, from time.Time, first 
 // infer runs the experiments and concludes.
 func (s *session) infer(ctx context.Context) (*Inference, error) {
 	f, err := s.opening(ctx)
-	if f == nil || err != nil {
+	if f == nil || err != nil || s.stopped {
 		return s.conclude(f), err
 	}
 	f, err = s.design(ctx, f)
@@ -329,6 +329,9 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 	// Recovery scan.
 	lo1, hi1, err := s.scan(ctx, "scan", exhausted, scanStart)
 	if err != nil || hi1 == 0 {
+		// No recovery within the horizon: the time scale is beyond what
+		// infer looks for (or the budget ended first).
+		s.stopped = true
 		return s.firstFit(lo1, max(hi1, lo1), a0), err
 	}
 	// Exhaust again, then (with several identities) test the key.
@@ -341,6 +344,7 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 	}
 	lo2, hi2, err := s.scan(ctx, "scan2", s.lastSent(res[:a0+3]), min(scanStart, max(hi1/16, time.Millisecond)))
 	if err != nil || hi2 == 0 {
+		s.stopped = true
 		return s.firstFit(min(lo1, lo2), max(hi1, lo2), a0), err
 	}
 	return s.firstFit(min(lo1, lo2), max(hi1, hi2), a0), nil
@@ -370,7 +374,7 @@ func (s *session) firstFit(lo, hi time.Duration, a0 int) *fit {
 	wmax := min(max(4*highS, 2*float64(a0+2)*highS), maxW)
 	rmin := 1 / (3 * float64(a0+2) * highS)
 	rmax := min(3/lowS, 1e4)
-	f := s.decideKey(search(o, newSpace(o, wmin, wmax, rmin, rmax, s.perClient)))
+	f := s.decideKey(newSpace(o, wmin, wmax, rmin, rmax, s.perClient))
 	s.announce(f)
 	return f
 }
@@ -390,19 +394,22 @@ func (s *session) addKeyTest(sends *[]patterns.Send, after time.Duration) {
 	s.keySent = true
 }
 
-// decideKey lets the models decide the key test: f fitted everything with
-// one global state; the same space is fitted with a state per client, and
-// the better decides. A tie (the test could not tell: the first identity
-// was not exhausted, say) leaves the key unknown.
-func (s *session) decideKey(f *fit) *fit {
-	if !s.keySent || s.keyTested || f == nil {
+// decideKey lets the models decide the key test: sp is fitted with one
+// global state and with a state per client, and the better fit decides. A
+// tie (the test could not tell: the first identity was not exhausted, say)
+// leaves the key unknown and keeps the global fit.
+func (s *session) decideKey(sp space) *fit {
+	o := s.observe()
+	sp.perClient = s.perClient
+	f := search(o, sp)
+	if !s.keySent || s.keyTested {
 		return f
 	}
-	sp := f.narrowed()
 	sp.perClient = true
-	g := search(s.observe(), sp)
+	g := search(o, sp)
 	fw, okf := f.winner()
 	gw, okg := g.winner()
+	trace("key test: global %v misses %d, per client %v misses %d", fw.h, fw.miss, gw.h, gw.miss)
 	switch {
 	case !okf || !okg:
 	case gw.miss < fw.miss:
@@ -474,7 +481,7 @@ func (s *session) queueOpening(ctx context.Context, o *observations, last []reco
 	if _, err := s.run(ctx, "burst", at, sends); err != nil {
 		return f, err
 	}
-	return s.decideKey(search(s.observe(), sp())), nil
+	return s.decideKey(sp()), nil
 }
 
 // design runs designed experiments until the plausible models agree, no
