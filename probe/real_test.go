@@ -304,3 +304,72 @@ func seqRange(from, n int) []int64 {
 	}
 	return out
 }
+
+func TestResponsesTheLeanParserDeclinesKeepTheirConnection(t *testing.T) {
+	// A chunked body, an interim 103 and a HEAD answer go through
+	// net/http's reader; the connection still carries the next request.
+	tests := []struct {
+		name    string
+		method  string
+		handler http.HandlerFunc
+	}{
+		{"chunked", http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Ratelimit", `"d";r=1;t=2`)
+			fmt.Fprint(w, "part one ")
+			w.(http.Flusher).Flush()
+			fmt.Fprint(w, "part two")
+		}},
+		{"interim 103", http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Set("Ratelimit", `"d";r=1;t=2`)
+			fmt.Fprint(w, "ok")
+		}},
+		{"HEAD", http.MethodHead, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Ratelimit", `"d";r=1;t=2`)
+			w.Header().Set("Content-Length", "5")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t, tt.handler, nil)
+			e := newEngine(t, Options{URLs: []string{srv.URL}, Method: tt.method})
+			results := mustRun(t, e, steady(3, 0, 20*ms))
+			for i, r := range results {
+				if r.Status != 200 || r.ErrMsg != "" || r.Headers.Get("Ratelimit") == "" || r.TTFB < r.Wrote || r.Done < r.TTFB {
+					t.Errorf("results[%d] = %s %d %q headers %v sent %d ttfb %d done %d", i, r.Outcome, r.Status, r.ErrMsg, r.Headers, r.Sent, r.TTFB, r.Done)
+				}
+			}
+			if got := srv.newConn.Load(); got != 1 {
+				t.Errorf("server accepted %d connections, want 1 (kept alive)", got)
+			}
+		})
+	}
+}
+
+func TestIdleConnectionTheServerClosedIsDropped(t *testing.T) {
+	// The server closes each connection 50 ms after its answer, without
+	// saying so: the reader waiting on the idle connection notices, and the
+	// next send dials instead of failing and retrying.
+	srv := startServer(t, nil, func(s *httptest.Server) {
+		s.Config.IdleTimeout = 50 * ms
+		s.Start()
+	})
+	e := newEngine(t, Options{URLs: []string{srv.URL}})
+	results := mustRun(t, e, steady(3, 0, 300*ms))
+	for i, r := range results {
+		if r.Status != 200 || r.Src == "" {
+			t.Fatalf("results[%d] = %s %d %s", i, r.Outcome, r.Status, r.ErrMsg)
+		}
+	}
+	if results[0].Src == results[1].Src || results[1].Src == results[2].Src {
+		t.Errorf("sources %s %s %s: want a new connection for each send", results[0].Src, results[1].Src, results[2].Src)
+	}
+	p := e.pool(0, 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for p.idleCount() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * ms)
+	}
+	if n := p.idleCount(); n != 0 {
+		t.Errorf("%d idle connections left after the server closed them all", n)
+	}
+}
