@@ -2,6 +2,7 @@ package infer
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -25,6 +26,23 @@ type experiment struct {
 }
 
 func (e *experiment) end() time.Time { return e.at[len(e.at)-1] }
+
+// shifted returns e with every send moved by d.
+func (e *experiment) shifted(d time.Duration) *experiment {
+	c := *e
+	c.at = make([]time.Time, len(e.at))
+	for i, t := range e.at {
+		c.at[i] = t.Add(d)
+	}
+	return &c
+}
+
+// Timing resolution of the design: a prediction that changes when the
+// sends move by max(scale/designTolDiv, minDesignTol) is uncertain.
+const (
+	designTolDiv = 500
+	minDesignTol = 2 * time.Millisecond
+)
 
 // sends turns the experiment into a schedule's sends starting at start.
 func (e *experiment) sends(start time.Time) []patterns.Send {
@@ -158,7 +176,16 @@ type class struct {
 	n, d  int64
 }
 
+// classOf returns h's class. Models that decide identically are one
+// class: a fixed window started by the first request, a sliding log that
+// logs only accepted requests and a token bucket, all of quota 1, each
+// admit a request exactly when the last admitted one is one period old —
+// they are the token-bucket class of capacity 1 (canonX gives the common
+// parameter, the rate).
 func classOf(h hyp) class {
+	if single(h) {
+		return class{fam: TokenBucket, n: 1}
+	}
 	c := class{fam: h.v.fam, n: h.n, d: h.d}
 	switch h.v.fam {
 	case FixedWindow:
@@ -169,6 +196,32 @@ func classOf(h hyp) class {
 		c.align, c.cr = h.v.align, h.v.cr
 	}
 	return c
+}
+
+// single reports whether h is one of the quota-1 models that decide like a
+// token bucket of capacity 1.
+func single(h hyp) bool {
+	if h.n != 1 {
+		return false
+	}
+	switch h.v.fam {
+	case TokenBucket:
+		return true
+	case FixedWindow:
+		return h.v.align == limiter.AlignFirstRequest
+	case SlidingLog:
+		return !h.v.cr
+	}
+	return false
+}
+
+// canonX is h's continuous parameter in its class's terms: the rate (1/W)
+// for a quota-1 window model of the token-bucket class.
+func canonX(h hyp) float64 {
+	if single(h) && h.v.windowed() {
+		return 1 / h.x
+	}
+	return h.x
 }
 
 // resolvedShare is the weight the leading class must hold for the
@@ -207,7 +260,8 @@ func resolved(p []scored) bool {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range p {
 		if classOf(s.h) == top && s.miss == best {
-			lo, hi = math.Min(lo, s.h.x), math.Max(hi, s.h.x)
+			x := canonX(s.h)
+			lo, hi = math.Min(lo, x), math.Max(hi, x)
 		}
 	}
 	return hi/lo <= 1.1
@@ -220,6 +274,15 @@ type designer struct {
 	ws        []weighted
 	perClient bool
 	client    string
+	ans       []answer // answers(ws), computed on first use
+}
+
+// answerOf returns the answer of hypothesis i of dz.ws.
+func (dz *designer) answerOf(i int) answer {
+	if dz.ans == nil {
+		dz.ans = answers(dz.ws)
+	}
+	return dz.ans[i]
 }
 
 func (dz *designer) clients(n int) []string {
@@ -250,25 +313,55 @@ func (dz *designer) signature(h hyp, from states, e *experiment) string {
 	return b.String()
 }
 
-// answerBin is the relative width of the bins of the continuous parameter
-// that count as one answer: telling apart hypotheses closer than 2 % is
-// worth nothing.
-const answerBin = 1.02
+// answerSpan is the relative width of the continuous parameter within
+// which hypotheses of one class count as one answer: telling apart
+// hypotheses closer than 2 % is worth nothing.
+const answerSpan = 1.02
 
-// answer is what a hypothesis would make infer report, to 2 %.
+// answer is what a hypothesis would make infer report: its class and a
+// group of neighbouring values of its continuous parameter.
 type answer struct {
-	c   class
-	bin int
+	c     class
+	group int
 }
 
-func answerOf(h hyp) answer {
-	return answer{classOf(h), int(math.Floor(math.Log(h.x) / math.Log(answerBin)))}
+// answers groups the hypotheses of each class by their continuous
+// parameter: sorted, a group runs from its smallest value up to
+// answerSpan times it. It returns each hypothesis's answer, by index.
+func answers(ws []weighted) []answer {
+	idx := make([]int, len(ws))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		ca, cb := classOf(ws[a].s.h), classOf(ws[b].s.h)
+		if ca != cb {
+			return cmp.Compare(fmt.Sprint(ca), fmt.Sprint(cb))
+		}
+		return cmp.Compare(canonX(ws[a].s.h), canonX(ws[b].s.h))
+	})
+	out := make([]answer, len(ws))
+	group := 0
+	var prev class
+	start := 0.0
+	for k, i := range idx {
+		h := ws[i].s.h
+		c, x := classOf(h), canonX(h)
+		if k == 0 || c != prev || x > start*answerSpan {
+			group++
+			prev, start = c, x
+		}
+		out[i] = answer{c, group}
+	}
+	return out
 }
 
 // information returns the expected information (bits) that e's outcome
 // carries about the answer: the mutual information H(outcome) −
 // H(outcome | answer) under the hypotheses' weights. Outcomes that only
-// split hypotheses of one answer are worth nothing.
+// split hypotheses of one answer are worth nothing, and so are differences
+// that hinge on timing finer than a measurement can resolve (see
+// designTolDiv).
 func (dz *designer) information(e *experiment) float64 {
 	type cell struct {
 		a   answer
@@ -278,11 +371,18 @@ func (dz *designer) information(e *experiment) float64 {
 	bySig := map[string]float64{}
 	byAns := map[answer]float64{}
 	total := 0.0
-	for _, x := range dz.ws {
-		sig := dz.signature(x.s.h, x.s.states, e)
-		a := answerOf(x.s.h)
-		joint[cell{a, sig}] += x.w
-		bySig[sig] += x.w
+	for i, x := range dz.ws {
+		// A prediction that changes when the sends arrive a little early or
+		// late (within what the fitting tolerates) is uncertain: the
+		// hypothesis's weight is shared between both outcomes.
+		shift := max(x.s.h.scale()/designTolDiv, minDesignTol)
+		early := dz.signature(x.s.h, x.s.states, e.shifted(-shift))
+		late := dz.signature(x.s.h, x.s.states, e.shifted(shift))
+		a := dz.answerOf(i)
+		for _, sig := range []string{early, late} {
+			joint[cell{a, sig}] += x.w / 2
+			bySig[sig] += x.w / 2
+		}
 		byAns[a] += x.w
 		total += x.w
 	}

@@ -143,9 +143,8 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 			best, o.rejectStatus = n, st
 		}
 	}
-	r0 := results
 	for _, x := range rs {
-		r := r0[x.i]
+		r := results[x.i]
 		at := x.lo + base/2
 		if x.arrival != nil && *x.arrival >= x.lo-int64(time.Millisecond) && *x.arrival <= x.hi+int64(time.Millisecond) {
 			at = *x.arrival

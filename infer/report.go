@@ -165,18 +165,11 @@ func ruledOut(b scored, origin time.Time, o *observations) string {
 		where = fmt.Sprintf("requests at %.3fs", at)
 	}
 	if m.delays {
-		return fmt.Sprintf("%s: accepted requests were held %s, which %v cannot do (best fit misses %d of %d outcomes)",
-			where, describeDelays(m), b.h, b.miss, len(o.list))
+		return fmt.Sprintf("%s: accepted requests were held for other times than %v predicts (best fit misses %d of %d outcomes)",
+			where, b.h, b.miss, len(o.list))
 	}
 	return fmt.Sprintf("%s: %v predicts %d of %d accepted, %d were (best fit misses %d of %d outcomes)",
 		where, b.h, m.modelAccepted, m.size, m.observedAccept, b.miss, len(o.list))
-}
-
-func describeDelays(m mismatch) string {
-	if m.modelAccepted == 0 {
-		return "back"
-	}
-	return "in a queue"
 }
 
 // dialects lists the header dialects seen on any response, "none" when

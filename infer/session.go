@@ -84,6 +84,11 @@ type session struct {
 // The returned Inference is never nil unless the error is; on an engine
 // error or a cancelled context Infer returns what it has concluded so far
 // (Complete false) together with the error.
+//
+// Infer calls eng.Run, Options.Now, Options.OnPhase and Options.OnBudget
+// from the calling goroutine only, one call at a time; it keeps nothing
+// after it returns. Different calls may run concurrently with different
+// engines.
 func Infer(ctx context.Context, eng Engine, opts Options) (*Inference, error) {
 	s := &session{eng: eng, opts: &opts, start: opts.now()}
 	s.results = append(s.results, opts.Prior...)
@@ -515,6 +520,20 @@ func (s *session) design(ctx context.Context, f *fit) (*fit, error) {
 			}
 		}
 		trace("round: %d plausible (%d designed) %s", len(p), len(dz.ws), summarize(p))
+		if debugf != nil {
+			mass := map[answer]float64{}
+			for i, x := range dz.ws {
+				mass[dz.answerOf(i)] += x.w
+			}
+			for a, m := range mass {
+				if m > 0.01 {
+					trace("   answer %+v mass %.3f", a, m)
+				}
+			}
+		}
+		if best != nil {
+			trace("chose %s (%d sends, %.3f bits over %v)", best.phase, len(best.at), best.info, best.cost)
+		}
 		if best == nil {
 			// Nothing tells the plausible models apart (or nothing fits the
 			// budget): the latter is an incomplete inference.
@@ -529,6 +548,8 @@ func (s *session) design(ctx context.Context, f *fit) (*fit, error) {
 		}
 		f = s.refit(f)
 	}
+	// The rounds ran out before the models were told apart.
+	s.stopped = true
 	return f, nil
 }
 

@@ -43,8 +43,8 @@ exactly, real-valued ones within 10 %, and the alignment, counting of
 rejections and key where they apply.
 
 The full grid runs over in-memory connections, in real time, with windows of
-1–2 s (about a minute); --quick runs a handful of cases over loopback sockets.
-Any miss exits 1.`,
+1–2 s, three cases at a time (about half a minute); --quick runs a handful of
+cases over loopback sockets. Any miss exits 1.`,
 		Example: `  rlprobe selftest
   rlprobe selftest --quick --json`,
 		Args: cobra.NoArgs,
