@@ -570,3 +570,23 @@ func TestComposeConfig(t *testing.T) {
 		t.Fatalf("docker-compose config: %v\n%s", err, out)
 	}
 }
+
+// TestReadmeTestCommand: CI runs the README's test command, so the README
+// states it verbatim under its Tests heading, and the two commands of a
+// fresh machine are there.
+func TestReadmeTestCommand(t *testing.T) {
+	readme := docReadFile(t, "README.md")
+	_, tests, ok := strings.Cut(readme, "\n## Tests\n")
+	if !ok {
+		t.Fatal("README.md has no \"## Tests\" section")
+	}
+	if next := strings.Index(tests, "\n## "); next >= 0 {
+		tests = tests[:next]
+	}
+	if !strings.Contains(tests, "```sh\ngo test -race ./...\n```") {
+		t.Errorf("README.md's Tests section does not state `go test -race ./...` in a sh block:\n%s", tests)
+	}
+	if !strings.Contains(readme, "<!-- ci -->\n```sh\ngo run ./cmd/rlprobe demo\n```") {
+		t.Error("README.md does not show `go run ./cmd/rlprobe demo` as a CI-run block")
+	}
+}
