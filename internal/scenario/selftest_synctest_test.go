@@ -1,10 +1,3 @@
-//go:build rlprobe_timerpacing
-
-// The full grid under testing/synctest needs probe.Options.TimerPacing
-// (the engine's runtime-timer pacer, exact in a bubble), which the probe
-// package does not export yet; build with -tags rlprobe_timerpacing once it
-// does, then drop the constraint.
-
 package scenario
 
 import (
