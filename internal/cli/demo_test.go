@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -25,7 +27,11 @@ func TestDemo(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("demo rows in arrival order = %v, want four 200s then four 503s\n%s", got, stdout)
 	}
-	for _, w := range []string{"4 accepted, 4 rejected", "burst=3 nodelay", "limit_req", "capacity 4 (nginx burst 3)"} {
+	for _, w := range []string{"4 accepted, 4 rejected", "burst=3 nodelay", "limit_req", "capacity 4 (nginx burst 3)",
+		// the verdict against "rate 1/s, burst 3, 429"
+		"FAIL: reject-status-mismatch", "retry-after-missing",
+		// the inference
+		"algorithm: token-bucket", "capacity: 4", "reject status: 503", "Retry-After: not sent"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("demo output lacks %q:\n%s", w, stdout)
 		}
@@ -33,7 +39,8 @@ func TestDemo(t *testing.T) {
 }
 
 func TestDemoJSON(t *testing.T) {
-	code, stdout, stderr := runCLI(t, nil, "demo", "--json")
+	html := filepath.Join(t.TempDir(), "demo.html")
+	code, stdout, stderr := runCLI(t, nil, "demo", "--json", "--no-infer", "--html", html)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -43,6 +50,20 @@ func TestDemoJSON(t *testing.T) {
 	}
 	if doc.Schema != "rlprobe.demo/v1" || doc.Counts["accepted"] != 4 || doc.Counts["rejected"] != 4 || len(doc.Requests) != 8 {
 		t.Errorf("document %+v", doc)
+	}
+	var ids []string
+	for _, fd := range doc.Verdict.Findings {
+		ids = append(ids, fd.ID+"/"+string(fd.Severity))
+	}
+	if got := strings.Join(ids, ","); got != "reject-status-mismatch/error,retry-after-missing/warning" {
+		t.Errorf("demo verdict findings = %s, want reject-status-mismatch (error) and retry-after-missing (warning)", got)
+	}
+	if doc.Inference != nil {
+		t.Errorf("--no-infer: the document has an inference")
+	}
+	page, err := os.ReadFile(html)
+	if err != nil || !strings.Contains(string(page), "reject-status-mismatch") {
+		t.Errorf("--html: %v; the page does not name the finding", err)
 	}
 	for i, r := range doc.Requests {
 		wantStatus := 200

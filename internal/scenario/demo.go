@@ -18,6 +18,7 @@ import (
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/testserver"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
 // Demo defaults: nginx's limit_req demo, rate=1r/s burst=3 nodelay, hit by
@@ -96,6 +97,17 @@ type DemoResult struct {
 	Summary probe.Summary
 	// Results are the raw results in schedule order.
 	Results []record.Result
+	// Run is the burst as an in-memory record file (header, results, end),
+	// for verdicts and reports.
+	Run *record.Run
+}
+
+// Judge checks the burst against verify.DemoPolicy ("rate 1/s, burst 3,
+// rejections with 429"): the nginx-like server breaks it with
+// reject-status-mismatch (503, not 429) and retry-after-missing. tool is
+// the document's "tool".
+func (r *DemoResult) Judge(tool string) verify.Report {
+	return verify.AnalyzeRun(r.Run, verify.DemoPolicy(), verify.Options{Tool: tool, Schema: verify.SchemaCheck, Targets: []string{r.URL}})
 }
 
 // Demo starts the reference server with DemoPolicy, fires a burst of Count
@@ -156,7 +168,15 @@ func Demo(ctx context.Context, opt DemoOptions) (res *DemoResult, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario: demo burst: %w", err)
 	}
-	return newDemoResult(url, policy, results), nil
+	res = newDemoResult(url, policy, results)
+	sent := int64(len(results) - res.Counts["not-sent"])
+	res.Run = &record.Run{
+		Header: record.Header{Type: record.TypeHeader, Format: record.FormatMajor, Start: zero, Agent: "demo",
+			Targets: []string{url}, Captured: headers.Captured},
+		Results: results,
+		End:     &record.End{Type: record.TypeEnd, Reason: record.ReasonCompleted, Scheduled: int64(len(results)), Sent: sent},
+	}
+	return res, nil
 }
 
 // newDemoResult orders results by server arrival and counts outcomes.
