@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"internal/cli":      {"limiter", "headers", "record", "patterns", "probe", "verify", "infer", "report", "testserver", "internal/scenario"},
 	"cmd/rlprobe":       {"internal/cli"},
 	// test-only helpers (StartRedis, StartNginx): imported from _test.go files only.
-	"internal/testenv": {},
+	"internal/testenv":  {},
 	"internal/archtest": {},
 }
 
