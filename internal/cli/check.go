@@ -175,6 +175,7 @@ func (o *checkOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	if err != nil {
 		return err
 	}
+	t.measureClock(ctx, f, &hdr)
 	rec, err := t.openRecord(hdr)
 	if err != nil {
 		return err

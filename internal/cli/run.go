@@ -245,6 +245,7 @@ func (o *runOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, urls
 	if err != nil {
 		return err
 	}
+	t.measureClock(ctx, f, &hdr)
 	rec, err := t.openRecord(hdr)
 	if err != nil {
 		return err

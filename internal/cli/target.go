@@ -82,6 +82,7 @@ type targetOptions struct {
 	maxRate       float64
 	abortAfter    int
 	startAt       string
+	timeRef       string
 	dryRun        bool
 	yes           bool
 
@@ -136,6 +137,7 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.Var(rateDefault(&o.maxRate), "max-rate", "safety cap: never send faster than this rate")
 	fl.IntVar(&o.abortAfter, "abort-after-errors", o.abortAfter, "abort after this many consecutive transport errors (0: never)")
 	fl.StringVar(&o.startAt, "start-at", "", "send the first request at `TIME` (RFC 3339 or a time of day such as 12:00:05)")
+	fl.StringVar(&o.timeRef, "time-ref", "", "measure this agent's clock offset against `URL` (its Date header, or the X-Rlprobe-Arrival echo of rlprobe serve --echo-arrival) and record it; with --start-at and no --time-ref, against the first target")
 	fl.BoolVar(&o.dryRun, "dry-run", false, "print the plan and its duration, send nothing")
 	fl.BoolVar(&o.yes, "yes", false, "do not ask for confirmation before probing a target that is not on this machine")
 	o.changed = fl.Changed
@@ -311,9 +313,14 @@ func (o *targetOptions) resolve(f *Factory, urls []string, now time.Time) (*targ
 			t.startAt = at
 		}
 	}
+	if o.timeRef != "" {
+		if err := checkURL(o.timeRef, o.timeRef); err != nil {
+			bad("--time-ref: %v", err)
+		}
+	}
 	t.outPath = o.out
 	if t.outPath == "" {
-		t.outPath = "rlprobe-" + o.command + "-" + now.UTC().Format("20060102T150405Z") + ".jsonl"
+		t.outPath = "rlprobe-" + o.command + "-" + now.UTC().Format("20060102T150405.000Z") + ".jsonl"
 	}
 	if !o.force && !o.dryRun {
 		if _, err := os.Stat(t.outPath); err == nil {
@@ -610,6 +617,33 @@ func (t *target) header(f *Factory, start time.Time, plan, policy any) (record.H
 		}
 	}
 	return h, nil
+}
+
+// measureClock records in h this agent's clock offset and its uncertainty,
+// measured against --time-ref, or against the first target when the run is
+// anchored with --start-at; otherwise it does nothing. A failed measurement
+// is a warning: the header keeps offset 0.
+func (t *target) measureClock(ctx context.Context, f *Factory, h *record.Header) {
+	ref := t.o.timeRef
+	if ref == "" && t.startAt.IsZero() {
+		return
+	}
+	if ref == "" {
+		ref = t.urls[0]
+	}
+	if !t.startAt.IsZero() { // done before the agents fire
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, t.startAt.Add(-startLead))
+		defer cancel()
+	}
+	c := &http.Client{Timeout: t.o.timeout, Transport: &http.Transport{TLSClientConfig: t.probe.TLSConfig},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	off, unc, err := probe.MeasureClock(ctx, c, ref, 12)
+	if err != nil {
+		fmt.Fprintf(f.IO.ErrOut, "rlprobe: warning: clock offset not measured against %s: %v\n", t.redactor.URL(ref), err)
+		return
+	}
+	h.ClockOffsetNS, h.ClockUncertaintyNS = int64(off), int64(unc)
 }
 
 // recording is an open record file.
