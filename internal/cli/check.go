@@ -165,9 +165,18 @@ func (o *checkOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	} else if o.policy.set("status") {
 		declared = o.policy.status
 	}
-	base, err := t.newEngine(patterns.Barrier)
+	// The preflight asks the first rule's endpoint: with a policy file
+	// the targets are base URLs, and the base itself may well be a 404.
+	preOpt := t.probe
+	if pol != nil && len(pol.Endpoints) > 0 {
+		preOpt.URLs = ruleURLs(t.urls, pol.Endpoints[0])
+		if m := pol.Endpoints[0].Method; m != "" {
+			preOpt.Method = m
+		}
+	}
+	base, err := probe.New(preOpt)
 	if err != nil {
-		return err
+		return UsageErr(err)
 	}
 	defer base.Close()
 	zero := time.Now()

@@ -692,14 +692,17 @@ func (t *target) newEngine(raceMode patterns.RaceMode) (*probe.Engine, error) {
 }
 
 // outcomeClass says what an HTTP status means: accepted (2xx), rejected
-// (the declared status, else 429 or 503) or other.
+// (the declared status, 429 or 503) or other.
 func outcomeClass(status, declared int) string {
 	switch {
 	case status >= 200 && status < 300:
 		return "accepted"
 	case declared != 0 && status == declared:
 		return "rejected"
-	case declared == 0 && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable):
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		// A 429 or 503 is a rejection even when another status is
+		// declared: the verdict reports the mismatch
+		// (reject-status-mismatch) rather than the run aborting on it.
 		return "rejected"
 	}
 	return "other"
