@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/netip"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -31,16 +30,14 @@ func init() {
 // verdictOptions are the flags check and analyze share beyond the policy:
 // --fail-on and the report files.
 type verdictOptions struct {
-	failOn                string
-	html, junit, markdown string
+	failOn string
+	out    outputOptions
 }
 
 func addVerdictFlags(cmd *cobra.Command, o *verdictOptions) {
 	fl := cmd.Flags()
 	fl.StringVar(&o.failOn, "fail-on", string(verify.SeverityError), "exit 1 for a certain finding at or above this severity: info, warning or error")
-	fl.StringVar(&o.html, "html", "", "also write the report as a self-contained HTML page to `FILE`")
-	fl.StringVar(&o.junit, "junit", "", "also write the verdicts as JUnit XML to `FILE` (one test per check)")
-	fl.StringVar(&o.markdown, "markdown", "", "also write the report as Markdown to `FILE`")
+	addOutputFlags(cmd, &o.out)
 }
 
 // checkOptions are the flags of `rlprobe check`.
@@ -550,37 +547,18 @@ func appendDocument(path string, doc any) error {
 	return nil
 }
 
-// writeReports writes the --html, --junit and --markdown files.
+// writeReports writes the --html, --junit and --markdown files, and the
+// Markdown summary to $GITHUB_STEP_SUMMARY when that is set.
 func writeReports(f *Factory, o verdictOptions, m *record.Merged, files []string, rep verify.Report) error {
-	outs := []struct {
-		path   string
-		render func(io.Writer, *report.Input) error
-	}{{o.html, report.HTML}, {o.junit, report.JUnit}, {o.markdown, report.Markdown}}
-	var in *report.Input
-	for _, out := range outs {
-		if out.path == "" {
-			continue
-		}
-		if in == nil {
-			in = report.FromMerged(m, files)
-			in.Tool = rep.Tool
-			if err := in.AddDocument(rep); err != nil {
-				return fmt.Errorf("report: %w", err)
-			}
-		}
-		file, err := os.Create(out.path)
-		if err != nil {
-			return UsageErr(err)
-		}
-		err = out.render(file, in)
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("write %s: %w", out.path, err)
-		}
+	if !o.out.wanted(f) {
+		return nil
 	}
-	return nil
+	in := report.FromMerged(m, files)
+	in.Tool = rep.Tool
+	if err := in.AddDocument(rep); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return o.out.write(f, in)
 }
 
 // describePolicy is the policy in one line.

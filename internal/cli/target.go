@@ -137,7 +137,7 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.Var(rateDefault(&o.maxRate), "max-rate", "safety cap: never send faster than this rate")
 	fl.IntVar(&o.abortAfter, "abort-after-errors", o.abortAfter, "abort after this many consecutive transport errors (0: never)")
 	fl.StringVar(&o.startAt, "start-at", "", "send the first request at `TIME` (RFC 3339 or a time of day such as 12:00:05)")
-	fl.StringVar(&o.timeRef, "time-ref", "", "measure this agent's clock offset against `URL` (its Date header, or the X-Rlprobe-Arrival echo of rlprobe serve --echo-arrival) and record it; with --start-at and no --time-ref, against the first target")
+	fl.StringVar(&o.timeRef, "time-ref", "", "measure this agent's clock offset against `URL` (its Date header, or the X-Rlprobe-Arrival echo of rlprobe serve --echo-arrival) and record it in the record header; name an endpoint outside the limit, since the measurement sends about a dozen requests")
 	fl.BoolVar(&o.dryRun, "dry-run", false, "print the plan and its duration, send nothing")
 	fl.BoolVar(&o.yes, "yes", false, "do not ask for confirmation before probing a target that is not on this machine")
 	o.changed = fl.Changed
@@ -620,16 +620,16 @@ func (t *target) header(f *Factory, start time.Time, plan, policy any) (record.H
 }
 
 // measureClock records in h this agent's clock offset and its uncertainty,
-// measured against --time-ref, or against the first target when the run is
-// anchored with --start-at; otherwise it does nothing. A failed measurement
-// is a warning: the header keeps offset 0.
+// measured against --time-ref; without it, it does nothing. It never
+// measures against the target by itself: the dozen requests a measurement
+// takes would spend the very quota the run is about to probe, so
+// --time-ref should name an endpoint outside the limit (or the reference
+// server's arrival echo). A failed measurement is a warning: the header
+// keeps offset 0.
 func (t *target) measureClock(ctx context.Context, f *Factory, h *record.Header) {
 	ref := t.o.timeRef
-	if ref == "" && t.startAt.IsZero() {
-		return
-	}
 	if ref == "" {
-		ref = t.urls[0]
+		return
 	}
 	if !t.startAt.IsZero() { // done before the agents fire
 		var cancel context.CancelFunc

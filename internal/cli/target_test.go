@@ -98,7 +98,7 @@ func TestOutcomeClass(t *testing.T) {
 		want             string
 	}{
 		{200, 0, "accepted"}, {204, 503, "accepted"}, {429, 0, "rejected"}, {503, 0, "rejected"},
-		{503, 429, "other"}, {403, 403, "rejected"}, {404, 0, "other"}, {301, 0, "other"}, {500, 0, "other"},
+		{503, 429, "rejected"}, {429, 403, "rejected"}, {403, 403, "rejected"}, {404, 0, "other"}, {301, 0, "other"}, {500, 0, "other"},
 	} {
 		if got := outcomeClass(tt.status, tt.declared); got != tt.want {
 			t.Errorf("outcomeClass(%d, %d) = %s, want %s", tt.status, tt.declared, got, tt.want)
@@ -122,7 +122,7 @@ func TestResolveDefaults(t *testing.T) {
 		if o.maxRequests != tt.requests || o.maxDuration != tt.duration || o.maxRate != 1000 || tg.probe.AbortAfterErrors != 20 {
 			t.Errorf("%s caps = %d, %v, %v, abort %d", tt.command, o.maxRequests, o.maxDuration, o.maxRate, tg.probe.AbortAfterErrors)
 		}
-		if want := "rlprobe-" + tt.command + "-20300102T030405Z.jsonl"; tg.outPath != want {
+		if want := "rlprobe-" + tt.command + "-20300102T030405.000Z.jsonl"; tg.outPath != want {
 			t.Errorf("default out = %s, want %s", tg.outPath, want)
 		}
 	}
