@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
 // outcomeClass is what one result tells the fitting.
@@ -94,20 +95,7 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 		if c == classIgnored {
 			continue
 		}
-		lo := r.Wrote
-		if lo == 0 {
-			lo = r.Sent
-		}
-		if lo == 0 {
-			lo = r.Sched
-		}
-		hi := r.TTFB
-		if hi == 0 {
-			hi = r.Done
-		}
-		if hi < lo {
-			hi = lo
-		}
+		lo, hi := verify.ClientBounds(&r)
 		x := raw{i: i, cls: c, lo: lo, hi: hi, lat: hi - lo, hasLat: r.TTFB > 0 || r.Done > 0, arrival: r.Arrival, statusOf: r.Status}
 		if x.hasLat && (base < 0 || x.lat < base) {
 			base = x.lat

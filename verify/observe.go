@@ -61,21 +61,27 @@ func arrival(r *record.Result, u int64) Interval {
 	if r.Arrival != nil {
 		return Interval{*r.Arrival, *r.Arrival}
 	}
-	lo := r.Wrote
+	lo, hi := ClientBounds(r)
+	return Interval{lo - u, hi + u}
+}
+
+// ClientBounds returns the bounds of r's server arrival that the client's
+// own stamps give, in ns since the record's start: from the last byte
+// written (Wrote, else Sent, else Sched) to the first byte of the answer
+// (TTFB, else Done), never inverted.
+func ClientBounds(r *record.Result) (lo, hi int64) {
+	lo = r.Wrote
 	if lo == 0 {
 		lo = r.Sent
 	}
 	if lo == 0 {
 		lo = r.Sched
 	}
-	hi := r.TTFB
+	hi = r.TTFB
 	if hi == 0 {
 		hi = r.Done
 	}
-	if hi < lo {
-		hi = lo
-	}
-	return Interval{lo - u, hi + u}
+	return lo, max(hi, lo)
 }
 
 // observe turns the merged results that fall under rule e into
