@@ -253,7 +253,7 @@ var hints = map[string]string{
 	IDKeySpoofable:                "The per-IP limit trusts client-supplied headers: key on the connection's address, or on X-Forwarded-For only as set by your own proxy.",
 	IDRetryAfterMissing:           "Send Retry-After on rejections so that clients know when to retry.",
 	IDRetryAfterLate:              "Retry-After asks clients to wait much longer than needed: advertise the real wait.",
-	IDUnderAdmission:              "Requests were rejected well below the declared limit: check for rejected requests counting against the quota, a smaller configured limit, or a key shared with other traffic.",
+	IDUnderAdmission:              "Requests were rejected well below the declared limit: check for rejected requests counting against the quota, a smaller configured limit, or a key shared with other traffic; a sliding-window counter also rejects early after a busy window, as it weighs in the previous window's traffic.",
 	IDRateLimitHeaderMissing:      "Send rate-limit headers (e.g. RateLimit and RateLimit-Policy) so that clients can pace themselves.",
 }
 
@@ -593,7 +593,11 @@ func (r *rule) keySpoof(g string, os, acc []*obs) {
 }
 
 // underAdmission raises a warning for rejections while even the
-// pessimistic count left at least max(1, ⌈N/10⌉) of the quota.
+// pessimistic count left at least max(1, ⌈N/10⌉) of the quota. Under a
+// fixed-window policy only the current window's acceptances count, so a
+// sliding-window counter, which honestly rejects early after a busy
+// previous window, shows here: it stays a warning (the policy's promise is
+// kept, but clients get less than it grants), never hidden.
 func (r *rule) underAdmission(g string, os, acc, rej []*obs) {
 	e := r.e
 	q := e.Quota()
@@ -882,8 +886,9 @@ func (r *rule) cacheable(g string, rej []*obs) {
 }
 
 // consistency checks advertised remaining values against what the server
-// did: fixed windows, sorted, count down N−1…N−k; buckets stay within the
-// model's band; a rejection never advertises two or more remaining.
+// did: buckets stay within the model's band (bucketBand); a rejection
+// never advertises two or more remaining; fixed windows are judged by
+// fixedWindowRemaining.
 func (r *rule) consistency(g string, os, acc []*obs) {
 	e := r.e
 	var bad []*obs
@@ -906,42 +911,7 @@ func (r *rule) consistency(g string, os, acc []*obs) {
 	case e.IsBucket():
 		r.bucketBand(acc, note)
 	case e.WindowType == Fixed:
-		n := e.Limit
-		for _, w := range r.wins {
-			var inW []*obs
-			clean := true
-			for _, o := range acc {
-				switch {
-				case w.certainly(o.iv):
-					inW = append(inW, o)
-				case w.possibly(o.iv):
-					clean = false
-				}
-			}
-			if !clean || len(inW) == 0 {
-				continue
-			}
-			var rem []int64
-			for _, o := range inW {
-				l, ok := limitFor(&o.ph, e)
-				if o.cached || !ok {
-					clean = false
-					break
-				}
-				rem = append(rem, l.Remaining)
-			}
-			if !clean {
-				continue
-			}
-			slices.SortFunc(rem, func(a, b int64) int { return cmpInt64(b, a) })
-			for k, v := range rem {
-				if v != n-1-int64(k) {
-					note(inW[0], "a window with %d accepted advertised remaining %v, not %d…%d", len(inW), rem, n-1, n-int64(len(inW)))
-					bad = append(bad, inW[1:]...)
-					break
-				}
-			}
-		}
+		r.fixedWindowRemaining(os, acc, note)
 	}
 	if len(bad) > 0 {
 		r.add(IDRateLimitHeaderInconsistent, SeverityError, Certain, g, bad, Finding{
@@ -950,6 +920,93 @@ func (r *rule) consistency(g string, os, acc []*obs) {
 			Evidence: Evidence{Headers: bad[0].res.Headers},
 		})
 	}
+}
+
+// fixedWindowRemaining judges the remaining values advertised in each
+// fixed window whose accepted requests certainly fall inside it (k of
+// them, none possibly so) and all carry the rule's limit, sorted from the
+// largest, v_1 ≥ … ≥ v_k:
+//
+//   - always v_j ≤ N − j: after j acceptances the window can hold at most
+//     N − j more, so a larger value advertises quota the policy does not
+//     grant (a stuck or inflated remaining). Sorting makes this hold
+//     whatever the order of arrival, and traffic unseen by the probe only
+//     lowers the true remaining, so a violation is certain.
+//   - v_j = N − j exactly, when the window shows no carry-over: its
+//     largest value is N − 1 (its first acceptance saw the whole quota), or
+//     no request of the group may have reached the server in the window's
+//     length before it started. A pure fixed window always counts down
+//     N − 1…N − k then.
+//
+// Otherwise a lower value is not a contradiction: a sliding-window counter
+// keeps the fixed-window promise yet advertises
+// N − ⌊prev·(W−elapsed)/W⌋ − curr, less than N − j while the previous
+// window's weighted share lasts, and rising again as it decays. Within a
+// window, the values need not decrease in arrival order for the same
+// reason.
+func (r *rule) fixedWindowRemaining(os, acc []*obs, note func(*obs, string, ...any)) {
+	e := r.e
+	n := e.Limit
+	for _, w := range r.wins {
+		var inW []*obs
+		clean := true
+		for _, o := range acc {
+			switch {
+			case w.certainly(o.iv):
+				inW = append(inW, o)
+			case w.possibly(o.iv):
+				clean = false
+			}
+		}
+		if !clean || len(inW) == 0 {
+			continue
+		}
+		var rem []int64
+		for _, o := range inW {
+			l, ok := limitFor(&o.ph, e)
+			if o.cached || !ok {
+				clean = false
+				break
+			}
+			rem = append(rem, l.Remaining)
+		}
+		if !clean {
+			continue
+		}
+		slices.SortFunc(rem, func(a, b int64) int { return cmpInt64(b, a) })
+		k := int64(len(rem))
+		over, off := false, false
+		for j, v := range rem {
+			over = over || v > n-1-int64(j)
+			off = off || v != n-1-int64(j)
+		}
+		switch {
+		case over:
+			note(inW[0], "a window with %d accepted advertised remaining %v, more than the %d…%d it can still hold", k, rem, n-1, n-k)
+		case off && (rem[0] == n-1 || !r.carryOver(os, w)):
+			note(inW[0], "a window with %d accepted and nothing carried over advertised remaining %v, not %d…%d", k, rem, n-1, n-k)
+		default:
+			continue
+		}
+		for _, o := range inW[1:] {
+			note(o, "")
+		}
+	}
+}
+
+// carryOver reports whether a request of the group (any that may have
+// reached the server) may have arrived in the window's length before w
+// started: what a sliding-window counter weighs into w.
+func (r *rule) carryOver(os []*obs, w Window) bool {
+	for _, o := range os {
+		if o.class == classNotSent {
+			continue
+		}
+		if o.iv.Lo < w.StartHi && o.iv.Hi >= w.StartLo-w.Length && !w.certainly(o.iv) {
+			return true
+		}
+	}
+	return false
 }
 
 // bucketBand replays the accepted requests through the declared bucket

@@ -1,7 +1,9 @@
 package verify
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -213,5 +215,52 @@ func BenchmarkAnalyze(b *testing.B) {
 	m := record.Merge(&run.run)
 	for b.Loop() {
 		Analyze(m, p, Options{})
+	}
+}
+
+// TestFixedWindowRemaining: under a fixed window of 5 per 2 s (epoch, so
+// windows start at 0, 2000, 4000 ms), remaining may never advertise more
+// than the window can still hold; it must count down 4, 3, 2… exactly when
+// nothing was carried over; after a busy window it may sit lower, and rise
+// again, as a sliding-window counter's does.
+func TestFixedWindowRemaining(t *testing.T) {
+	rule := Endpoint{Limit: 5, Window: 2 * time.Second, WindowType: Fixed, Align: "epoch", Headers: []string{"draft-8"}}
+	type req struct {
+		ms  float64
+		rem int
+	}
+	// busy fills the window [0, 2000) honestly, 1500…1900 ms.
+	busy := []req{{1500, 4}, {1600, 3}, {1700, 2}, {1800, 1}, {1900, 0}}
+	tests := []struct {
+		name         string
+		reqs         []req
+		inconsistent bool
+	}{
+		{"fixed window after idle counts down", []req{{2100, 4}, {2200, 3}, {2300, 2}}, false},
+		{"stuck remaining after idle", []req{{2100, 4}, {2200, 4}, {2300, 4}}, true},
+		{"too low after idle", []req{{2100, 2}, {2200, 1}, {2300, 0}}, true},
+		// A sliding-window counter, prev = 5: N − ⌊5·(2000−e)/2000⌋ − curr.
+		{"sliding-window counter after a busy window", append(slices.Clone(busy), req{2500, 1}, req{3900, 3}), false},
+		{"sliding-window counter, share decayed in time", append(slices.Clone(busy), req{2500, 1}, req{3000, 1}, req{3500, 1}, req{3900, 1}), false},
+		{"stuck after a busy window", append(slices.Clone(busy), req{2500, 3}, req{3000, 3}, req{3500, 3}), true},
+		{"full quota seen, then a gap", append(slices.Clone(busy), req{2500, 4}, req{3000, 2}), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newRun("a", 0)
+			for _, q := range tt.reqs {
+				b.add(q.ms, q.ms+1, 200, fmt.Sprintf(`RateLimit: "default";r=%d`, q.rem), `RateLimit-Policy: "default";q=5;w=2`)
+			}
+			rep := analyze(t, rule, Options{}, b)
+			got := rep.Count(IDRateLimitHeaderInconsistent, Certain) > 0
+			if got != tt.inconsistent {
+				t.Errorf("ratelimit-header-inconsistent %v, want %v; findings %+v", got, tt.inconsistent, rep.Findings)
+			}
+			for _, f := range rep.Findings {
+				if f.ID != IDRateLimitHeaderInconsistent {
+					t.Errorf("unexpected %s: %s", f.ID, f.Message)
+				}
+			}
+		})
 	}
 }

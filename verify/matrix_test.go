@@ -278,6 +278,8 @@ func TestFalsePositiveMatrix(t *testing.T) {
 		{name: "sliding-log vs sliding", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: w2}}, rule: sliding(5, w2)},
 		{name: "sliding-window-counter vs fixed epoch (no headers)", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingWindowCounter, Limit: 5, Window: w2, Align: limiter.AlignEpoch}, Dialects: none},
 			rule: func() verify.Endpoint { e := fixed(5, w2, limiter.AlignEpoch); e.Headers = []string{"none"}; return e }()},
+		{name: "sliding-window-counter vs fixed epoch (draft-8 headers)", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingWindowCounter, Limit: 5, Window: w2, Align: limiter.AlignEpoch}},
+			rule: fixed(5, w2, limiter.AlignEpoch)},
 		{name: "token-bucket vs bucket", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 5}}, rule: bucket(2, 5)},
 		{name: "gcra vs bucket", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.GCRA, Rate: 2, Capacity: 5}}, rule: bucket(2, 5)},
 		{name: "leaky-bucket (delaying) vs bucket", server: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 2, Capacity: 5}}, rule: bucket(2, 5)},
