@@ -259,3 +259,38 @@ func TestCheckDryRun(t *testing.T) {
 		t.Errorf("exit %d, out:\n%s\n%s", code, out, errOut)
 	}
 }
+
+// TestCheckFalsePositives: honest reference servers checked through the
+// whole `rlprobe check` suite against their own policy, with their default
+// rate-limit headers, raise no error-level finding and exit 0. A
+// sliding-window counter keeps the fixed-window promise but advertises
+// less remaining while the previous window's share lasts; warnings (such
+// as under-admission, which it honestly shows against a fixed policy) are
+// allowed.
+func TestCheckFalsePositives(t *testing.T) {
+	tests := []struct {
+		name string
+		p    testserver.Policy
+		args []string
+	}{
+		{"sliding-window counter (draft-8) vs fixed epoch",
+			testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingWindowCounter, Limit: 5, Window: 2 * time.Second, Align: limiter.AlignEpoch}},
+			[]string{"--limit", "5", "--window", "2s", "--window-type", "fixed", "--align", "epoch", "--headers", "draft-8"}},
+		{"fixed window (draft-8) vs fixed epoch",
+			testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.FixedWindow, Limit: 5, Window: 2 * time.Second, Align: limiter.AlignEpoch}},
+			[]string{"--limit", "5", "--window", "2s", "--window-type", "fixed", "--align", "epoch", "--headers", "draft-8"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"check", memURL, "--json", "-q", "--out", filepath.Join(t.TempDir(), "r.jsonl")}, tt.args...)
+			code, stdout, stderr := memCheck(t, tt.p, args...)
+			var rep verify.Report
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatalf("exit %d, stdout is not a document: %v\n%s\n%s", code, err, stdout, stderr)
+			}
+			if code != ExitOK || rep.Verdict != verify.VerdictPass || len(errorFindings(rep)) > 0 {
+				t.Errorf("exit %d, verdict %s, errors %v; want 0 and pass\n%s", code, rep.Verdict, errorFindings(rep), stderr)
+			}
+		})
+	}
+}
