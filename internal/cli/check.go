@@ -95,6 +95,8 @@ or budget spent before the suite finished (complete: false).`,
 	addTargetFlags(cmd, o.target)
 	addPolicyFlags(cmd, &o.policy)
 	fl := cmd.Flags()
+	fl.Lookup("start-at").Usage = startAtSuiteUsage
+	fl.Lookup("clients").Usage = "client identities for a per-client key (ip with --source-ips, header:NAME): at most `N` fresh identities instead of waiting for quota to return (more than 1 is refused for a global key)"
 	fl.StringSliceVar(&o.only, "only", nil, "run only these `CHECKS` (comma-separated): "+strings.Join(verify.Checks, ", "))
 	fl.StringSliceVar(&o.skip, "skip", nil, "leave out these `CHECKS` (comma-separated)")
 	addVerdictFlags(cmd, &o.verdict)
@@ -139,6 +141,9 @@ func (o *checkOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	}
 	if pol != nil {
 		if err := checkRulePaths(pol, urls); err != nil {
+			return err
+		}
+		if err := checkClients(t, pol); err != nil {
 			return err
 		}
 	}
@@ -189,6 +194,11 @@ func (o *checkOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	sink := newRunSink(rec.w, declared)
 	seqs := newSeqSink(sink)
 	results := []record.Result{}
+	if err := waitStart(ctx, f, g, t); err != nil {
+		return errors.Join(err, rec.close(record.ReasonInterrupted, 0, 0))
+	}
+	// The budget counts from the start: the wait for --start-at is not in it.
+	start := time.Now()
 	pre, err := preflight(ctx, base, zero, declared, seqs.engine(0))
 	if pre.Outcome != "" {
 		pre.Seq = seqs.lookup(0, pre.Seq)
@@ -220,6 +230,10 @@ func (o *checkOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 			_ = finish(record.ReasonCompleted)
 			return err
 		}
+		if err := checkClients(t, pol); err != nil {
+			_ = finish(record.ReasonCompleted)
+			return err
+		}
 		if !g.Quiet {
 			fmt.Fprintf(f.IO.ErrOut, "policy: advertised by the target: %s\n", describePolicy(pol))
 		}
@@ -232,18 +246,21 @@ func (o *checkOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	}
 
 	// The suite, rule by rule, within the duration budget.
-	budget, cancel := context.WithDeadline(ctx, zero.Add(t.o.maxDuration))
+	budget, cancel := context.WithDeadline(ctx, start.Add(t.o.maxDuration))
 	defer cancel()
+	prog := newCheckProgress(f, g, min(verify.PlanDuration(*pol, o.only, o.skip), t.o.maxDuration))
+	prog.start(start)
 	var runErr error
 	for i := range pol.Endpoints {
 		rule := pol.Endpoints[i]
-		res, err := o.runRule(budget, f, g, t, rule, urls, zero, seqs, i+1, t.o.maxRequests-len(results), pre)
+		res, err := o.runRule(budget, t, rule, zero, seqs, prog, i+1, t.o.maxRequests-len(results), pre)
 		results = append(results, res...)
 		if err != nil {
 			runErr = err
 			break
 		}
 	}
+	prog.stop()
 	if werr := seqs.flush(); werr != nil && runErr == nil {
 		runErr = fmt.Errorf("write %s: %w", rec.path, werr)
 	}
@@ -306,15 +323,12 @@ func ruleURLs(urls []string, e verify.Endpoint) []string {
 	return out
 }
 
-// runRule runs the suite of one rule on its own probe engine (its URLs,
-// method and client identities), recording through seqs.
-func (o *checkOptions) runRule(ctx context.Context, f *Factory, g *GlobalOptions, t *target, rule verify.Endpoint, urls []string,
-	zero time.Time, seqs *seqSink, id, budget int, pre record.Result) ([]record.Result, error) {
-	if budget <= 0 {
-		return nil, fmt.Errorf("%w: --max-requests %d reached", verify.ErrBudget, t.o.maxRequests)
-	}
+// ruleEngine returns the probe options of rule (its URLs, method and the
+// header carrying a header key) and how many client identities they can
+// present: 0 for as many as wanted (synthetic k1…kN values), 1 for one.
+func ruleEngine(t *target, rule verify.Endpoint) (probe.Options, int) {
 	opt := t.probe
-	opt.URLs = ruleURLs(urls, rule)
+	opt.URLs = ruleURLs(t.urls, rule)
 	if rule.Method != "" {
 		opt.Method = rule.Method
 	}
@@ -331,12 +345,58 @@ func (o *checkOptions) runRule(ctx context.Context, f *Factory, g *GlobalOptions
 			opt.ClientHeader, opt.ClientValues, identities = name, nil, 0
 		}
 	}
+	return opt, identities
+}
+
+// checkClients refuses an explicit --clients N that no rule of p can
+// honour: check uses client identities only where the key is per client
+// (ip with --source-ips, or header:NAME), to give probes that need fresh
+// quota a fresh identity instead of waiting. --clients N caps the
+// identities of every per-client rule at N (1 makes the suite wait for
+// quota to return, as for a global key); it is a usage error when a rule
+// can present fewer than N, or when N > 1 and every rule is global.
+func checkClients(t *target, p *verify.Policy) error {
+	if t.o.changed == nil || !t.o.changed("clients") {
+		return nil
+	}
+	n, perClient := t.clients, false
+	for _, rule := range p.Endpoints {
+		if !rule.PerClient() {
+			continue
+		}
+		perClient = true
+		if _, avail := ruleEngine(t, rule); avail != 0 && avail < n {
+			how := "give as many --source-ips"
+			if strings.HasPrefix(rule.Key, "header:") {
+				how = "give as many --client-values, or drop the fixed -H value of the key header"
+			}
+			return Usagef("--clients %d: rule %s (key %s) can present only %s: %s", n, rule.String(), rule.Key, plural(avail, "client identity"), how)
+		}
+	}
+	if !perClient && n > 1 {
+		return Usagef("--clients %d: the policy's key is global (one quota for every client), so check has no use for client identities: declare --key ip or --key header:NAME if the limit is per client", n)
+	}
+	return nil
+}
+
+// runRule runs the suite of one rule on its own probe engine (its URLs,
+// method and client identities), recording through seqs and reporting
+// through prog.
+func (o *checkOptions) runRule(ctx context.Context, t *target, rule verify.Endpoint,
+	zero time.Time, seqs *seqSink, prog *checkProgress, id, budget int, pre record.Result) ([]record.Result, error) {
+	if budget <= 0 {
+		return nil, fmt.Errorf("%w: --max-requests %d reached", verify.ErrBudget, t.o.maxRequests)
+	}
+	opt, identities := ruleEngine(t, rule)
+	if t.o.changed != nil && t.o.changed("clients") && rule.PerClient() {
+		identities = t.clients // checkClients made sure the engine has as many
+	}
 	newEngine := func(po probe.Options, engineID int) (verify.Engine, func(), error) {
 		pe, err := probe.New(po)
 		if err != nil {
 			return nil, nil, UsageErr(err)
 		}
-		se, err := scenario.NewEngine(scenario.EngineConfig{Probe: pe, Sink: seqs.engine(engineID), Zero: zero})
+		se, err := scenario.NewEngine(scenario.EngineConfig{Probe: pe, Sink: seqs.engine(engineID), Zero: zero, OnResult: prog.traffic.onResult})
 		if err != nil {
 			pe.Close()
 			return nil, nil, err
@@ -382,15 +442,30 @@ func (o *checkOptions) runRule(ctx context.Context, f *Factory, g *GlobalOptions
 			return e, nil
 		}
 	}
-	if !g.Quiet {
-		prefix := "check: "
-		if rule.Path != "" || rule.Method != "" {
-			prefix = fmt.Sprintf("check %s%s: ", cmpStr(rule.Method+" ", ""), rule.Path)
-		}
-		s.Progress = func(line string) { fmt.Fprintln(f.IO.ErrOut, prefix+line) }
+	prefix := "check: "
+	if rule.Path != "" || rule.Method != "" {
+		prefix = fmt.Sprintf("check %s%s: ", cmpStr(rule.Method+" ", ""), rule.Path)
 	}
+	s.Progress = func(line string) { prog.line("%s", prefix+line) }
 	res, err := s.Run(ctx)
 	return res.Results, err
+}
+
+// checkProgress reports a check through the shared reporter: the suite's
+// line per step, and the status line with the requests done and the time
+// against the planned duration.
+type checkProgress struct {
+	*reporter
+	traffic traffic
+}
+
+// newCheckProgress returns the reporter of a suite planned to last planned.
+func newCheckProgress(f *Factory, g *GlobalOptions, planned time.Duration) *checkProgress {
+	p := &checkProgress{}
+	p.reporter = newReporter(f, g, func(elapsed time.Duration) string {
+		return fmt.Sprintf("check: %s · %s of at most %s", p.traffic.status(), fmtElapsed(elapsed), fmtElapsed(planned))
+	})
+	return p
 }
 
 func cmpStr(s, def string) string {

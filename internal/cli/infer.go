@@ -69,6 +69,7 @@ inferred.`,
 	}
 	cmd.Flags().StringVar(&o.expect, "expect", "", "exit 1 unless the inferred family is `FAMILY`: "+familyList())
 	addTargetFlags(cmd, o.target)
+	cmd.Flags().Lookup("start-at").Usage = startAtSuiteUsage
 	return cmd
 }
 
@@ -102,6 +103,9 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	if err != nil {
 		return err
 	}
+	if testProbeOptions != nil {
+		testProbeOptions(&t.probe)
+	}
 	plan := inferPlan{Command: "infer", MaxRequests: t.o.maxRequests, MaxDurationS: t.o.maxDuration.Seconds(),
 		Clients: t.clients, Expect: o.expect}
 	summary := fmt.Sprintf("targets: %s\ncaps: %d requests, %v, %s\nplan: adaptive experiments (bursts, recovery scans, designed probes) within 6·W + 30 s",
@@ -122,12 +126,6 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	if err := t.confirm(f, summary); err != nil {
 		return err
 	}
-	if !t.startAt.IsZero() {
-		if err := sleepUntil(ctx, t.startAt); err != nil {
-			return Unreachablef("interrupted before --start-at")
-		}
-	}
-
 	eng, err := t.newEngine("")
 	if err != nil {
 		return err
@@ -143,6 +141,9 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	if err != nil {
 		return err
 	}
+	if err := waitStart(ctx, f, g, t); err != nil {
+		return errors.Join(err, rec.close(record.ReasonInterrupted, 0, 0))
+	}
 	pre, err := preflight(ctx, eng, zero, 0, rec.w)
 	if err != nil {
 		if cerr := rec.close(record.ReasonAborted, 1, 1); cerr != nil {
@@ -150,11 +151,12 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 		}
 		return err
 	}
-	prog := &inferProgress{f: f, on: !g.Quiet}
-	runner, err := scenario.NewEngine(scenario.EngineConfig{Probe: eng, Sink: rec.w, Zero: zero})
+	prog := newInferProgress(f, g, t.o.maxDuration)
+	runner, err := scenario.NewEngine(scenario.EngineConfig{Probe: eng, Sink: rec.w, Zero: zero, OnResult: prog.traffic.onResult})
 	if err != nil {
 		return err
 	}
+	prog.start(time.Now())
 	runner.AddCounts(1, 1)
 	keyName := infer.KeyUnknown
 	switch {
@@ -171,11 +173,11 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 		MaxDuration: t.o.maxDuration,
 		Prior:       []record.Result{pre},
 		Lead:        inferLead,
-		OnBudget:    prog.budget,
-		OnPhase:     prog.phase,
+		OnBudget:    prog.onBudget,
+		OnPhase:     prog.onPhase,
 		Tool:        "rlprobe " + f.Version,
 	})
-	prog.done()
+	prog.stop()
 	scheduled, sent := runner.Counts()
 	reason, cmdErr := runError(inferErr, rec, int(sent), int(scheduled))
 	if inf != nil {
@@ -212,68 +214,47 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	return cmdErr
 }
 
-// sleepUntil waits until t or until ctx ends.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// inferProgress reports infer's phases on stderr: one line per phase change
-// (a terminal's line is rewritten), and one every 15 s.
+// inferProgress reports infer through the shared reporter: a line as each
+// experiment starts (a repeat of the same experiment is left to the status
+// line), one when the budget is known, and the status line with the
+// requests done and the time against the budget.
 type inferProgress struct {
-	f    *Factory
-	on   bool
-	mu   sync.Mutex
-	last string
-	at   time.Time
-	line bool // a terminal line is pending a newline
+	*reporter
+	traffic traffic
+
+	mu     sync.Mutex
+	last   string
+	budget time.Duration // the time budget: --max-duration until W is known
 }
 
-func (p *inferProgress) budget(window, budget time.Duration) {
-	if !p.on {
-		return
-	}
+func newInferProgress(f *Factory, g *GlobalOptions, maxDuration time.Duration) *inferProgress {
+	p := &inferProgress{budget: maxDuration}
+	p.reporter = newReporter(f, g, func(elapsed time.Duration) string {
+		p.mu.Lock()
+		budget := p.budget
+		p.mu.Unlock()
+		return fmt.Sprintf("infer: %s · %s of at most %s", p.traffic.status(), fmtElapsed(elapsed), fmtElapsed(budget))
+	})
+	return p
+}
+
+// onBudget is infer.Options.OnBudget.
+func (p *inferProgress) onBudget(window, budget time.Duration) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.endLine()
-	fmt.Fprintf(p.f.IO.ErrOut, "time scale W ≈ %v: budget at most %v (6·W + 30 s)\n", roundDur(window), roundDur(budget))
+	p.budget = budget
+	p.mu.Unlock()
+	p.line("time scale W ≈ %v: budget at most %v (6·W + 30 s)", roundDur(window), roundDur(budget))
 }
 
-func (p *inferProgress) phase(name string, sent int) {
-	if !p.on {
-		return
-	}
+// onPhase is infer.Options.OnPhase.
+func (p *inferProgress) onPhase(name string, sent int) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if name == p.last && time.Since(p.at) < progressEvery {
-		return
+	repeat := name == p.last
+	p.last = name
+	p.mu.Unlock()
+	if !repeat {
+		p.line("infer: %s (%d requests sent)", name, sent)
 	}
-	p.last, p.at = name, time.Now()
-	if p.f.IO.ErrTTY {
-		fmt.Fprintf(p.f.IO.ErrOut, "\r\033[Kinfer: %s (%d requests sent)", name, sent)
-		p.line = true
-		return
-	}
-	fmt.Fprintf(p.f.IO.ErrOut, "infer: %s (%d requests sent)\n", name, sent)
-}
-
-func (p *inferProgress) endLine() {
-	if p.line {
-		fmt.Fprintln(p.f.IO.ErrOut)
-		p.line = false
-	}
-}
-
-func (p *inferProgress) done() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.endLine()
 }
 
 func roundDur(d time.Duration) time.Duration {

@@ -251,7 +251,7 @@ func (o *runOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, urls
 		return err
 	}
 	sink := newRunSink(rec.w, 0)
-	prog := newProgress(f, g, sink, sched)
+	prog := newRunProgress(f, g, sink, sched)
 	runner, err := scenario.NewEngine(scenario.EngineConfig{
 		Probe: eng, Sink: sink, Zero: zero, RaceMode: sched.RaceMode,
 		OnBegin: func(begin time.Time, _ patterns.Schedule) { prog.start(begin) },
@@ -432,103 +432,34 @@ func (s *runSink) otherHint() string {
 	return statusHint(top)
 }
 
-// progress reports a run on stderr: on a terminal, one line rewritten in
-// place; otherwise one line per phase and one every 15 seconds.
-type progress struct {
-	f     *Factory
-	on    bool
-	tty   bool
-	sink  *runSink
-	sched patterns.Schedule
-
-	mu      sync.Mutex
-	begin   time.Time
-	stopped chan struct{}
-	done    chan struct{}
-}
-
-// progressEvery is how often a non-terminal progress line is printed.
-const progressEvery = 15 * time.Second
-
-func newProgress(f *Factory, g *GlobalOptions, sink *runSink, s patterns.Schedule) *progress {
-	return &progress{f: f, on: !g.Quiet, tty: f.IO.ErrTTY, sink: sink, sched: s}
-}
-
-// start begins reporting; begin is when offset 0 is due.
-func (p *progress) start(begin time.Time) {
-	if !p.on {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.begin = begin
-	p.stopped = make(chan struct{})
-	p.done = make(chan struct{})
-	go p.loop()
-}
-
-func (p *progress) loop() {
-	defer close(p.done)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	next := 0 // next phase to announce
-	lastLine := time.Now()
-	total := len(p.sched.Sends)
-	for {
-		var final bool
-		select {
-		case <-p.stopped:
-			final = true
-		case <-tick.C:
+// newRunProgress reports a run through the shared reporter: a line as each
+// phase of s becomes due, and the status line with the counts so far and,
+// on a terminal, the time left.
+func newRunProgress(f *Factory, g *GlobalOptions, sink *runSink, s patterns.Schedule) *reporter {
+	total := len(s.Sends)
+	var p *reporter
+	p = newReporter(f, g, func(elapsed time.Duration) string {
+		line := fmt.Sprintf("%d/%d done · %d accepted · %d rejected · %d other · %d errors · %d late",
+			sink.done.Load(), total, sink.accepted.Load(), sink.rejected.Load(), sink.other.Load(),
+			sink.errs.Load(), sink.late.Load())
+		if p.tty {
+			line += fmt.Sprintf(" · %v left", max(s.Duration-elapsed, 0).Round(time.Second))
 		}
-		elapsed := time.Since(p.begin)
-		for next < len(p.sched.Phases) && (p.sched.Phases[next].Offset <= elapsed || final) {
-			ph := p.sched.Phases[next]
+		return line
+	})
+	next := 0 // the next phase to announce; only the reporter's goroutine touches it
+	p.tick = func(elapsed time.Duration, final bool) {
+		for next < len(s.Phases) && s.Phases[next].Offset <= elapsed {
+			ph := s.Phases[next]
 			next++
-			if final && ph.Offset > elapsed {
-				break
-			}
-			if p.tty {
-				fmt.Fprint(p.f.IO.ErrOut, "\r\033[K")
-			}
 			if ph.Pattern == patterns.PatternPause {
-				fmt.Fprintf(p.f.IO.ErrOut, "phase %s: %v\n", ph.Name, ph.Duration)
+				p.line("phase %s: %v", ph.Name, ph.Duration)
 			} else {
-				fmt.Fprintf(p.f.IO.ErrOut, "phase %s: %d requests over %v\n", ph.Name, ph.Requests, ph.Duration)
+				p.line("phase %s: %d requests over %v", ph.Name, ph.Requests, ph.Duration)
 			}
 		}
-		status := fmt.Sprintf("%d/%d done · %d accepted · %d rejected · %d other · %d errors · %d late",
-			p.sink.done.Load(), total, p.sink.accepted.Load(), p.sink.rejected.Load(), p.sink.other.Load(),
-			p.sink.errs.Load(), p.sink.late.Load())
-		switch {
-		case p.tty && final:
-			fmt.Fprint(p.f.IO.ErrOut, "\r\033[K")
-		case p.tty:
-			left := p.sched.Duration - elapsed
-			if left < 0 {
-				left = 0
-			}
-			fmt.Fprintf(p.f.IO.ErrOut, "\r\033[K%s · %v left", status, left.Round(time.Second))
-		case time.Since(lastLine) >= progressEvery:
-			fmt.Fprintln(p.f.IO.ErrOut, status)
-			lastLine = time.Now()
-		}
-		if final {
-			return
-		}
 	}
-}
-
-// stop ends reporting and waits for the reporter to finish writing.
-func (p *progress) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stopped == nil {
-		return
-	}
-	close(p.stopped)
-	<-p.done
-	p.stopped = nil
+	return p
 }
 
 // runDoc is the --json document of `rlprobe run` (schema rlprobe.run/v1):

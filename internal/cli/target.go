@@ -143,6 +143,10 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	o.changed = fl.Changed
 }
 
+// startAtSuiteUsage is the --start-at help of check and infer, whose first
+// request is the preflight.
+const startAtSuiteUsage = "send the first request, the preflight, at `TIME` (RFC 3339 or a time of day such as 12:00:05), the probes right after it: agents given the same TIME start together"
+
 // rateDefault is a RateValue whose String shows the default in rate syntax.
 func rateDefault(r *float64) *rateValue {
 	v := RateValue(r)
@@ -644,6 +648,27 @@ func (t *target) measureClock(ctx context.Context, f *Factory, h *record.Header)
 		return
 	}
 	h.ClockOffsetNS, h.ClockUncertaintyNS = int64(off), int64(unc)
+}
+
+// waitStart waits until --start-at, when given, saying so on stderr
+// (unless -q); check and infer call it right before their first request,
+// the preflight, so that every agent given the same TIME starts together.
+// It fails (exit 3) when ctx ends first.
+func waitStart(ctx context.Context, f *Factory, g *GlobalOptions, t *target) error {
+	if t.startAt.IsZero() {
+		return nil
+	}
+	if !g.Quiet {
+		fmt.Fprintf(f.IO.ErrOut, "waiting until --start-at %s\n", t.startAt.Format(time.RFC3339Nano))
+	}
+	timer := time.NewTimer(time.Until(t.startAt))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return Unreachablef("interrupted before --start-at")
+	}
 }
 
 // recording is an open record file.

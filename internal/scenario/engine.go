@@ -48,6 +48,12 @@ type EngineConfig struct {
 	// offset 0 is due) before anything is sent: progress reporting hangs
 	// off it.
 	OnBegin func(begin time.Time, s patterns.Schedule)
+	// OnResult, when set, is called after each result of a Run has gone to
+	// the sink, with how many results that Run has produced so far and how
+	// many sends it schedules: the hook of progress reporting. It is called
+	// from the probe engine's goroutines, one call at a time per Run, and
+	// must return quickly.
+	OnResult func(done, total int)
 }
 
 // Engine runs patterns.Schedules on a probe engine and records the results.
@@ -115,7 +121,11 @@ func (e *Engine) Run(ctx context.Context, s patterns.Schedule) ([]record.Result,
 	if e.cfg.OnBegin != nil {
 		e.cfg.OnBegin(begin, s)
 	}
-	results, err := e.cfg.Probe.Run(ctx, e.cfg.Zero, begin, sends, e.cfg.Sink)
+	var sink probe.Sink = e.cfg.Sink
+	if e.cfg.OnResult != nil {
+		sink = &countingSink{w: e.cfg.Sink, total: len(sends), on: e.cfg.OnResult}
+	}
+	results, err := e.cfg.Probe.Run(ctx, e.cfg.Zero, begin, sends, sink)
 	var sent int64
 	for _, r := range results {
 		if r.Outcome != record.OutcomeNotSent {
@@ -141,4 +151,30 @@ func (e *Engine) AddCounts(scheduled, sent int64) {
 	defer e.mu.Unlock()
 	e.scheduled += scheduled
 	e.sent += sent
+}
+
+// countingSink passes results on to w (when not nil) and reports each one
+// to on with the Run's count so far.
+type countingSink struct {
+	w     probe.Sink
+	total int
+	on    func(done, total int)
+
+	mu   sync.Mutex
+	done int
+}
+
+// WriteResult writes r to the wrapped sink, then counts it; a result the
+// wrapped sink refuses is not counted.
+func (c *countingSink) WriteResult(r record.Result) error {
+	if c.w != nil {
+		if err := c.w.WriteResult(r); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done++
+	c.on(c.done, c.total)
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,9 +31,11 @@ func TestEngineRun(t *testing.T) {
 	var sunk []int64
 	zero := time.Now()
 	var begins []time.Time
+	var counts [][2]int
 	e, err := NewEngine(EngineConfig{Probe: p, Zero: zero, RaceMode: patterns.LastByte,
-		Sink:    sinkFunc(func(r record.Result) error { sunk = append(sunk, r.Seq); return nil }),
-		OnBegin: func(b time.Time, _ patterns.Schedule) { begins = append(begins, b) }})
+		Sink:     sinkFunc(func(r record.Result) error { sunk = append(sunk, r.Seq); return nil }),
+		OnBegin:  func(b time.Time, _ patterns.Schedule) { begins = append(begins, b) },
+		OnResult: func(done, total int) { counts = append(counts, [2]int{done, total}) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +52,10 @@ func TestEngineRun(t *testing.T) {
 	}
 	if len(begins) != 2 || begins[0].Before(zero) {
 		t.Errorf("OnBegin calls %v", begins)
+	}
+	// OnResult counts each Run's results against its sends: 1/3 2/3 3/3, then 1/2 2/2.
+	if want := [][2]int{{1, 3}, {2, 3}, {3, 3}, {1, 2}, {2, 2}}; !slices.Equal(counts, want) {
+		t.Errorf("OnResult calls %v, want %v", counts, want)
 	}
 
 	// A schedule racing in another mode is refused.
