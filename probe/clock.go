@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/record"
 )
 
 // Clock measurement: how far this agent's wall clock is from the reference
@@ -123,6 +124,71 @@ func EstimateClock(samples []ClockSample) (offset, uncertainty time.Duration, er
 	}
 	half := (hi - lo) / 2
 	return lo + half, hi - lo - half, nil
+}
+
+// ResultClockSample turns one recorded result into a clock sample, the
+// way ClockFromResults uses it: Sent is zero + the result's Wrote (the
+// last byte written, else Sent — the moment from which verify, too, takes
+// the server to have the request), Received is zero + TTFB (else Done),
+// Date the first of its captured Date header lines that parses, and
+// Arrival zero + its Arrival echo. zero is the record's Header.Start. It
+// returns false for a result without an answer (Outcome not response, or
+// no times) or without a Date or Arrival.
+func ResultClockSample(r record.Result, zero time.Time) (ClockSample, bool) {
+	if r.Outcome != record.OutcomeResponse {
+		return ClockSample{}, false
+	}
+	sent, recv := r.Wrote, r.TTFB
+	if sent == 0 {
+		sent = r.Sent
+	}
+	if recv == 0 {
+		recv = r.Done
+	}
+	if sent == 0 || recv == 0 || recv < sent {
+		return ClockSample{}, false
+	}
+	s := ClockSample{Sent: zero.Add(time.Duration(sent)), Received: zero.Add(time.Duration(recv))}
+	for _, v := range r.Headers.Values("Date") {
+		if t, err := http.ParseTime(v); err == nil {
+			s.Date = t
+			break
+		}
+	}
+	if r.Arrival != nil {
+		s.Arrival = zero.Add(time.Duration(*r.Arrival))
+	}
+	_, _, ok := s.Bounds()
+	return s, ok
+}
+
+// ClockFromResults estimates this agent's clock offset (agent − the
+// target's clock) and its uncertainty after a run, from the run's own
+// results at no extra request: every answer's Date header (or the
+// reference server's Arrival echo) was stamped between the request's last
+// byte written and its first response byte (see ResultClockSample and
+// EstimateClock). zero is the record's Header.Start.
+//
+// Date has a resolution of one second, so the estimate is only as good as
+// the run's answers bracket a flip of the target's second: a run that
+// spans such a flip with answers close on both sides of it gets about
+// the spacing of those answers plus a round trip, while a short burst
+// inside one second gets an uncertainty of up to about half a second
+// (the interval is at most a second plus a round trip wide). That is
+// reported as it is.
+//
+// Errors are ErrNoClockReference when no result is usable and
+// ErrClockDisagree when their bounds have nothing in common (replicas
+// with different clocks behind one URL, a cache answering with a stale
+// Date). It is a pure function.
+func ClockFromResults(results []record.Result, zero time.Time) (offset, uncertainty time.Duration, err error) {
+	samples := make([]ClockSample, 0, len(results))
+	for _, r := range results {
+		if s, ok := ResultClockSample(r, zero); ok {
+			samples = append(samples, s)
+		}
+	}
+	return EstimateClock(samples)
 }
 
 // clockRounds is how many second flips of the reference clock a Date-based

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/record"
 )
 
 // clockT0 is an arbitrary agent-clock instant, half a second into a second.
@@ -385,4 +386,114 @@ func ExampleEstimateClock() {
 	offset, uncertainty, err := EstimateClock(samples)
 	fmt.Println(offset, uncertainty, err)
 	// Output: 250ms 1ms <nil>
+}
+
+// TestClockFromResults estimates the clock from a run's own results: a
+// simulated target whose clock is clockTruth behind the agent's stamps its
+// Date header (whole seconds) halfway through each exchange.
+func TestClockFromResults(t *testing.T) {
+	const truth = 137*time.Millisecond + 250*time.Microsecond // agent − target
+	const rtt = 2 * time.Millisecond
+	zero := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC) // the record's start, agent clock
+
+	// answered is a result sent at agent time at (since zero), answered
+	// after rtt, its Date stamped by the target halfway.
+	answered := func(seq int64, at time.Duration) record.Result {
+		stamp := zero.Add(at + rtt/2 - truth)
+		h := http.Header{}
+		h.Set("Date", stamp.UTC().Format(http.TimeFormat))
+		return record.Result{Seq: seq, Outcome: record.OutcomeResponse, Status: 200,
+			Sent: int64(at) - 1000, Wrote: int64(at), TTFB: int64(at + rtt), Done: int64(at + rtt + time.Millisecond), Headers: h}
+	}
+	// every returns n results sent every step from first.
+	every := func(first, step time.Duration, n int) []record.Result {
+		var rs []record.Result
+		for i := range n {
+			rs = append(rs, answered(int64(i), first+time.Duration(i)*step))
+		}
+		return rs
+	}
+	noDate := func(r record.Result) record.Result { r.Headers = nil; return r }
+
+	// The target's second flips at agent time zero + 1 s + truth.
+	flip := time.Second + truth
+
+	tests := []struct {
+		name    string
+		results []record.Result
+		maxUnc  time.Duration // the half-width may be at most this
+		minUnc  time.Duration // and at least this (an honest width)
+		err     error
+	}{
+		{
+			// Answers 10 ms apart across a flip: the flip is bracketed to
+			// one spacing plus a round trip.
+			name:    "straddles a flip",
+			results: every(flip-100*time.Millisecond, 10*time.Millisecond, 20),
+			maxUnc:  (10*time.Millisecond + rtt) / 2,
+		},
+		{
+			// A 50 ms burst inside one target second: Date only places
+			// the offset within a second (plus the burst and a round trip).
+			name:    "inside one second",
+			results: every(flip+300*time.Millisecond, 10*time.Millisecond, 6),
+			maxUnc:  (time.Second + rtt) / 2,
+			minUnc:  (time.Second - 50*time.Millisecond) / 2,
+		},
+		{
+			// Only usable samples count: errors, not-sent, an unparsable
+			// Date and a missing TTFB are skipped.
+			name: "skips what it cannot use",
+			results: append(every(flip-100*time.Millisecond, 10*time.Millisecond, 20),
+				record.Result{Seq: 90, Outcome: record.OutcomeError, Err: record.ErrTimeout, Wrote: 5, Headers: http.Header{"Date": {"garbage"}}},
+				record.Result{Seq: 91, Outcome: record.OutcomeNotSent},
+				func() record.Result { r := answered(92, 0); r.Headers.Set("Date", "yesterday"); return r }(),
+				func() record.Result { r := answered(93, 0); r.TTFB, r.Done = 0, 0; return r }()),
+			maxUnc: (10*time.Millisecond + rtt) / 2,
+		},
+		{
+			// The arrival echo is exact: half a round trip.
+			name: "arrival echo",
+			results: func() []record.Result {
+				rs := every(flip+300*time.Millisecond, 10*time.Millisecond, 3)
+				for i := range rs {
+					rs[i] = noDate(rs[i])
+					a := rs[i].Wrote + int64(rtt/2) - int64(truth)
+					rs[i].Arrival = &a
+				}
+				return rs
+			}(),
+			maxUnc: rtt / 2,
+		},
+		{name: "no Date header", results: []record.Result{noDate(answered(0, time.Second))}, err: ErrNoClockReference},
+		{name: "no results", err: ErrNoClockReference},
+		{
+			// A cache answers with a Date five seconds stale.
+			name: "stale Date",
+			results: append(every(flip+300*time.Millisecond, 10*time.Millisecond, 3), func() record.Result {
+				r := answered(9, flip+400*time.Millisecond)
+				r.Headers.Set("Date", zero.Add(-5*time.Second).Format(http.TimeFormat))
+				return r
+			}()),
+			err: ErrClockDisagree,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			off, unc, err := ClockFromResults(tt.results, zero)
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("ClockFromResults = %v ± %v, %v; want %v", off, unc, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ClockFromResults: %v", err)
+			}
+			clockContains(t, off, unc, truth)
+			if unc > tt.maxUnc || unc < tt.minUnc {
+				t.Errorf("uncertainty %v, want within [%v, %v]", unc, tt.minUnc, tt.maxUnc)
+			}
+		})
+	}
 }

@@ -25,7 +25,8 @@ import (
 // widening for clock offset.
 type Merged struct {
 	// Start is the earliest agent start on the reference clock: the
-	// minimum over the runs of Header.Start − ClockOffsetNS. The zero time
+	// minimum over the runs of Header.Start − the run's clock offset (see
+	// Run.Clock). The zero time
 	// when no runs were merged.
 	Start time.Time
 	// Agents describes the merged runs in argument order.
@@ -41,7 +42,7 @@ type Merged struct {
 	Findings   []json.RawMessage
 	Inferences []json.RawMessage
 	// Uncertainty maps an agent's merged name to its clock uncertainty in
-	// nanoseconds (Header.ClockUncertaintyNS, never negative).
+	// nanoseconds (as Run.Clock gives it, never negative).
 	Uncertainty map[string]int64
 	// Warnings holds the runs' reader warnings, each prefixed with its
 	// agent's merged name.
@@ -62,8 +63,8 @@ type AgentInfo struct {
 	// End is the run's end line, nil when the run was cut short.
 	End *End
 	// ShiftNS is what was added to this run's relative times to rebase
-	// them onto Merged.Start: (Header.Start − ClockOffsetNS) − Merged.Start,
-	// never negative.
+	// them onto Merged.Start: (Header.Start − offset) − Merged.Start, with
+	// the run's offset from Run.Clock; never negative.
 	ShiftNS int64
 	// Results is how many results the run contributed.
 	Results int
@@ -83,22 +84,56 @@ func (m *Merged) Complete() bool {
 	return true
 }
 
+// Clock returns the clock offset of the run's agent (agent − reference, in
+// nanoseconds), the uncertainty of that offset (its half-width, never
+// negative) and where they come from, as Merge applies them:
+//
+//   - the Header's ClockOffsetNS and ClockUncertaintyNS when either is
+//     nonzero (a measurement made before the run, against --time-ref):
+//     source ClockSourceTimeRef;
+//   - otherwise — both zero in the Header means "not measured" — the End's
+//     values, when the End has any (a ClockSource or a nonzero value): the
+//     estimate made after the run from its own responses' Date headers;
+//   - otherwise 0, 0 and "": the agent's clock is taken as the reference.
+//
+// So a --time-ref measurement in the header wins over the end line's
+// estimate. Clock reads the run only; it is safe for concurrent use while
+// nobody modifies the run.
+func (r *Run) Clock() (offsetNS, uncertaintyNS int64, source string) {
+	h := r.Header
+	switch {
+	case h.ClockOffsetNS != 0 || h.ClockUncertaintyNS != 0:
+		offsetNS, uncertaintyNS, source = h.ClockOffsetNS, h.ClockUncertaintyNS, ClockSourceTimeRef
+	case r.End != nil && (r.End.ClockSource != "" || r.End.ClockOffsetNS != 0 || r.End.ClockUncertaintyNS != 0):
+		offsetNS, uncertaintyNS, source = r.End.ClockOffsetNS, r.End.ClockUncertaintyNS, r.End.ClockSource
+	}
+	if uncertaintyNS < 0 {
+		uncertaintyNS = -uncertaintyNS
+	}
+	return offsetNS, uncertaintyNS, source
+}
+
 // Merge puts the runs — one per agent, typically one per file — on one
-// timeline. Each run's relative time t becomes Header.Start + t −
-// ClockOffsetNS on the reference clock, expressed relative to the merged
-// Start; the results are sorted by send time and carry their agent's merged
-// name (see AgentInfo.Name). A single run keeps its agent-clock times
-// unchanged (its shift is zero), while its Arrival echoes move by its
-// ClockOffsetNS, since Start moved under them. The runs are not modified;
-// every run must be non-nil.
+// timeline. Each run's relative time t becomes Header.Start + t − offset
+// on the reference clock, expressed relative to the merged Start, where
+// offset is the run's clock offset as Run.Clock gives it (the header's
+// --time-ref measurement, else the end line's estimate from the run's Date
+// headers, else zero); the results are sorted by send time and carry their
+// agent's merged name (see AgentInfo.Name). A single run keeps its
+// agent-clock times unchanged (its shift is zero), while its Arrival echoes
+// move by its offset, since Start moved under them. The runs are not
+// modified; every run must be non-nil.
 func Merge(runs ...*Run) *Merged {
 	m := &Merged{Uncertainty: make(map[string]int64, len(runs))}
 	if len(runs) == 0 {
 		return m
 	}
 	starts := make([]time.Time, len(runs))
+	offsets := make([]int64, len(runs))
+	uncs := make([]int64, len(runs))
 	for i, run := range runs {
-		starts[i] = run.Header.Start.Add(-time.Duration(run.Header.ClockOffsetNS))
+		offsets[i], uncs[i], _ = run.Clock()
+		starts[i] = run.Header.Start.Add(-time.Duration(offsets[i]))
 		if i == 0 || starts[i].Before(m.Start) {
 			m.Start = starts[i]
 		}
@@ -106,10 +141,7 @@ func Merge(runs ...*Run) *Merged {
 	names := agentNames(runs)
 	total := 0
 	for i, run := range runs {
-		unc := run.Header.ClockUncertaintyNS
-		if unc < 0 {
-			unc = -unc
-		}
+		unc := uncs[i]
 		m.Agents = append(m.Agents, AgentInfo{
 			Name:    names[i],
 			Run:     i,
@@ -152,7 +184,7 @@ func Merge(runs ...*Run) *Merged {
 	m.Results = make([]Result, len(items))
 	for n, it := range items {
 		m.Results[n] = rebase(runs[it.run].Results[it.idx], m.Agents[it.run].ShiftNS,
-			runs[it.run].Header.ClockOffsetNS, names[it.run])
+			offsets[it.run], names[it.run])
 	}
 	return m
 }

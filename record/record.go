@@ -140,7 +140,29 @@ type End struct {
 	Reason    string `json:"reason"`    // ReasonCompleted, ReasonInterrupted, ReasonAborted or ReasonBudget
 	Scheduled int64  `json:"scheduled"` // requests scheduled (= results written)
 	Sent      int64  `json:"sent"`      // requests that went out (outcome response or error)
+	// ClockOffsetNS and ClockUncertaintyNS are this agent's clock offset
+	// (agent − reference) and its half-width as known when the run ended,
+	// in the Header's sense; ClockSource says where they come from
+	// (ClockSourceDate or ClockSourceTimeRef). All three are zero (and
+	// omitted from the file) when the agent has no estimate, and in files
+	// written before they existed. The header is written before the run,
+	// so an estimate made from the run's own responses can only be
+	// recorded here; Run.Clock says which of the two a merge uses.
+	ClockOffsetNS      int64  `json:"clock_offset_ns,omitempty"`
+	ClockUncertaintyNS int64  `json:"clock_uncertainty_ns,omitempty"`
+	ClockSource        string `json:"clock_source,omitempty"`
 }
+
+// Clock sources: where an End's clock estimate comes from.
+const (
+	// ClockSourceDate: estimated after the run from the Date headers of
+	// the run's own responses, bracketed by each request's send and first
+	// response byte (no extra requests).
+	ClockSourceDate = "date"
+	// ClockSourceTimeRef: measured before the run against --time-ref, as
+	// in the Header.
+	ClockSourceTimeRef = "time-ref"
+)
 
 // End reasons.
 const (
