@@ -583,8 +583,8 @@ func TestReadmeTestCommand(t *testing.T) {
 	if next := strings.Index(tests, "\n## "); next >= 0 {
 		tests = tests[:next]
 	}
-	if !strings.Contains(tests, "```sh\ngo test -race ./...\n```") {
-		t.Errorf("README.md's Tests section does not state `go test -race ./...` in a sh block:\n%s", tests)
+	if !strings.Contains(tests, "```sh\ngo test -race -p 1 ./...\n```") {
+		t.Errorf("README.md's Tests section does not state `go test -race -p 1 ./...` in a sh block:\n%s", tests)
 	}
 	if !strings.Contains(readme, "<!-- ci -->\n```sh\ngo run ./cmd/rlprobe demo\n```") {
 		t.Error("README.md does not show `go run ./cmd/rlprobe demo` as a CI-run block")
