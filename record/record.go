@@ -155,9 +155,10 @@ type End struct {
 
 // Clock sources: where an End's clock estimate comes from.
 const (
-	// ClockSourceDate: estimated after the run from the Date headers of
-	// the run's own responses, bracketed by each request's send and first
-	// response byte (no extra requests).
+	// ClockSourceDate: estimated after the run from the run's own
+	// responses — their Date headers, or the reference server's arrival
+	// echoes when present — each bracketed by its request's last byte
+	// written and first response byte (no extra requests).
 	ClockSourceDate = "date"
 	// ClockSourceTimeRef: measured before the run against --time-ref, as
 	// in the Header.

@@ -21,8 +21,10 @@ import (
 // fire their share of a burst at one reference server at the same
 // --start-at; their record files, merged by `rlprobe analyze`, give the
 // verdicts that one agent firing the whole burst gets — even when the
-// agents' clocks disagree by tens of seconds, because each header carries
-// its clock offset. No single agent's file shows the violation.
+// agents' clocks disagree by tens of seconds, because each file carries
+// its clock offset: in the header when measured against --time-ref, else
+// in the end line, estimated from the run's own Date headers. No single
+// agent's file shows the violation.
 
 // agentsLimiter is the server: 6 per minute in fixed windows starting at
 // the first request, so a burst of 12 from idle gets exactly 6 accepted.
@@ -80,20 +82,41 @@ func verdicts(code int, rep verify.Report) string {
 	return fmt.Sprintf("exit %d, %s: %s", code, rep.Verdict, strings.Join(fs, " "))
 }
 
+// clockMode says how a skewed agent knows its clock offset.
+type clockMode string
+
+const (
+	clockTimeRef clockMode = "time-ref" // measured before the run: in the header
+	clockDate    clockMode = "date"     // estimated from the Date headers: in the end line
+	clockNone    clockMode = "none"     // not at all
+)
+
 // skewClock rewrites a record file as an agent whose clock was off by
 // offset would have written it: its start (and so every time relative to
 // it) moves by offset, the server's arrival echoes (absolute on the
 // reference clock, stored relative to the start) move back by offset.
-// When measured, the header declares the offset and its uncertainty;
-// otherwise it declares none, as an agent that did not measure.
-func skewClock(t *testing.T, path string, offset time.Duration, measured bool) {
+// With clockTimeRef the header (and the end line) declare the offset and
+// agentUncertainty; with clockDate the end line's own estimate, made on
+// the true clock, moves by offset, as it would have on the skewed one;
+// with clockNone neither declares any.
+func skewClock(t *testing.T, path string, offset time.Duration, mode clockMode) {
 	t.Helper()
 	run := readRecord(t, path)
 	h := run.Header
 	h.Start = h.Start.Add(offset)
-	h.ClockOffsetNS, h.ClockUncertaintyNS = 0, 0
-	if measured {
+	end := *run.End
+	if h.ClockOffsetNS != 0 || h.ClockUncertaintyNS != 0 || end.ClockSource != record.ClockSourceDate {
+		t.Fatalf("%s: want no clock in the header and a Date estimate in the end line: header %d ± %d, end %+v",
+			path, h.ClockOffsetNS, h.ClockUncertaintyNS, end)
+	}
+	switch mode {
+	case clockTimeRef:
 		h.ClockOffsetNS, h.ClockUncertaintyNS = int64(offset), int64(agentUncertainty)
+		end.ClockOffsetNS, end.ClockUncertaintyNS, end.ClockSource = h.ClockOffsetNS, h.ClockUncertaintyNS, record.ClockSourceTimeRef
+	case clockDate:
+		end.ClockOffsetNS += int64(offset)
+	case clockNone:
+		end.ClockOffsetNS, end.ClockUncertaintyNS, end.ClockSource = 0, 0, ""
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -113,15 +136,16 @@ func skewClock(t *testing.T, path string, offset time.Duration, measured bool) {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Close(*run.End); err != nil {
+	if err := w.Close(end); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // runAgents runs one in-process `rlprobe run` per offset, each a burst of
 // count at the same --start-at against url, concurrently, and returns
-// their record files, each rewritten with its agent's clock offset.
-func runAgents(t *testing.T, url string, count int, measured bool) []string {
+// their record files, each rewritten with its agent's clock offset, known
+// as mode says.
+func runAgents(t *testing.T, url string, count int, mode clockMode) []string {
 	t.Helper()
 	dir := t.TempDir()
 	startAt := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
@@ -143,18 +167,21 @@ func runAgents(t *testing.T, url string, count int, measured bool) []string {
 		if codes[i] != ExitOK {
 			t.Fatalf("agent %d: exit %d\n%s", i, codes[i], outputs[i])
 		}
-		skewClock(t, f, agentOffsets[i], measured)
+		skewClock(t, f, agentOffsets[i], mode)
 	}
 	return files
 }
 
 func TestAgentsMergeToTheVerdictsOfOne(t *testing.T) {
-	for _, echo := range []bool{false, true} {
-		t.Run(fmt.Sprintf("echo=%v", echo), func(t *testing.T) { agentsMatchOne(t, echo) })
+	for _, tt := range []struct {
+		echo bool
+		mode clockMode
+	}{{false, clockTimeRef}, {true, clockTimeRef}, {false, clockDate}} {
+		t.Run(fmt.Sprintf("echo=%v/clock=%s", tt.echo, tt.mode), func(t *testing.T) { agentsMatchOne(t, tt.echo, tt.mode) })
 	}
 }
 
-func agentsMatchOne(t *testing.T, echo bool) {
+func agentsMatchOne(t *testing.T, echo bool, mode clockMode) {
 	// One agent, the whole burst.
 	one := filepath.Join(t.TempDir(), "one.jsonl")
 	if code, out, errOut := runCLI(t, nil, "run", agentsServer(t, echo), "--pattern", "burst", "--count", "12", "--out", one); code != ExitOK {
@@ -165,7 +192,7 @@ func agentsMatchOne(t *testing.T, echo bool) {
 	}
 
 	// Three agents, four each, at the same instant, clocks apart.
-	many := runAgents(t, agentsServer(t, echo), 4, true)
+	many := runAgents(t, agentsServer(t, echo), 4, mode)
 	accepted := 0
 	for _, f := range many {
 		accepted += statuses(readRecord(t, f))[200]
@@ -209,12 +236,12 @@ func agentsMatchOne(t *testing.T, echo bool) {
 }
 
 // TestAgentsUnmeasuredClocksHideTheViolation is the control: the same
-// agents, clocks as far apart, but no offset in their headers, and a
+// agents, clocks as far apart, but no offset in their files, and a
 // server that echoes no arrival time. Merged on their own clocks, their
 // bursts look more than 10 s apart, and the violation the measured merge
 // finds is gone — which is why each agent measures its offset.
 func TestAgentsUnmeasuredClocksHideTheViolation(t *testing.T) {
-	files := runAgents(t, agentsServer(t, false), 4, false)
+	files := runAgents(t, agentsServer(t, false), 4, clockNone)
 	code, rep := analyzeDoc(t, files, "--limit", "4", "--window", "10s")
 	if slices.ContainsFunc(rep.Findings, func(f verify.Finding) bool { return f.ID == "window-limit-exceeded" }) {
 		t.Errorf("unmeasured clocks 65 s apart still give window-limit-exceeded: %s", verdicts(code, rep))

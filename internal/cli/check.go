@@ -187,11 +187,11 @@ func (o *checkOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 		return err
 	}
 	t.measureClock(ctx, f, &hdr)
-	rec, err := t.openRecord(hdr)
+	rec, err := t.openRecord(f, hdr)
 	if err != nil {
 		return err
 	}
-	sink := newRunSink(rec.w, declared)
+	sink := newRunSink(rec, declared)
 	seqs := newSeqSink(sink)
 	results := []record.Result{}
 	if err := waitStart(ctx, f, g, t); err != nil {
@@ -276,7 +276,7 @@ func (o *checkOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 		return cmdErr
 	}
 
-	end := &record.End{Type: record.TypeEnd, Reason: reason}
+	end := &rec.end // with the clock estimate, as analyze will see it
 	run := &record.Run{Header: hdr, Results: results, End: end}
 	rep := verify.Analyze(record.Merge(run), *pol, verify.Options{
 		Schema: verify.SchemaCheck, Tool: "rlprobe " + f.Version, FailOn: failOn,

@@ -137,14 +137,14 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 		return err
 	}
 	t.measureClock(ctx, f, &hdr)
-	rec, err := t.openRecord(hdr)
+	rec, err := t.openRecord(f, hdr)
 	if err != nil {
 		return err
 	}
 	if err := waitStart(ctx, f, g, t); err != nil {
 		return errors.Join(err, rec.close(record.ReasonInterrupted, 0, 0))
 	}
-	pre, err := preflight(ctx, eng, zero, 0, rec.w)
+	pre, err := preflight(ctx, eng, zero, 0, rec)
 	if err != nil {
 		if cerr := rec.close(record.ReasonAborted, 1, 1); cerr != nil {
 			return errors.Join(err, cerr)
@@ -152,7 +152,7 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 		return err
 	}
 	prog := newInferProgress(f, g, t.o.maxDuration)
-	runner, err := scenario.NewEngine(scenario.EngineConfig{Probe: eng, Sink: rec.w, Zero: zero, OnResult: prog.traffic.onResult})
+	runner, err := scenario.NewEngine(scenario.EngineConfig{Probe: eng, Sink: rec, Zero: zero, OnResult: prog.traffic.onResult})
 	if err != nil {
 		return err
 	}

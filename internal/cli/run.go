@@ -246,11 +246,11 @@ func (o *runOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, urls
 		return err
 	}
 	t.measureClock(ctx, f, &hdr)
-	rec, err := t.openRecord(hdr)
+	rec, err := t.openRecord(f, hdr)
 	if err != nil {
 		return err
 	}
-	sink := newRunSink(rec.w, 0)
+	sink := newRunSink(rec, 0)
 	prog := newRunProgress(f, g, sink, sched)
 	runner, err := scenario.NewEngine(scenario.EngineConfig{
 		Probe: eng, Sink: sink, Zero: zero, RaceMode: sched.RaceMode,

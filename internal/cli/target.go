@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -625,11 +626,14 @@ func (t *target) header(f *Factory, start time.Time, plan, policy any) (record.H
 
 // measureClock records in h this agent's clock offset and its uncertainty,
 // measured against --time-ref; without it, it does nothing. It never
-// measures against the target by itself: the dozen requests a measurement
-// takes would spend the very quota the run is about to probe, so
-// --time-ref should name an endpoint outside the limit (or the reference
-// server's arrival echo). A failed measurement is a warning: the header
-// keeps offset 0.
+// measures against the target beforehand: the dozen requests a
+// measurement takes would spend the very quota the run is about to probe,
+// so --time-ref should name an endpoint outside the limit (or the
+// reference server's arrival echo). Without it, the offset is estimated
+// after the run from the Date headers of the run's own answers, at no cost,
+// and written in the end line (see recording.clock). A failed measurement
+// is a warning: the header keeps offset 0, and the end line's estimate
+// applies.
 func (t *target) measureClock(ctx context.Context, f *Factory, h *record.Header) {
 	ref := t.o.timeRef
 	if ref == "" {
@@ -671,16 +675,28 @@ func waitStart(ctx context.Context, f *Factory, g *GlobalOptions, t *target) err
 	}
 }
 
-// recording is an open record file.
+// recording is an open record file. Every result written through it (its
+// WriteResult: hand it, not w, to sinks) also becomes a clock sample, so
+// that close can record in the end line the agent's clock offset as the
+// run's own Date headers show it.
 type recording struct {
 	path string
 	file *os.File
 	w    *record.Writer
+	hdr  record.Header // as written
+	warn io.Writer     // where a clock disagreement is reported
+
+	mu      sync.Mutex
+	samples []probe.ClockSample // of the results written so far
+
+	// end is the end line close wrote (Type set), for in-process merges
+	// that must see the file as analyze will.
+	end record.End
 }
 
 // openRecord creates the record file (never replacing one without --force:
 // exit 2) and writes its header.
-func (t *target) openRecord(h record.Header) (*recording, error) {
+func (t *target) openRecord(f *Factory, h record.Header) (*recording, error) {
 	file, err := record.Create(t.outPath, t.o.force)
 	if err != nil {
 		return nil, UsageErr(err)
@@ -690,12 +706,50 @@ func (t *target) openRecord(h record.Header) (*recording, error) {
 		file.Close()
 		return nil, fmt.Errorf("write %s: %w", t.outPath, err)
 	}
-	return &recording{path: t.outPath, file: file, w: w}, nil
+	return &recording{path: t.outPath, file: file, w: w, hdr: h, warn: f.IO.ErrOut}, nil
 }
 
-// close writes the end line and closes the file.
+// WriteResult writes res to the file and keeps its clock sample, if it has
+// one (probe.ResultClockSample). It is safe for concurrent use.
+func (r *recording) WriteResult(res record.Result) error {
+	if s, ok := probe.ResultClockSample(res, r.hdr.Start); ok {
+		r.mu.Lock()
+		r.samples = append(r.samples, s)
+		r.mu.Unlock()
+	}
+	return r.w.WriteResult(res)
+}
+
+var _ probe.Sink = (*recording)(nil)
+
+// clock returns the end line with its clock estimate: the header's
+// --time-ref measurement when it has one (source time-ref), else the
+// estimate from the Date headers (and arrival echoes) of the results
+// written (source date), else none. Samples that disagree give none and a
+// warning: replicas with different clocks, or a cache, answered.
+func (r *recording) clock(e record.End) record.End {
+	if r.hdr.ClockOffsetNS != 0 || r.hdr.ClockUncertaintyNS != 0 {
+		e.ClockOffsetNS, e.ClockUncertaintyNS, e.ClockSource = r.hdr.ClockOffsetNS, r.hdr.ClockUncertaintyNS, record.ClockSourceTimeRef
+		return e
+	}
+	r.mu.Lock()
+	off, unc, err := probe.EstimateClock(r.samples)
+	r.mu.Unlock()
+	switch {
+	case err == nil:
+		e.ClockOffsetNS, e.ClockUncertaintyNS, e.ClockSource = int64(off), int64(unc), record.ClockSourceDate
+	case errors.Is(err, probe.ErrClockDisagree):
+		fmt.Fprintf(r.warn, "rlprobe: warning: clock offset not estimated from the Date headers: %v\n", err)
+	}
+	return e
+}
+
+// close writes the end line, with the clock estimate (see clock), and
+// closes the file.
 func (r *recording) close(reason string, scheduled, sent int64) error {
-	err := r.w.Close(record.End{Reason: reason, Scheduled: scheduled, Sent: sent})
+	r.end = r.clock(record.End{Reason: reason, Scheduled: scheduled, Sent: sent})
+	err := r.w.Close(r.end)
+	r.end.Type = record.TypeEnd
 	if cerr := r.file.Close(); err == nil {
 		err = cerr
 	}
