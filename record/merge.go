@@ -118,7 +118,9 @@ func (r *Run) Clock() (offsetNS, uncertaintyNS int64, source string) {
 // on the reference clock, expressed relative to the merged Start, where
 // offset is the run's clock offset as Run.Clock gives it (the header's
 // --time-ref measurement, else the end line's estimate from the run's Date
-// headers, else zero); the results are sorted by send time and carry their
+// headers, else zero; a lone run uses only a --time-ref measurement, since
+// it needs no alignment with another agent and a Date estimate would only
+// blur its exact relative times); the results are sorted by send time and carry their
 // agent's merged name (see AgentInfo.Name). A single run keeps its
 // agent-clock times unchanged (its shift is zero), while its Arrival echoes
 // move by its offset, since Start moved under them. The runs are not
@@ -132,7 +134,15 @@ func Merge(runs ...*Run) *Merged {
 	offsets := make([]int64, len(runs))
 	uncs := make([]int64, len(runs))
 	for i, run := range runs {
-		offsets[i], uncs[i], _ = run.Clock()
+		var source string
+		offsets[i], uncs[i], source = run.Clock()
+		if len(runs) == 1 && source != ClockSourceTimeRef {
+			// One agent needs no alignment with another, and its own
+			// times are exact relative to each other: a Date-header
+			// estimate (up to ±0.5 s) would only blur them. Only an
+			// explicit --time-ref measurement moves a lone run.
+			offsets[i], uncs[i] = 0, 0
+		}
 		starts[i] = run.Header.Start.Add(-time.Duration(offsets[i]))
 		if i == 0 || starts[i].Before(m.Start) {
 			m.Start = starts[i]

@@ -89,6 +89,8 @@ type Agent struct {
 	File   string
 	Header record.Header
 	End    *record.End // nil when the run was cut short
+	// clockSource is where the run's clock offset came from (record.Run.Clock).
+	clockSource string
 	// ShiftNS is what was added to the run's relative times to put them
 	// on the Input's timeline (see record.Merge).
 	ShiftNS int64
@@ -179,6 +181,10 @@ func Read(srcs ...Source) (*Input, error) {
 		}
 		starts = append(starts, start)
 	}
+	if len(in.Agents) == 1 && in.Agents[0].clockSource != record.ClockSourceTimeRef {
+		// As record.Merge: a lone run moves only by a --time-ref measurement.
+		starts[0] = in.Agents[0].Header.Start
+	}
 	in.rebase(starts)
 	return in, nil
 }
@@ -235,7 +241,9 @@ func (in *Input) readOne(src Source) (time.Time, error) {
 	if loose != nil {
 		in.Checks = append(in.Checks, synthesize(a, loose, agent))
 	}
-	return a.Header.Start.Add(-time.Duration(a.Header.ClockOffsetNS)), nil
+	off, _, source := (&record.Run{Header: a.Header, End: a.End}).Clock()
+	a.clockSource = source
+	return a.Header.Start.Add(-time.Duration(off)), nil
 }
 
 // rebase names the agents and moves every run onto the earliest start.
