@@ -216,21 +216,24 @@ func rebase(r Result, shift, offset int64, agent string) Result {
 	return r
 }
 
-// agentNames names each run's agent uniquely (see AgentInfo.Name).
-func agentNames(runs []*Run) []string {
-	count := make(map[string]int, len(runs))
-	for _, run := range runs {
-		count[run.Header.Agent]++
+// AgentNames returns the merged name of each agent, given the agent names
+// of the runs' headers in file order: a name that is set and unique is
+// kept; an empty or duplicated one becomes "aN" (N the file's position
+// from 1, suffixed "-2", "-3" … should that collide).
+func AgentNames(agents []string) []string {
+	count := make(map[string]int, len(agents))
+	for _, n := range agents {
+		count[n]++
 	}
-	names := make([]string, len(runs))
-	used := make(map[string]bool, len(runs))
-	for i, run := range runs {
-		if n := run.Header.Agent; n != "" && count[n] == 1 {
+	names := make([]string, len(agents))
+	used := make(map[string]bool, len(agents))
+	for i, n := range agents {
+		if n != "" && count[n] == 1 {
 			names[i] = n
 			used[n] = true
 		}
 	}
-	for i := range runs {
+	for i := range agents {
 		if names[i] != "" {
 			continue
 		}
@@ -242,6 +245,15 @@ func agentNames(runs []*Run) []string {
 		used[n] = true
 	}
 	return names
+}
+
+// agentNames names each run's agent uniquely (see AgentInfo.Name).
+func agentNames(runs []*Run) []string {
+	agents := make([]string, len(runs))
+	for i, run := range runs {
+		agents[i] = run.Header.Agent
+	}
+	return AgentNames(agents)
 }
 
 // Ref returns the reference of r used in findings' evidence: "agent:seq".

@@ -488,30 +488,11 @@ func (in *Input) tool() string {
 // header's agent when non-empty and unique, else "aN" (N the 1-based
 // position), with "-2", "-3", … on collision.
 func agentNames(agents []Agent) []string {
-	count := map[string]int{}
-	for _, a := range agents {
-		count[a.Header.Agent]++
-	}
 	names := make([]string, len(agents))
-	used := map[string]bool{}
 	for i, a := range agents {
-		if n := a.Header.Agent; n != "" && count[n] == 1 {
-			names[i] = n
-			used[n] = true
-		}
+		names[i] = a.Header.Agent
 	}
-	for i := range agents {
-		if names[i] != "" {
-			continue
-		}
-		n := fmt.Sprintf("a%d", i+1)
-		for k := 2; used[n]; k++ {
-			n = fmt.Sprintf("a%d-%d", i+1, k)
-		}
-		names[i] = n
-		used[n] = true
-	}
-	return names
+	return record.AgentNames(names)
 }
 
 // Requests returns how many results the Input holds.
