@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/testserver"
@@ -219,7 +220,15 @@ func serveConfig(f *Factory, o *ServeOptions) (testserver.Config, error) {
 	return cfg, nil
 }
 
+// quietRedis drops go-redis's own log lines (its pool's dial retries, on
+// stderr): serve reports an unreachable Redis once, in its own words, and
+// a backend failure while serving is answered per --on-backend-error.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
 func serveRun(ctx context.Context, f *Factory, o *ServeOptions) error {
+	redis.SetLogger(quietRedis{})
 	cfg, err := serveConfig(f, o)
 	if err != nil {
 		return err
@@ -234,7 +243,7 @@ func serveRun(ctx context.Context, f *Factory, o *ServeOptions) error {
 		case errors.Is(err, testserver.ErrListen):
 			return UsageErr(fmt.Errorf("serve: port unavailable: %w", err))
 		case errors.Is(err, testserver.ErrRedisUnreachable):
-			return UsageErr(fmt.Errorf("serve: Redis unreachable: %w", err))
+			return UsageErr(fmt.Errorf("serve: Redis unreachable: %w; is redis-server running there? (--redis)", err))
 		}
 		return UsageErr(err)
 	}
