@@ -182,12 +182,7 @@ func (o *checkOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	}
 	defer base.Close()
 	zero := time.Now()
-	hdr, err := t.header(f, zero, nil, pol)
-	if err != nil {
-		return err
-	}
-	t.measureClock(ctx, f, &hdr)
-	rec, err := t.openRecord(f, hdr)
+	rec, hdr, err := t.startRecord(ctx, f, zero, nil, pol)
 	if err != nil {
 		return err
 	}

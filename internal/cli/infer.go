@@ -132,12 +132,7 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	}
 	defer eng.Close()
 	zero := time.Now()
-	hdr, err := t.header(f, zero, plan, nil)
-	if err != nil {
-		return err
-	}
-	t.measureClock(ctx, f, &hdr)
-	rec, err := t.openRecord(f, hdr)
+	rec, _, err := t.startRecord(ctx, f, zero, plan, nil)
 	if err != nil {
 		return err
 	}

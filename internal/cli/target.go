@@ -694,6 +694,20 @@ type recording struct {
 	end record.End
 }
 
+// startRecord builds the record header for a run starting at zero (plan
+// and policy go into it as given), measures the clock against --time-ref,
+// and opens the record file with the header written: the one way run,
+// check and infer begin their record.
+func (t *target) startRecord(ctx context.Context, f *Factory, zero time.Time, plan, policy any) (*recording, record.Header, error) {
+	hdr, err := t.header(f, zero, plan, policy)
+	if err != nil {
+		return nil, hdr, err
+	}
+	t.measureClock(ctx, f, &hdr)
+	rec, err := t.openRecord(f, hdr)
+	return rec, hdr, err
+}
+
 // openRecord creates the record file (never replacing one without --force:
 // exit 2) and writes its header.
 func (t *target) openRecord(f *Factory, h record.Header) (*recording, error) {
