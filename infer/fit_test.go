@@ -79,6 +79,52 @@ func TestObserve(t *testing.T) {
 	}
 }
 
+// burstAt builds one exhausting burst at ms: accepted requests answered in
+// 1 ms except those held by the given ms, then two rejections.
+func burstAt(seq int64, at float64, held ...float64) []record.Result {
+	rs := []record.Result{result(seq, at, at+1, 200), result(seq+1, at+0.1, at+1.1, 200)}
+	for i, h := range held {
+		rs = append(rs, result(seq+2+int64(i), at+0.2, at+1.2+h, 200))
+	}
+	n := seq + 2 + int64(len(held))
+	return append(rs, result(n, at+0.3, at+1.3, 429), result(n+1, at+0.4, at+1.4, 429))
+}
+
+func TestQueueingIsSystematic(t *testing.T) {
+	join := func(bursts ...[]record.Result) []record.Result { return slices.Concat(bursts...) }
+	var steady, steadyQueued []record.Result
+	for i := range 12 { // one request every 100 ms; a queue holds every other one
+		steady = append(steady, result(int64(i), float64(i)*100, float64(i)*100+1, 200))
+		held := 0.0
+		if i%2 == 1 {
+			held = 150
+		}
+		steadyQueued = append(steadyQueued, result(int64(i), float64(i)*100, float64(i)*100+1+held, 200))
+	}
+	steady[5].TTFB += int64(150 * time.Millisecond) // one pause
+	steady[5].Done = steady[5].TTFB
+	steady = append(steady, result(12, 1200, 1201, 429))
+	steadyQueued = append(steadyQueued, result(12, 1200, 1201, 429))
+	tests := []struct {
+		name    string
+		results []record.Result
+		want    bool
+	}{
+		{"one burst holding one request (nginx burst=1): queueing until told otherwise", burstAt(0, 0, 250), true},
+		{"a repeated burst holds it again: a queue", join(burstAt(0, 0, 250), burstAt(10, 1000, 240)), true},
+		{"a repeated burst holds nothing: the first hold was a pause", join(burstAt(0, 0, 250), burstAt(10, 1000)), false},
+		{"one pause among three exhausting bursts", join(burstAt(0, 0), burstAt(10, 1000, 80), burstAt(20, 2000)), false},
+		{"a staircase in two of three bursts", join(burstAt(0, 0, 200, 400), burstAt(10, 1000), burstAt(20, 2000, 200, 400)), true},
+		{"no burst, one pause among single requests", steady, false},
+		{"no burst, every other single request held", steadyQueued, true},
+	}
+	for _, tt := range tests {
+		if got := observe(tt.results, origin, 0).queueing; got != tt.want {
+			t.Errorf("%s: queueing %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestMaxRatePerSecond(t *testing.T) {
 	var rs []record.Result
 	for i := range 30 { // 10 per second for 3 s, then 25 within 100 ms

@@ -169,6 +169,73 @@ func TestInferNoise(t *testing.T) {
 	}
 }
 
+// TestInferPauseIsNotAQueue: one accepted answer held by a pause (a GC,
+// a busy scheduler) in a bucket's first exhausting burst looks like a queue
+// once; the repeated burst holds nothing, and the bucket is inferred as
+// what it is. A pause in a later burst, of a bucket or of a queue, changes
+// nothing either.
+func TestInferPauseIsNotAQueue(t *testing.T) {
+	tb := limiter.Config{Algorithm: limiter.TokenBucket, Rate: 4, Capacity: 5}
+	lbq := limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 5, Capacity: 7, Delay: 2}
+	tests := []struct {
+		name  string
+		cfg   limiter.Config
+		burst int           // hold an accepted answer of the burst-th exhausting burst (from 1)
+		hold  time.Duration // for this long
+		want  want
+	}{
+		{"token bucket, 120 ms pause in the first exhausting burst", tb, 1, 120 * time.Millisecond, want{fam: TokenBucket, rate: 4, capacity: 5}},
+		{"token bucket, pause of one refill interval in the first exhausting burst", tb, 1, 250 * time.Millisecond, want{fam: TokenBucket, rate: 4, capacity: 5}},
+		{"token bucket, pause in the second", tb, 2, 250 * time.Millisecond, want{fam: TokenBucket, rate: 4, capacity: 5}},
+		{"leaky bucket with delay, pause in the second", lbq, 2, 120 * time.Millisecond, want{fam: LeakyBucketQueue, rate: 5, undelayed: 3, queue: 4}},
+	}
+	for _, tt := range tests {
+		// A first run without pauses finds the request to hold; the
+		// session is deterministic up to the pause.
+		e := newSimEngine(simServer{cfg: tt.cfg, oneWay: 300 * time.Microsecond}, origin)
+		e.record = true
+		if _, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock}); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		pause, bursts := int64(-1), 0
+		for i := 0; i < len(e.recorded) && pause < 0; {
+			j := i
+			for j < len(e.recorded) && e.recorded[j].Sched == e.recorded[i].Sched {
+				j++
+			}
+			acc, rej := -1, 0
+			for _, r := range e.recorded[i:j] {
+				if r.Status == 200 {
+					acc = int(r.Seq)
+				} else {
+					rej++
+				}
+			}
+			if acc >= 0 && rej > 0 {
+				if bursts++; bursts == tt.burst {
+					pause = int64(acc)
+				}
+			}
+			i = j
+		}
+		if pause < 0 {
+			t.Fatalf("%s: no exhausting burst %d to pause in", tt.name, tt.burst)
+		}
+		e = newSimEngine(simServer{cfg: tt.cfg, oneWay: 300 * time.Microsecond}, origin)
+		e.stall = func(seq int64) time.Duration {
+			if seq == pause {
+				return tt.hold
+			}
+			return 0
+		}
+		inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		check(t, tt.name, inf, tt.want)
+	}
+}
+
 // TestInferGlobalKey: two identities sharing one quota give key global,
 // also when quota refilled between the exhausting burst and the second
 // identity's requests (a fast bucket, a draining queue): the models, not a

@@ -42,7 +42,9 @@ type observation struct {
 	accepted bool
 	// delay is how long the server held an accepted request beyond the
 	// fastest answer seen (queueing); zero for rejections.
-	delay   time.Duration
+	delay time.Duration
+	// held: the delay stands out from how fast rejections are answered.
+	held    bool
 	phase   string
 	cluster int // requests of one cluster arrived too close together to order
 	// unc is the half-width of the arrival estimate's uncertainty.
@@ -59,7 +61,8 @@ type observations struct {
 	// tol is the delay tolerance: delays closer than this are equal.
 	tol time.Duration
 	// queueing reports the queueing signature: accepted requests held much
-	// longer than rejected ones are answered.
+	// longer than rejected ones are answered, systematically (see
+	// heldSystematically).
 	queueing bool
 	// first and last arrivals.
 	first, last time.Time
@@ -149,9 +152,7 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 		if ob.accepted {
 			o.accepted++
 			ob.delay = max(time.Duration(x.lat-base), 0)
-			if ob.delay > tol && ob.delay > 2*rejHigh+tol && len(rejLat) > 0 {
-				o.queueing = true
-			}
+			ob.held = ob.delay > tol && ob.delay > 2*rejHigh+tol && len(rejLat) > 0
 		} else {
 			o.rejected++
 		}
@@ -175,7 +176,45 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 		o.clusters = append(o.clusters, [2]int{start, len(o.list)})
 		o.first, o.last = o.list[0].at, o.list[len(o.list)-1].at
 	}
+	o.queueing = o.heldSystematically()
 	return o
+}
+
+// heldSystematically reports the queueing signature: accepted requests
+// held again and again, not once. A queue holds the last requests it admits
+// before it is full, so every cluster that saw both an acceptance and a
+// rejection (an exhausting burst) holds an accepted request; a scheduler or
+// GC pause holds one now and then. Queueing is therefore: more than half of
+// the exhausting clusters hold an accepted request. A run without such
+// clusters (a steady pattern, one request at a time) needs at least three
+// held acceptances, more than a quarter of all.
+func (o *observations) heldSystematically() bool {
+	mixed, mixedHeld, held := 0, 0, 0
+	for _, cl := range o.clusters {
+		acc, rej, h := 0, 0, 0
+		for _, ob := range o.list[cl[0]:cl[1]] {
+			switch {
+			case !ob.accepted:
+				rej++
+			case ob.held:
+				acc++
+				h++
+			default:
+				acc++
+			}
+		}
+		held += h
+		if acc > 0 && rej > 0 {
+			mixed++
+			if h > 0 {
+				mixedHeld++
+			}
+		}
+	}
+	if mixed > 0 {
+		return 2*mixedHeld > mixed
+	}
+	return held >= 3 && 4*held > o.accepted
 }
 
 // maxRatePerSecond returns the most accepted requests in any interval of

@@ -327,7 +327,14 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 	o := s.observe()
 	s.clientOf(last)
 	if o.queueing {
-		return s.queueOpening(ctx, o, last)
+		f, again, err := s.queueOpening(ctx, o, last)
+		if err != nil || s.observe().queueing {
+			return f, err
+		}
+		// The repeated burst held nothing: the first hold was a pause on
+		// the way, not a queue. Go on as for any other limiter.
+		trace("queueing not confirmed by the repeated burst")
+		o, last = s.observe(), slices.DeleteFunc(again, func(r record.Result) bool { return r.Phase == "key" })
 	}
 	a0 := quotaEstimate(o)
 	exhausted := s.lastSent(last)
@@ -448,12 +455,13 @@ func (s *session) announce(f *fit) {
 
 // queueOpening handles a queueing limiter: the first burst showed the
 // latency staircase. One more burst once the queue has drained confirms
-// the rate and the queue; then the fit.
-func (s *session) queueOpening(ctx context.Context, o *observations, last []record.Result) (*fit, error) {
+// the queue (or, holding nothing, shows the first hold was noise) and the
+// rate; then the fit. It returns the fit and the second burst's results.
+func (s *session) queueOpening(ctx context.Context, o *observations, last []record.Result) (*fit, []record.Result, error) {
 	// The step between delays is one drain interval T.
 	var delays []time.Duration
 	for _, ob := range o.list {
-		if ob.accepted && ob.delay > o.tol {
+		if ob.held {
 			delays = append(delays, ob.delay)
 		}
 	}
@@ -483,10 +491,11 @@ func (s *session) queueOpening(ctx context.Context, o *observations, last []reco
 	s.announce(f)
 	sends := burstSends(acc + 3)
 	s.addKeyTest(&sends, T/8)
-	if _, err := s.run(ctx, "burst", at, sends); err != nil {
-		return f, err
+	again, err := s.run(ctx, "burst", at, sends)
+	if err != nil {
+		return f, again, err
 	}
-	return s.decideKey(sp()), nil
+	return s.decideKey(sp()), again, nil
 }
 
 // design runs designed experiments until the plausible models agree, no

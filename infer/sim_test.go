@@ -35,6 +35,9 @@ type simEngine struct {
 	seq    int64
 	// jitter, when set, returns extra one-way delay for request seq.
 	jitter func(seq int64) time.Duration
+	// stall, when set, returns extra delay on the way back for request seq
+	// (a pause after the decision: a GC or a busy scheduler).
+	stall func(seq int64) time.Duration
 	// sent counts requests.
 	sent int
 	// retryScale and retryAdd distort Retry-After: advertised =
@@ -122,6 +125,9 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 			}
 		}
 		back := served.Add(e.srv.oneWay)
+		if e.stall != nil {
+			back = back.Add(e.stall(r.Seq))
+		}
 		r.TTFB = int64(back.Sub(e.origin))
 		r.Done = r.TTFB
 		if back.After(last) {
