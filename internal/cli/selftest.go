@@ -29,7 +29,7 @@ type selftestOptions struct {
 }
 
 func newSelftestCmd(f *Factory, g *GlobalOptions) *cobra.Command {
-	o := &selftestOptions{parallel: 3}
+	o := &selftestOptions{}
 	cmd := &cobra.Command{
 		Use:   "selftest",
 		Short: "Serve every algorithm with the reference server, infer each, print the confusion matrix",
@@ -44,7 +44,7 @@ rejections and key where they apply.
 
 The full grid runs over in-memory connections, in real time, with windows of
 1–2 s, three cases at a time (about half a minute); --quick runs a handful of
-cases over loopback sockets. Any miss exits 1.`,
+cases over loopback sockets, one at a time (about 40 s). Any miss exits 1.`,
 		Example: `  rlprobe selftest
   rlprobe selftest --quick --json`,
 		Args: cobra.NoArgs,
@@ -53,7 +53,7 @@ cases over loopback sockets. Any miss exits 1.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.quick, "quick", false, "run a handful of cases over loopback sockets instead of the full grid in memory")
-	cmd.Flags().IntVar(&o.parallel, "parallel", o.parallel, "cases to run at once")
+	cmd.Flags().IntVar(&o.parallel, "parallel", 0, "cases to run at once (default 3, and 1 with --quick)")
 	_ = cmd.Flags().MarkHidden("parallel")
 	return cmd
 }
@@ -83,7 +83,16 @@ type selftestDocCase struct {
 }
 
 func (o *selftestOptions) run(ctx context.Context, f *Factory, g *GlobalOptions) error {
-	opt := scenario.SelftestOptions{Quick: o.quick, Sockets: o.quick, Parallel: max(o.parallel, 1), Tool: "rlprobe " + f.Version}
+	par := o.parallel
+	if o.quick && par == 0 {
+		// Over real sockets each case has the cores to itself: the timing
+		// infer reads must not wait behind another case's fitting.
+		par = 1
+	}
+	if par == 0 {
+		par = 3
+	}
+	opt := scenario.SelftestOptions{Quick: o.quick, Sockets: o.quick, Parallel: par, Tool: "rlprobe " + f.Version}
 	if selftestHook != nil {
 		selftestHook(&opt)
 	}
