@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -128,13 +129,13 @@ func TestJudgeInference(t *testing.T) {
 // TestSelftestGrid runs the whole truth table the way `rlprobe selftest`
 // does: each case's reference server on an in-memory listener, the probe
 // engine and infer in real time, three cases at once. Every case must be
-// right. (A synctest version, exact and instant, waits for the probe
-// engine's timer pacing: selftest_synctest_test.go.)
+// right. It is a soak test, run with RLPROBE_SOAK=1: its outcome depends on
+// how busy the machine is, and the same grid runs exactly, in fake time, in
+// TestSelftestGridSynctest (selftest_synctest_test.go) on every test run.
 func TestSelftestGrid(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the real-time grid takes about half a minute")
+	if os.Getenv("RLPROBE_SOAK") == "" {
+		t.Skip("a real-time soak test: set RLPROBE_SOAK=1 (the exact grid is TestSelftestGridSynctest)")
 	}
-	t.Parallel()
 	rep, err := Selftest(context.Background(), SelftestOptions{Parallel: 3, Tool: "rlprobe test"})
 	if err != nil {
 		t.Fatal(err)
