@@ -17,7 +17,8 @@ import (
 // in its JSON name.
 //
 // Accepted is 2xx and Rejected 429 or 503 (a run knows no declared
-// policy); Other is every other status.
+// policy); Other is every other status. Every distribution is in
+// microseconds, estimated by an HDR histogram of three significant digits.
 type Summary struct {
 	Scheduled int `json:"scheduled"`
 	Sent      int `json:"sent"` // responses + errors
@@ -37,11 +38,11 @@ type Summary struct {
 	Clients []ClientSummary `json:"clients"`
 	// Latency is the distribution, per status code, of done − sent (for a
 	// race member whose head went out early: done − wrote).
-	Latency map[string]Dist `json:"latency"`
+	Latency map[string]record.Dist `json:"latency"`
 	// Pacing is the distribution of the send error: sent − sched, or, for a
 	// race member whose head went out before its release, wrote − sched.
 	// Negative errors count as 0.
-	Pacing Dist `json:"pacing_error"`
+	Pacing record.Dist `json:"pacing_error"`
 	// Late counts sends whose pacing error exceeds LateThreshold.
 	Late int `json:"late"`
 	// Races counts releases: two or more sent results of one phase with the
@@ -49,10 +50,10 @@ type Summary struct {
 	Races int `json:"races"`
 	// RaceWroteSpread is the distribution over releases of max − min of
 	// wrote: how closely the client released its requests.
-	RaceWroteSpread Dist `json:"race_wrote_spread"`
+	RaceWroteSpread record.Dist `json:"race_wrote_spread"`
 	// RaceArrivalSpread is the distribution over releases of max − min of
 	// the server-echoed arrival (releases with at least two echoes).
-	RaceArrivalSpread Dist `json:"race_arrival_spread"`
+	RaceArrivalSpread record.Dist `json:"race_arrival_spread"`
 	// DurationS is the span from the first send to the last completion.
 	DurationS float64 `json:"duration_s"`
 	// SentPerS is Sent / DurationS (0 when the span is empty).
@@ -70,22 +71,12 @@ type ClientSummary struct {
 	NotSent  int    `json:"not_sent"`
 }
 
-// Dist is a distribution in microseconds, from an HDR histogram (three
-// significant digits). The zero value is the empty distribution.
-type Dist struct {
-	Count  int64   `json:"count"`
-	MeanUS float64 `json:"mean_us"`
-	P50US  int64   `json:"p50_us"`
-	P90US  int64   `json:"p90_us"`
-	P99US  int64   `json:"p99_us"`
-	P999US int64   `json:"p999_us"`
-	MaxUS  int64   `json:"max_us"`
-}
-
 // histMaxUS is the largest value a histogram holds: one hour.
 const histMaxUS = 3600 * 1_000_000
 
-// hist accumulates nanosecond values as microseconds.
+// hist accumulates nanosecond values as microseconds, in an HDR histogram
+// of three significant digits: a percentile or the maximum it gives is the
+// highest value of its bucket.
 type hist struct{ h *hdrhistogram.Histogram }
 
 func (h *hist) add(ns int64) {
@@ -95,11 +86,11 @@ func (h *hist) add(ns int64) {
 	_ = h.h.RecordValue(min(max(ns/1000, 0), histMaxUS))
 }
 
-func (h *hist) dist() Dist {
+func (h *hist) dist() record.Dist {
 	if h.h == nil || h.h.TotalCount() == 0 {
-		return Dist{}
+		return record.Dist{}
 	}
-	return Dist{
+	return record.Dist{
 		Count:  h.h.TotalCount(),
 		MeanUS: math.Round(h.h.Mean()*10) / 10,
 		P50US:  h.h.ValueAtQuantile(50),
@@ -121,7 +112,7 @@ func sendError(r record.Result) (pacing, start int64) {
 
 // Summarize condenses results (of one or several runs, in any order).
 func Summarize(results []record.Result) Summary {
-	s := Summary{Statuses: make(map[string]int), Latency: make(map[string]Dist)}
+	s := Summary{Statuses: make(map[string]int), Latency: make(map[string]record.Dist)}
 	clients := make(map[string]*ClientSummary)
 	latency := make(map[string]*hist)
 	var pacing, wroteSpread, arrivalSpread hist

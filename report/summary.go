@@ -40,9 +40,9 @@ type Summary struct {
 	// appearance.
 	Clients []ClientSummary `json:"clients"`
 	// Latency is the distribution of latency per status code.
-	Latency map[string]Dist `json:"latency"`
+	Latency map[string]record.Dist `json:"latency"`
 	// Pacing is the distribution of sent − scheduled (negative counts as 0).
-	Pacing Dist `json:"pacing_error"`
+	Pacing record.Dist `json:"pacing_error"`
 	// DelayedThresholdMS is the latency from which an accepted request is
 	// shown as delayed; 0 when there were too few answers to tell.
 	DelayedThresholdMS float64 `json:"delayed_threshold_ms"`
@@ -65,21 +65,10 @@ type ClientSummary struct {
 	NotSent  int    `json:"not_sent"`
 }
 
-// Dist is a distribution in microseconds. The zero value is empty.
-type Dist struct {
-	Count  int64   `json:"count"`
-	MeanUS float64 `json:"mean_us"`
-	P50US  int64   `json:"p50_us"`
-	P90US  int64   `json:"p90_us"`
-	P99US  int64   `json:"p99_us"`
-	P999US int64   `json:"p999_us"`
-	MaxUS  int64   `json:"max_us"`
-}
-
 // distOf returns the distribution of ns values (sorted in place).
-func distOf(ns []int64) Dist {
+func distOf(ns []int64) record.Dist {
 	if len(ns) == 0 {
-		return Dist{}
+		return record.Dist{}
 	}
 	slices.Sort(ns)
 	var sum float64
@@ -90,7 +79,7 @@ func distOf(ns []int64) Dist {
 		i := int(math.Ceil(p*float64(len(ns)))) - 1
 		return ns[min(max(i, 0), len(ns)-1)] / 1000
 	}
-	return Dist{
+	return record.Dist{
 		Count:  int64(len(ns)),
 		MeanUS: math.Round(sum/float64(len(ns))/100) / 10,
 		P50US:  q(0.50), P90US: q(0.90), P99US: q(0.99), P999US: q(0.999),
@@ -205,7 +194,7 @@ func (in *Input) prepare() *prepared {
 func (in *Input) summarize(p *prepared) Summary {
 	s := Summary{
 		Schema: SchemaRun, Tool: in.tool(), Complete: in.Complete(), Reason: record.ReasonCompleted,
-		Targets: in.Targets(), Statuses: map[string]int{}, Latency: map[string]Dist{},
+		Targets: in.Targets(), Statuses: map[string]int{}, Latency: map[string]record.Dist{},
 		RecordFile: strings.Join(in.Files, ", "),
 	}
 	for _, a := range in.Agents {
