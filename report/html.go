@@ -660,7 +660,7 @@ func (h *htmlWriter) summary() {
 		code, _ := strconv.Atoi(st)
 		d := s.Latency[st]
 		h.f("<tr><td>%s</td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n",
-			statusClass(code, p.rejects), esc(st), s.Statuses[st], fmtUS(d.P50US), fmtUS(d.P90US), fmtUS(d.P99US), fmtUS(d.MaxUS))
+			statusClass(code, p.rejects), esc(st), s.Statuses[st], FormatMicros(d.P50US), FormatMicros(d.P90US), FormatMicros(d.P99US), FormatMicros(d.MaxUS))
 	}
 	for _, k := range sortedKeys(s.ErrorClasses) {
 		h.f("<tr><td>error</td><td>%s</td><td class=\"n\">%d</td><td></td><td></td><td></td><td></td></tr>\n", esc(k), s.ErrorClasses[k])
@@ -671,7 +671,7 @@ func (h *htmlWriter) summary() {
 	h.s("</table>\n")
 	h.f("<p class=\"caption\">%s sent in %s (%s/s); %s delayed; pacing error p50 %s, p99 %s.</p>\n",
 		esc(plural(s.Sent, "request")), esc(fmtSeconds(s.DurationS)), fmtNum(s.SentPerS), esc(plural(s.Delayed, "accepted request")),
-		fmtUS(s.Pacing.P50US), fmtUS(s.Pacing.P99US))
+		FormatMicros(s.Pacing.P50US), FormatMicros(s.Pacing.P99US))
 	if len(s.Clients) > 1 {
 		cs := topClients(s.Clients, maxClientRow)
 		h.f("<h2>Clients (%d)</h2>\n<table><tr><th>client</th><th>sent</th><th>accepted</th><th>delayed</th><th>rejected</th><th>other</th><th>errors</th><th>not-sent</th></tr>\n", len(s.Clients))

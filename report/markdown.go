@@ -52,7 +52,7 @@ func Markdown(w io.Writer, in *Input) error {
 			code, _ := strconv.Atoi(st)
 			d := s.Latency[st]
 			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s |\n", statusClass(code, p.rejects), st, s.Statuses[st],
-				fmtUS(d.P50US), fmtUS(d.P99US))
+				FormatMicros(d.P50US), FormatMicros(d.P99US))
 		}
 		for _, k := range sortedKeys(s.ErrorClasses) {
 			fmt.Fprintf(&b, "| error | %s | %d | | |\n", mdEscape(k), s.ErrorClasses[k])

@@ -129,7 +129,7 @@ func Table(w io.Writer, in *Input, opt TableOptions) error {
 			code, _ := strconv.Atoi(st)
 			d := s.Latency[st]
 			rows = append(rows, []string{statusClass(code, p.rejects), st, strconv.Itoa(s.Statuses[st]),
-				fmtUS(d.P50US), fmtUS(d.P90US), fmtUS(d.P99US), fmtUS(d.MaxUS)})
+				FormatMicros(d.P50US), FormatMicros(d.P90US), FormatMicros(d.P99US), FormatMicros(d.MaxUS)})
 		}
 		for _, k := range sortedKeys(s.ErrorClasses) {
 			rows = append(rows, []string{"error", k, strconv.Itoa(s.ErrorClasses[k]), "", "", "", ""})
@@ -140,10 +140,10 @@ func Table(w io.Writer, in *Input, opt TableOptions) error {
 		renderFitted(&b, []string{"outcome", "status", "count", "p50", "p90", "p99", "max"}, rows, width, -1, "llrrrrr", nil)
 		if s.Delayed > 0 {
 			para(fmt.Sprintf("%d of the accepted requests were delayed (latency ≥ %s)", s.Delayed,
-				fmtUS(int64(s.DelayedThresholdMS*1000))), 0)
+				FormatMicros(int64(s.DelayedThresholdMS*1000))), 0)
 		}
 		para(fmt.Sprintf("%s sent in %s (%s/s); pacing error p50 %s, p99 %s", plural(s.Sent, "request"),
-			fmtSeconds(s.DurationS), fmtNum(s.SentPerS), fmtUS(s.Pacing.P50US), fmtUS(s.Pacing.P99US)), 0)
+			fmtSeconds(s.DurationS), fmtNum(s.SentPerS), FormatMicros(s.Pacing.P50US), FormatMicros(s.Pacing.P99US)), 0)
 	}
 	if len(s.Clients) > 1 {
 		fmt.Fprintf(&b, "\nClients (%d)\n", len(s.Clients))
@@ -342,6 +342,27 @@ func renderFitted(w io.Writer, header []string, rows [][]string, width, flexCol 
 			r[flexCol] = strings.TrimRight(wrapCell(r[flexCol], flex), "\n")
 		}
 	}
+	upper := make([]string, len(header))
+	for i, h := range header {
+		upper[i] = strings.ToUpper(h)
+	}
+	if style != nil {
+		styled := make([][]string, len(rows))
+		for i, r := range rows {
+			styled[i] = style(slices.Clone(r))
+		}
+		rows = styled
+	}
+	WriteTable(w, upper, rows, align)
+}
+
+// WriteTable writes rows under header as a borderless table, the way every
+// table of this package is drawn: no rules, columns two spaces apart, no
+// padding at the start or end of a line. align has one letter per column,
+// 'r' for right-aligned; any other letter, or none, aligns left. Cells are
+// not wrapped (a cell's own line breaks are kept) and the header is
+// written as given. ANSI colour codes in cells take no width.
+func WriteTable(w io.Writer, header []string, rows [][]string, align string) {
 	aligns := make([]tw.Align, len(header))
 	for i := range aligns {
 		aligns[i] = tw.AlignLeft
@@ -364,15 +385,8 @@ func renderFitted(w io.Writer, header []string, rows [][]string, width, flexCol 
 		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: aligns}),
 		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: aligns}),
 	)
-	upper := make([]string, len(header))
-	for i, h := range header {
-		upper[i] = strings.ToUpper(h)
-	}
-	tb.Header(upper)
+	tb.Header(header)
 	for _, r := range rows {
-		if style != nil {
-			r = style(slices.Clone(r))
-		}
 		_ = tb.Append(r)
 	}
 	_ = tb.Render()

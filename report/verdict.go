@@ -109,8 +109,10 @@ func fmtSeconds(s float64) string {
 	return fmtDuration(time.Duration(math.Round(s * 1e9)))
 }
 
-// fmtUS formats microseconds for people: 850µs, 1.2ms, 2.35s.
-func fmtUS(us int64) string {
+// FormatMicros formats a duration of us microseconds for people: below a
+// millisecond exactly (850µs), below a second to 0.1 ms (1.2ms), else to
+// 10 ms (2.35s).
+func FormatMicros(us int64) string {
 	d := time.Duration(us) * time.Microsecond
 	switch {
 	case d < time.Millisecond:

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,15 +15,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/internal/scenario"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/report"
 )
 
 func init() {
@@ -494,6 +491,7 @@ func printRunSummary(f *Factory, g *GlobalOptions, t *target, plan *patterns.Pla
 // writeSummaryTables prints the outcome, client, pacing and race parts of
 // a summary.
 func writeSummaryTables(w io.Writer, sum probe.Summary, races bool) {
+	us := report.FormatMicros
 	rows := [][]string{}
 	codes := make([]string, 0, len(sum.Statuses))
 	for c := range sum.Statuses {
@@ -504,7 +502,7 @@ func writeSummaryTables(w io.Writer, sum probe.Summary, races bool) {
 		code, _ := strconv.Atoi(c)
 		d := sum.Latency[c]
 		rows = append(rows, []string{outcomeClass(code, 0), c, strconv.Itoa(sum.Statuses[c]),
-			fmtUS(d.P50US), fmtUS(d.P90US), fmtUS(d.P99US), fmtUS(d.MaxUS)})
+			us(d.P50US), us(d.P90US), us(d.P99US), us(d.MaxUS)})
 	}
 	for _, k := range sortedKeys(sum.ErrorClasses) {
 		rows = append(rows, []string{"error", k, strconv.Itoa(sum.ErrorClasses[k]), "", "", "", ""})
@@ -525,12 +523,12 @@ func writeSummaryTables(w io.Writer, sum probe.Summary, races bool) {
 	}
 	p := sum.Pacing
 	fmt.Fprintf(w, "pacing error (sent − scheduled): p50 %s, p99 %s, max %s; late (> %v): %d of %d\n",
-		fmtUS(p.P50US), fmtUS(p.P99US), fmtUS(p.MaxUS), probe.LateThreshold, sum.Late, sum.Sent)
+		us(p.P50US), us(p.P99US), us(p.MaxUS), probe.LateThreshold, sum.Late, sum.Sent)
 	if races && sum.Races > 0 {
 		fmt.Fprintf(w, "races: %s; client spread p50 %s, max %s", plural(sum.Races, "release"),
-			fmtUS(sum.RaceWroteSpread.P50US), fmtUS(sum.RaceWroteSpread.MaxUS))
+			us(sum.RaceWroteSpread.P50US), us(sum.RaceWroteSpread.MaxUS))
 		if a := sum.RaceArrivalSpread; a.Count > 0 {
-			fmt.Fprintf(w, "; server arrival spread p50 %s, max %s", fmtUS(a.P50US), fmtUS(a.MaxUS))
+			fmt.Fprintf(w, "; server arrival spread p50 %s, max %s", us(a.P50US), us(a.MaxUS))
 		} else {
 			fmt.Fprint(w, "; no server arrival echo (serve --echo-arrival gives one)")
 		}
@@ -555,50 +553,14 @@ func sortedKeys(m map[string]int) []string {
 	return keys
 }
 
-// renderTable prints a borderless table; columns from numFrom on are
-// right-aligned. The cell padding at the start and end of lines is trimmed.
+// renderTable prints a borderless table (report.WriteTable); columns from
+// numFrom on are right-aligned.
 func renderTable(w io.Writer, header []string, rows [][]string, numFrom int) {
-	align := make([]tw.Align, len(header))
-	for i := range align {
-		align[i] = tw.AlignLeft
-		if i >= numFrom {
-			align[i] = tw.AlignRight
-		}
+	align := []byte(strings.Repeat("l", len(header)))
+	for i := numFrom; i < len(align); i++ {
+		align[i] = 'r'
 	}
-	var buf bytes.Buffer
-	tb := tablewriter.NewTable(&buf,
-		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
-			Borders: tw.BorderNone,
-			Settings: tw.Settings{
-				Separators: tw.Separators{BetweenColumns: tw.Off, BetweenRows: tw.Off},
-				Lines:      tw.Lines{ShowHeaderLine: tw.Off},
-			},
-		})),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: align}),
-		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
-	)
-	tb.Header(header)
-	for _, r := range rows {
-		_ = tb.Append(r)
-	}
-	_ = tb.Render()
-	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
-		fmt.Fprintln(w, strings.TrimRight(strings.TrimPrefix(line, " "), " "))
-	}
-}
-
-// fmtUS formats microseconds for people: 850µs, 1.2ms, 2.35s.
-func fmtUS(us int64) string {
-	d := time.Duration(us) * time.Microsecond
-	switch {
-	case d < time.Millisecond:
-		return d.String()
-	case d < time.Second:
-		return d.Round(100 * time.Microsecond).String()
-	default:
-		return d.Round(10 * time.Millisecond).String()
-	}
+	report.WriteTable(w, header, rows, string(align))
 }
 
 func fmtSeconds(s float64) string {
