@@ -120,22 +120,11 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 		_, err := fmt.Fprintf(f.IO.Out, "%s\nnothing sent (--dry-run)\n", summary)
 		return err
 	}
-	if f.IO.ErrTTY && !g.Quiet {
-		fmt.Fprintln(f.IO.ErrOut, summary)
-	}
-	if err := t.confirm(f, summary); err != nil {
-		return err
-	}
-	eng, err := t.newEngine("")
+	eng, rec, zero, err := t.begin(ctx, f, g, summary, "", plan)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	zero := time.Now()
-	rec, _, err := t.startRecord(ctx, f, zero, plan, nil)
-	if err != nil {
-		return err
-	}
 	if err := waitStart(ctx, f, g, t); err != nil {
 		return errors.Join(err, rec.close(record.ReasonInterrupted, 0, 0))
 	}
