@@ -101,15 +101,6 @@ func (h *hist) dist() record.Dist {
 	}
 }
 
-// sendError returns a sent result's pacing error and the start of its
-// latency (see Summary.Pacing).
-func sendError(r record.Result) (pacing, start int64) {
-	if r.Sent < r.Sched && r.Wrote != 0 {
-		return r.Wrote - r.Sched, r.Wrote
-	}
-	return r.Sent - r.Sched, r.Sent
-}
-
 // Summarize condenses results (of one or several runs, in any order).
 func Summarize(results []record.Result) Summary {
 	s := Summary{Statuses: make(map[string]int), Latency: make(map[string]record.Dist)}
@@ -176,20 +167,20 @@ func Summarize(results []record.Result) Summary {
 		if r.Sent == 0 {
 			continue // failed before its first byte
 		}
-		perr, start := sendError(r)
+		perr, start := r.SendTimes()
 		first = min(first, start)
 		pacing.add(perr)
 		if perr > int64(LateThreshold) {
 			s.Late++
 		}
-		if r.Outcome == record.OutcomeResponse && r.Done != 0 {
+		if lat, ok := r.Latency(); ok {
 			code := strconv.Itoa(r.Status)
 			h := latency[code]
 			if h == nil {
 				h = &hist{}
 				latency[code] = h
 			}
-			h.add(r.Done - start)
+			h.add(lat)
 		}
 		k := releaseKey{r.Phase, r.Sched}
 		rel := releases[k]

@@ -50,8 +50,8 @@ func Example() {
 	//
 	// | outcome | status | count | p50 | p99 |
 	// |---|---:|---:|---:|---:|
-	// | accepted | 200 | 2 | 499µs | 499µs |
-	// | rejected | 429 | 1 | 499µs | 499µs |
+	// | accepted | 200 | 2 | 600µs | 600µs |
+	// | rejected | 429 | 1 | 600µs | 600µs |
 	//
 	// <sub>record files: run.jsonl · rlprobe v1.0.0</sub>
 }

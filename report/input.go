@@ -62,8 +62,9 @@ const (
 type request struct {
 	t     int64 // send time: Sent, else Sched
 	recv  int64 // receipt: TTFB, else Done; 0 without an answer
-	lat   int64 // latency: TTFB − Wrote, else Done − Sent; -1 without an answer
-	pace  int64 // Sent − Sched, 0 when never sent
+	lat   int64 // hold: TTFB − Wrote, else Done − Sent; -1 without an answer
+	total int64 // latency as the run document counts it (record.Result.Latency); -1 without
+	pace  int64 // pacing error (record.Result.SendTimes), 0 when never sent
 	claim int64 // the wait a non-2xx answer advertised, ns; valid when claimKind != claimNone
 	lane  uint32
 	route uint32
@@ -364,7 +365,7 @@ func (in *Input) AddDocument(doc any) error {
 // addResult compacts r (of the agent with index agent, whose relative
 // times count from origin) into in.reqs.
 func (in *Input) addResult(r *record.Result, agent int, origin time.Time) {
-	q := request{agent: uint16(agent), lat: -1}
+	q := request{agent: uint16(agent), lat: -1, total: -1}
 	q.t = r.Sent
 	if q.t == 0 {
 		q.t = r.Sched
@@ -378,7 +379,10 @@ func (in *Input) addResult(r *record.Result, agent int, origin time.Time) {
 		q.outcome = outNotSent
 	}
 	if q.outcome != outNotSent && r.Sent != 0 {
-		q.pace = r.Sent - r.Sched
+		q.pace, _ = r.SendTimes()
+	}
+	if lat, ok := r.Latency(); ok {
+		q.total = max(lat, 0)
 	}
 	q.recv = r.TTFB
 	if q.recv == 0 {

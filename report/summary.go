@@ -13,8 +13,10 @@ import (
 // Summary condenses the runs of an Input, for display and as the "run"
 // member of the report document (schema rlprobe.run/v1). Counts follow the
 // contract's outcome classes; Accepted counts every 2xx answer, Delayed
-// those of them that were also delayed (see DelayedThreshold). Every
-// latency is in microseconds, exact (nearest rank).
+// those of them that were also delayed (see DelayedThreshold). Latency and
+// pacing error are those of `rlprobe run` (record.Result.Latency and
+// SendTimes), in microseconds, but exact (nearest rank) where run's come
+// from an HDR histogram (three significant digits).
 type Summary struct {
 	Schema    string   `json:"schema"` // SchemaRun
 	Tool      string   `json:"tool"`
@@ -36,8 +38,7 @@ type Summary struct {
 	// results by reason.
 	ErrorClasses   map[string]int `json:"error_classes,omitempty"`
 	NotSentReasons map[string]int `json:"not_sent_reasons,omitempty"`
-	// Clients has one entry per client identity, in order of first
-	// appearance.
+	// Clients has one entry per client identity, in order of their labels.
 	Clients []ClientSummary `json:"clients"`
 	// Latency is the distribution of latency per status code.
 	Latency map[string]record.Dist `json:"latency"`
@@ -239,8 +240,8 @@ func (in *Input) summarize(p *prepared) Summary {
 		default:
 			s.Responses++
 			s.Statuses[strconv.Itoa(int(q.status))]++
-			if q.lat >= 0 {
-				byStatus[q.status] = append(byStatus[q.status], q.lat)
+			if q.total >= 0 {
+				byStatus[q.status] = append(byStatus[q.status], q.total)
 			}
 			switch q.class {
 			case Accepted, Delayed:
@@ -266,6 +267,8 @@ func (in *Input) summarize(p *prepared) Summary {
 		s.Latency[strconv.Itoa(int(st))] = distOf(l)
 	}
 	s.Pacing = distOf(pacing)
+	// In order of their labels, as run lists them.
+	slices.SortStableFunc(clients, func(a, b ClientSummary) int { return strings.Compare(a.Client, b.Client) })
 	s.Clients = clients
 	if s.Clients == nil {
 		s.Clients = []ClientSummary{}
