@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -148,7 +149,7 @@ func (o *checkOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 		}
 	}
 	if o.target.dryRun {
-		return o.printDryRun(f, pol)
+		return o.printDryRun(f, g, t, pol)
 	}
 	summary := fmt.Sprintf("targets: %s\ncaps: %d requests, %v", strings.Join(redactedTargets(t), ", "), t.o.maxRequests, t.o.maxDuration)
 	if pol != nil {
@@ -653,8 +654,58 @@ func planLine(p *verify.Policy, only, skip []string) string {
 	return fmt.Sprintf("%s for %s, at most %v", strings.Join(checks, ", "), describePolicy(p), verify.PlanDuration(*p, only, skip).Round(time.Millisecond))
 }
 
+// checkDryRunDoc is the --dry-run --json document of check: the suite's
+// plan per rule (docs/schema/check-dry-run.schema.json). Policy is nil when
+// it will come from the target's advertised headers.
+type checkDryRunDoc struct {
+	Schema    string            `json:"schema"`
+	Tool      string            `json:"tool"`
+	DryRun    bool              `json:"dry_run"`
+	Targets   []string          `json:"targets"`
+	Policy    *verify.Policy    `json:"policy"`
+	Rules     []checkDryRunRule `json:"rules"`
+	DurationS float64           `json:"duration_s"`
+	Caps      map[string]any    `json:"caps"`
+}
+
+type checkDryRunRule struct {
+	Rule      string            `json:"rule"`
+	DurationS float64           `json:"duration_s"`
+	Requests  int               `json:"requests"`
+	Steps     []checkDryRunStep `json:"steps"`
+	Skipped   map[string]string `json:"skipped"`
+}
+
+type checkDryRunStep struct {
+	Check     string  `json:"check"`
+	Name      string  `json:"name"`
+	DurationS float64 `json:"duration_s"`
+	Requests  int     `json:"requests"`
+}
+
 // printDryRun prints the plan without sending anything.
-func (o *checkOptions) printDryRun(f *Factory, p *verify.Policy) error {
+func (o *checkOptions) printDryRun(f *Factory, g *GlobalOptions, t *target, p *verify.Policy) error {
+	if g.JSON {
+		doc := checkDryRunDoc{
+			Schema: verify.SchemaCheck, Tool: "rlprobe " + f.Version, DryRun: true, Targets: redactedTargets(t), Policy: p,
+			Rules: []checkDryRunRule{},
+			Caps:  map[string]any{"max_requests": t.o.maxRequests, "max_duration_s": t.o.maxDuration.Seconds(), "max_rate_per_s": t.o.maxRate},
+		}
+		if p != nil {
+			for _, e := range p.Endpoints {
+				pl := verify.PlanSuite(e, verify.SuiteOptions{Only: o.only, Skip: o.skip, Identities: 1, Spoofing: true})
+				r := checkDryRunRule{Rule: e.String(), DurationS: pl.Duration().Seconds(), Requests: pl.Requests(),
+					Steps: []checkDryRunStep{}, Skipped: map[string]string{}}
+				for _, s := range pl.Steps {
+					r.Steps = append(r.Steps, checkDryRunStep{s.Check, s.Name, s.Duration.Seconds(), s.Requests})
+				}
+				maps.Copy(r.Skipped, pl.Skipped)
+				doc.Rules = append(doc.Rules, r)
+			}
+			doc.DurationS = verify.PlanDuration(*p, o.only, o.skip).Seconds()
+		}
+		return writeJSON(f.IO.Out, doc)
+	}
 	if p == nil {
 		_, err := fmt.Fprintln(f.IO.Out, "plan: the policy will come from the target's advertised headers (preflight); declare one to see the plan")
 		return err

@@ -261,3 +261,45 @@ func TestSchemaInferDryRun(t *testing.T) {
 		{"no targets", func(d map[string]any) { d["targets"] = []any{} }},
 	})
 }
+
+// TestSchemaCheckDryRun: `check --dry-run --json` prints the suite's plan
+// as a document that validates against check-dry-run.schema.json, with a
+// declared policy and without one (the policy then comes from the target).
+func TestSchemaCheckDryRun(t *testing.T) {
+	sch := compileDocSchema(t, "check-dry-run.schema.json")
+	var declared string
+	for _, extra := range [][]string{
+		{"--limit", "5", "--window", "1s", "--skip", "race"},
+		{"--rate", "2/s", "--burst", "3", "--status", "429"},
+		nil,
+	} {
+		args := append([]string{"check", dryRunTarget, "--dry-run", "--json"}, extra...)
+		code, stdout, stderr := runCLI(t, nil, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, stderr)
+		}
+		mustValidate(t, sch, "check --dry-run document", stdout)
+		if extra == nil {
+			if !strings.Contains(stdout, `"policy": null`) || !strings.Contains(stdout, `"rules": []`) {
+				t.Errorf("without a policy: want a null policy and no rules:\n%s", stdout)
+			}
+			continue
+		}
+		if !strings.Contains(stdout, `"check": "burst"`) {
+			t.Errorf("%v: the plan lacks the burst step:\n%s", extra, stdout)
+		}
+		if declared == "" {
+			declared = stdout
+		}
+	}
+	if strings.Contains(declared, `"check": "race"`) {
+		t.Errorf("--skip race: the plan still has a race step:\n%s", declared)
+	}
+	mustReject(t, sch, declared, []schemaBreak{
+		{"rules removed", func(d map[string]any) { delete(d, "rules") }},
+		{"not a dry run", func(d map[string]any) { d["dry_run"] = false }},
+		{"unknown check", func(d map[string]any) { member(d, "rules", 0, "steps", 0)["check"] = "flood" }},
+		{"step without requests", func(d map[string]any) { delete(member(d, "rules", 0, "steps", 0), "requests") }},
+		{"caps without a rate", func(d map[string]any) { delete(member(d, "caps"), "max_rate_per_s") }},
+	})
+}
