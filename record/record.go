@@ -7,7 +7,7 @@
 // Times inside a file are int64 nanoseconds relative to Header.Start, because
 // absolute Unix nanoseconds overflow JavaScript numbers.
 //
-// The package has four parts:
+// The package has five parts:
 //
 //   - a streaming [Writer] (and [Create] to open its file safely), safe for
 //     many goroutines, that flushes at least every [FlushInterval] and every
@@ -19,7 +19,10 @@
 //   - [Merge], which puts several agents' files on one timeline;
 //   - a [Redactor], which replaces secrets (credentials in headers, query
 //     parameters and URLs) by a stable [Fingerprint] before anything is
-//     written.
+//     written;
+//   - the definitions every summary of a run shares: a result's pacing
+//     error and latency ([Result.SendTimes], [Result.Latency]) and the
+//     distribution type of the run document ([Dist]).
 //
 // The package imports nothing but the standard library.
 package record
