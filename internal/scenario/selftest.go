@@ -428,7 +428,9 @@ func JudgeInference(w SelftestWant, inf *infer.Inference) (problems []string, er
 			problems = append(problems, fmt.Sprintf("%s not estimated, want %g", n, want))
 			continue
 		}
-		if slices.Contains(integerParams, n) {
+		if slices.Contains(integerParams, n) || want == 0 {
+			// Integers, and a real value of 0 (no relative error), must
+			// be exact; the error is absolute.
 			errs[n] = p.Value - want
 			if p.Value != want {
 				problems = append(problems, fmt.Sprintf("%s %g, want %g", n, p.Value, want))

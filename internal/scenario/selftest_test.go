@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -118,6 +119,15 @@ func TestJudgeInference(t *testing.T) {
 		}
 		if tt.name == "right, window 5% off" && (errs["limit"] != 0 || fmt.Sprintf("%.3f", errs["window_s"]) != "0.050") {
 			t.Errorf("%s: parameter errors %v, want limit 0 and window_s +0.05", tt.name, errs)
+		}
+	}
+	// A real-valued parameter wanted as 0 has no relative error: it is
+	// judged exactly, and its error stays a number JSON can carry.
+	zero := SelftestWant{Family: infer.TokenBucket, Params: map[string]float64{"rate_per_s": 0}}
+	for _, got := range []float64{0, 0.5} {
+		probs, errs := JudgeInference(zero, &infer.Inference{Algorithm: infer.TokenBucket, Params: infer.Params{RatePerS: p(got)}})
+		if (len(probs) == 0) != (got == 0) || math.IsNaN(errs["rate_per_s"]) || math.IsInf(errs["rate_per_s"], 0) || errs["rate_per_s"] != got {
+			t.Errorf("rate 0 inferred as %v: problems %v, errors %v", got, probs, errs)
 		}
 	}
 	cr := SelftestWant{Family: infer.SlidingLog, CountsRejected: boolPtr(true)}
