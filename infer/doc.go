@@ -23,7 +23,12 @@
 // half the fastest round trip). A model's score is the number of observed
 // outcomes it fails to reproduce: per cluster of requests too close together
 // to order, the number accepted, and for queueing limiters the sorted
-// delays. A lone request within a small timing tolerance of a model's
+// delays. Requests are too close to order when they arrived within 2 ms of
+// each other, or when one arrived before an earlier one may have been
+// decided: an answer that came back later than the fastest (from arrival to
+// answer) may have been decided that much later, after requests that
+// arrived in between (a server under load stamps a request when it reads it
+// and consults its limiter when the handler runs). A lone request within a small timing tolerance of a model's
 // boundary (a thousandth of the model's time scale, or its own arrival
 // uncertainty) is given the benefit of the doubt, so parameters are never
 // pinned more finely than the measurements support.
@@ -43,7 +48,10 @@
 // count; a latency staircase reveals a queue), a recovery scan with single
 // probes at offsets growing by √2, a second exhausting burst (with two
 // requests of a second identity when the engine has several, to tell a
-// global key from a per-client one) and a second scan. From then on it
+// global key from a per-client one) and a second scan. The key is the
+// keying whose best model misses fewer outcomes or, when the bests tie,
+// the keying under which no variant does worse and some variant does
+// better; until that holds, every refit asks again. From then on it
 // weighs the models that still fit — each family, variant and count alike,
 // times a likelihood of 1/20 per outcome missed beyond the best — and runs
 // the candidate experiment (probes where the models disagree on recovery,

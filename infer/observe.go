@@ -49,6 +49,15 @@ type observation struct {
 	cluster int // requests of one cluster arrived too close together to order
 	// unc is the half-width of the arrival estimate's uncertainty.
 	unc time.Duration
+	// lag bounds how long after its arrival the server may have decided
+	// the request: the time from its estimated arrival to its answer
+	// beyond the shortest such time of the run (an answer that came back
+	// late may have been decided late: the handler ran late under load,
+	// after requests that arrived later; with the server's arrival echo
+	// this is seen even when every answer is equally slow), at most the
+	// delay tolerance, and zero for a held (queued) answer, whose lateness
+	// is the queue's.
+	lag time.Duration
 }
 
 // observations are the fitting's view of a run.
@@ -134,6 +143,8 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 			best, o.rejectStatus = n, st
 		}
 	}
+	// minAfter is the shortest time from an arrival to its answer.
+	var minAfter time.Duration
 	for _, x := range rs {
 		r := results[x.i]
 		at := x.lo + base/2
@@ -156,7 +167,19 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 		} else {
 			o.rejected++
 		}
+		ob.lag = time.Duration(x.hi - at)
+		if !ob.held && (len(o.list) == 0 || ob.lag < minAfter) {
+			minAfter = ob.lag
+		}
 		o.list = append(o.list, ob)
+	}
+	for i := range o.list {
+		ob := &o.list[i]
+		if ob.held {
+			ob.lag = 0
+			continue
+		}
+		ob.lag = min(max(ob.lag-minAfter, 0), tol)
 	}
 	slices.SortStableFunc(o.list, func(a, b observation) int {
 		if c := a.at.Compare(b.at); c != 0 {
@@ -164,13 +187,23 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 		}
 		return a.ref - b.ref
 	})
+	// Clusters: a request joins the one before it when it arrived within
+	// clusterGap of the previous request, or before the cluster's last
+	// possible decision (see observation.decided): the server may then have
+	// decided them in either order.
 	start := 0
+	var decided time.Time
 	for i := range o.list {
-		if i > 0 && (o.list[i].at.Sub(o.list[i-1].at) > clusterGap || o.list[i].client != o.list[i-1].client) {
+		ob := &o.list[i]
+		if i > 0 && ((ob.at.Sub(o.list[i-1].at) > clusterGap && ob.at.After(decided)) || ob.client != o.list[i-1].client) {
 			o.clusters = append(o.clusters, [2]int{start, i})
 			start = i
+			decided = time.Time{}
 		}
-		o.list[i].cluster = len(o.clusters)
+		ob.cluster = len(o.clusters)
+		if d := ob.at.Add(ob.lag); d.After(decided) {
+			decided = d
+		}
 	}
 	if len(o.list) > 0 {
 		o.clusters = append(o.clusters, [2]int{start, len(o.list)})

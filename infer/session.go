@@ -407,9 +407,14 @@ func (s *session) addKeyTest(sends *[]patterns.Send, after time.Duration) {
 }
 
 // decideKey lets the models decide the key test: sp is fitted with one
-// global state and with a state per client, and the better fit decides. A
-// tie (the test could not tell: the first identity was not exhausted, say)
-// leaves the key unknown and keeps the global fit.
+// global state and with a state per client, and the better fit decides.
+// When the best of each keying miss equally (a family that recovers fast
+// enough to admit the second identity's requests under a global key fits
+// as well as the truth with a key per client), each variant is compared
+// with itself: a keying at least as good for every variant and better for
+// one decides (see keyVerdict). Otherwise (the test could not tell: the
+// first identity was not exhausted, say) the key stays unknown and the
+// global fit is kept.
 func (s *session) decideKey(sp space) *fit {
 	o := s.observe()
 	sp.perClient = s.perClient
@@ -422,15 +427,51 @@ func (s *session) decideKey(sp space) *fit {
 	fw, okf := f.winner()
 	gw, okg := g.winner()
 	trace("key test: global %v misses %d, per client %v misses %d", fw.h, fw.miss, gw.h, gw.miss)
-	switch {
-	case !okf || !okg:
-	case gw.miss < fw.miss:
-		s.keyTested, s.perClient = true, true
-		return g
-	case fw.miss < gw.miss:
-		s.keyTested = true
+	if !okf || !okg {
+		return f
+	}
+	if decided, perClient := keyVerdict(f, g); decided {
+		s.keyTested, s.perClient = true, perClient
+		if perClient {
+			return g
+		}
 	}
 	return f
+}
+
+// keyVerdict compares a fit with a global key (f) and with a key per
+// client (g): the keying whose winner misses fewer outcomes wins; on a tie,
+// the keying that makes no variant miss more and some variant miss fewer
+// (each variant's best against its own best under the other keying, over
+// the variants either fit kept: a variant one keying dropped as far
+// behind does worse under it). decided is false when neither holds.
+func keyVerdict(f, g *fit) (decided, perClient bool) {
+	fw, _ := f.winner()
+	gw, _ := g.winner()
+	switch {
+	case gw.miss < fw.miss:
+		return true, true
+	case fw.miss < gw.miss:
+		return true, false
+	}
+	better, worse := 0, 0
+	for _, v := range allVariants {
+		a, okf := f.best[v]
+		b, okg := g.best[v]
+		switch {
+		case okf && okg && b.miss < a.miss, !okf && okg:
+			better++
+		case okf && okg && b.miss > a.miss, okf && !okg:
+			worse++
+		}
+	}
+	switch {
+	case better > 0 && worse == 0:
+		return true, true
+	case worse > 0 && better == 0:
+		return true, false
+	}
+	return false, false
 }
 
 // announce reports the budget once the time scale is known.
@@ -574,13 +615,28 @@ func (s *session) anyFeasible(dz *designer, s0 time.Time, margin time.Duration) 
 }
 
 // refit fits everything observed within the space of the previous fit's
-// pool.
+// pool. While the key test is undecided, the same space is fitted with a
+// key per client too, and keyVerdict decides as soon as the observations
+// since tell the keyings apart.
 func (s *session) refit(prev *fit) *fit {
 	o := s.observe()
-	if f := prev.extend(o); f != nil {
-		return f
+	f := prev.extend(o)
+	if f == nil {
+		f = search(o, prev.narrowed())
 	}
-	return search(o, prev.narrowed())
+	if s.keySent && !s.keyTested {
+		sp := prev.narrowed()
+		sp.perClient = true
+		g := search(o, sp)
+		if decided, perClient := keyVerdict(f, g); decided {
+			trace("key test decided later: per client %v", perClient)
+			s.keyTested, s.perClient = true, perClient
+			if perClient {
+				return g
+			}
+		}
+	}
+	return f
 }
 
 // summarize lists the variants of p with their counts and ranges (for

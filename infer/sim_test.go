@@ -38,6 +38,19 @@ type simEngine struct {
 	// stall, when set, returns extra delay on the way back for request seq
 	// (a pause after the decision: a GC or a busy scheduler).
 	stall func(seq int64) time.Duration
+	// lag, when set, returns how long after its arrival stamp the server
+	// decides request seq (the handler ran late under load). Requests are
+	// decided in the order of their decision times, each at its stamp, so
+	// a request stamped earlier may be decided after one stamped later
+	// (as the reference server does: the stamp is taken when the request
+	// is read, the limiter consulted when the handler runs).
+	lag func(seq int64) time.Duration
+	// echo sets each result's Arrival to the server's arrival stamp (the
+	// reference server's X-Rlprobe-Arrival).
+	echo bool
+	// keyDelay is extra one-way delay of the requests of every client but
+	// the first (the second identity's connection was served late).
+	keyDelay time.Duration
 	// sent counts requests.
 	sent int
 	// retryScale and retryAdd distort Retry-After: advertised =
@@ -74,6 +87,7 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 		send    patterns.Send
 		sent    time.Time
 		arrival time.Time
+		decided time.Time
 	}
 	reqs := make([]req, len(s.Sends))
 	for i, sd := range s.Sends {
@@ -85,10 +99,17 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 		if e.jitter != nil {
 			arr = arr.Add(e.jitter(e.seq + int64(i)))
 		}
-		reqs[i] = req{i: i, send: sd, sent: t, arrival: arr}
+		if sd.Client > 0 {
+			arr = arr.Add(e.keyDelay)
+		}
+		dec := arr
+		if e.lag != nil {
+			dec = dec.Add(e.lag(e.seq + int64(i)))
+		}
+		reqs[i] = req{i: i, send: sd, sent: t, arrival: arr, decided: dec}
 	}
 	order := slices.Clone(reqs)
-	slices.SortStableFunc(order, func(a, b req) int { return a.arrival.Compare(b.arrival) })
+	slices.SortStableFunc(order, func(a, b req) int { return a.decided.Compare(b.decided) })
 	out := make([]record.Result, len(reqs))
 	last := e.now
 	for _, q := range order {
@@ -101,7 +122,11 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 			Headers: http.Header{},
 		}
 		r.Status = 200
-		served := q.arrival
+		if e.echo {
+			a := int64(q.arrival.Sub(e.origin))
+			r.Arrival = &a
+		}
+		served := q.decided
 		if e.srv.cfg.Algorithm != "" {
 			key := ""
 			if e.srv.perClient {
