@@ -29,11 +29,18 @@ const (
 	maxIdlePerPool = 512
 	// maxPredialPerPool bounds the connections dialled ahead of a run.
 	maxPredialPerPool = 256
+	// predialSlack is the latency a steady stream's pre-dialled connections
+	// absorb: a pool with two or more sends due within a millisecond (at
+	// distinct instants) gets as many connections as it has sends due
+	// within any predialSlack, so that answers slower than usual (a loaded
+	// machine's hiccups of a few ms) do not leave sends without a
+	// connection at their deadline.
+	predialSlack = 5 * time.Millisecond
 	// predialParallel is how many connections are dialled at once before a
 	// run.
 	predialParallel = 64
 	// maxSendDials is how many connections late sends may be dialling at
-	// once (see pool.connForSend).
+	// once (see pool.take).
 	maxSendDials = 256
 )
 
@@ -129,8 +136,9 @@ func (c *h1Conn) close() {
 
 // readLoop is the reader goroutine of c: it waits, blocked in a read, for
 // the response to the request its owner writes (which wakes it straight
-// from the network poller, without a goroutine hand-off), completes it and
-// waits for the next. It ends when c is closed, or when c breaks while idle
+// from the network poller, without a goroutine hand-off), completes it,
+// writes the request of the send waiting in the pool if any (see
+// pool.take), and waits for the next. It ends when c is closed, or when c breaks while idle
 // in the pool (the server closed it, or sent something unasked).
 func (p *pool) readLoop(c *h1Conn) {
 	for {
@@ -154,10 +162,22 @@ func (p *pool) readLoop(c *h1Conn) {
 				return
 			}
 		}
-		keep := j.r.completeH1(j.i, j.p, c, j.res, j.werr, j.retry)
-		j.r.wg.Done()
-		if !keep {
-			return
+		for {
+			keep, ps, more := j.r.completeH1(j.i, j.p, c, j.res, j.werr, j.retry)
+			j.r.wg.Done()
+			if !keep {
+				return
+			}
+			if !more {
+				break
+			}
+			// A send waiting in the pool goes out on c from here, without
+			// a goroutine hand-off.
+			var ok bool
+			if j, ok = ps.r.writePending(ps.i, p, c); !ok {
+				p.putH1(c)
+				break
+			}
 		}
 	}
 }
@@ -221,7 +241,7 @@ type pool struct {
 	mu      sync.Mutex
 	idle    []*h1Conn // LIFO
 	h2      []*h2Conn
-	waiters []chan *h1Conn // sends waiting for a connection, FIFO
+	pending []pendingSend // late sends waiting for a connection, FIFO (see take)
 }
 
 // getH1 returns an idle HTTP/1.1 connection, or nil.
@@ -243,78 +263,129 @@ func (p *pool) getH1Locked(now time.Time) *h1Conn {
 	return nil
 }
 
-// putH1 hands a free connection to the longest waiting send, or returns it
-// to the idle list.
-func (p *pool) putH1(c *h1Conn) {
-	c.idleSince = time.Now()
-	p.mu.Lock()
-	if len(p.waiters) > 0 {
-		ch := p.waiters[0]
-		p.waiters = p.waiters[1:]
-		p.mu.Unlock()
-		ch <- c // buffered
-		return
-	}
-	defer p.mu.Unlock()
-	if len(p.idle) >= maxIdlePerPool {
-		c.close()
-		return
-	}
-	p.idle = append(p.idle, c)
+// pendingSend is a late send waiting in a pool for a connection.
+type pendingSend struct {
+	r *run
+	i int
 }
 
-// connForSend returns an idle connection for a send that found none at
-// its deadline, or a dial slot (dial is true; the caller releases it with
-// e.dialDone). When all of the engine's dial slots are taken it waits for
-// whichever comes first: a connection another request frees, or a slot.
-// This keeps an overloaded run (sends due faster than answers come back)
-// from turning into a storm of connection attempts. It returns ctx's error
-// when ctx ends first.
-func (p *pool) connForSend(ctx context.Context) (c *h1Conn, dial bool, err error) {
-	sem := p.e.dialSem
+// takeResult says what take found for a send.
+type takeResult int
+
+const (
+	tookConn    takeResult = iota // an idle HTTP/1.1 connection
+	tookSlot                      // a dial slot, released with Engine.dialDone
+	tookH2                        // nothing: the pool speaks HTTP/2
+	tookPending                   // nothing: the send waits in the pool
+)
+
+// take finds a way to run send i of r now: an idle HTTP/1.1 connection, or
+// (the pool speaking HTTP/2) nothing, or one of the engine's dial slots.
+// When every slot is taken, it queues the send: the next connection the
+// pool frees (putH1) or the next slot released (dialDone), whichever comes
+// first, runs it; no goroutine waits for it. This keeps an overloaded run
+// (sends due faster than answers come back) from turning into a storm of
+// connection attempts, and makes the readers of its connections send the
+// backlog themselves. A queued send holds its count of r.wg.
+func (p *pool) take(r *run, i int, now time.Time) (*h1Conn, takeResult) {
 	p.mu.Lock()
-	if c := p.getH1Locked(time.Now()); c != nil {
-		p.mu.Unlock()
-		return c, false, nil
+	defer p.mu.Unlock()
+	if c := p.getH1Locked(now); c != nil {
+		return c, tookConn
+	}
+	if len(p.h2) > 0 {
+		return nil, tookH2
 	}
 	select {
-	case sem <- struct{}{}:
-		p.mu.Unlock()
-		return nil, true, nil
+	case p.e.dialSem <- struct{}{}:
+		return nil, tookSlot
 	default:
 	}
-	ch := make(chan *h1Conn, 1)
-	p.waiters = append(p.waiters, ch)
-	p.mu.Unlock()
-	select {
-	case c := <-ch:
-		return c, false, nil
-	case sem <- struct{}{}:
-		if p.removeWaiter(ch) {
-			return nil, true, nil
+	p.pending = append(p.pending, pendingSend{r: r, i: i})
+	return nil, tookPending
+}
+
+// putH1 gives a free connection to the longest waiting send, which is
+// written on it at once, or returns it to the idle list. The caller owns c
+// and gives it up.
+func (p *pool) putH1(c *h1Conn) {
+	for {
+		ps, ok := p.putOrNext(c)
+		if !ok {
+			return
 		}
-		<-sem // a connection was handed over meanwhile
-		return <-ch, false, nil
-	case <-ctx.Done():
-		if !p.removeWaiter(ch) {
-			p.putH1(<-ch)
+		if ps.r.startPending(ps.i, p, c) {
+			return
 		}
-		return nil, false, ctx.Err()
 	}
 }
 
-// removeWaiter takes ch off the waiting list and reports whether it was
-// still there (else a connection is, or is about to be, in it).
-func (p *pool) removeWaiter(ch chan *h1Conn) bool {
+// putOrNext returns the longest waiting send, for which the caller (owning
+// c) is to write its request on c, or returns c to the idle list (ok
+// false).
+func (p *pool) putOrNext(c *h1Conn) (ps pendingSend, ok bool) {
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, w := range p.waiters {
-		if w == ch {
-			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
-			return true
+	if len(p.pending) > 0 {
+		ps = p.pending[0]
+		p.pending[0] = pendingSend{}
+		p.pending = p.pending[1:]
+		return ps, true
+	}
+	c.idleSince = now
+	if len(p.idle) >= maxIdlePerPool {
+		c.close()
+		return ps, false
+	}
+	p.idle = append(p.idle, c)
+	return ps, false
+}
+
+// dialForPending gives the engine's free dial slots to the sends waiting
+// in p, longest waiting first.
+func (p *pool) dialForPending() {
+	for {
+		p.mu.Lock()
+		if len(p.pending) == 0 {
+			p.mu.Unlock()
+			return
+		}
+		ps := p.pending[0]
+		if ps.r.dctx.Err() == nil {
+			select {
+			case p.e.dialSem <- struct{}{}:
+			default:
+				p.mu.Unlock()
+				return
+			}
+		}
+		p.pending[0] = pendingSend{}
+		p.pending = p.pending[1:]
+		p.mu.Unlock()
+		if ps.r.dctx.Err() != nil {
+			ps.r.wg.Done() // not sent: left to the sweep
+			continue
+		}
+		go ps.r.sendNew(ps.i, true)
+	}
+}
+
+// dropPending removes r's waiting sends from p (the run stopped: they are
+// not sent) and returns how many there were.
+func (p *pool) dropPending(r *run) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keep := p.pending[:0]
+	for _, ps := range p.pending {
+		if ps.r != r {
+			keep = append(keep, ps)
 		}
 	}
-	return false
+	n := len(p.pending) - len(keep)
+	clear(p.pending[len(keep):])
+	p.pending = keep
+	return n
 }
 
 // idleCount returns the number of idle HTTP/1.1 connections.

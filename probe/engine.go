@@ -71,7 +71,7 @@ type Engine struct {
 	burst   int
 	pacer   pacer
 	respReq *http.Request // what http.ReadResponse needs to know of the request
-	dialSem chan struct{} // dial slots of late sends (pool.connForSend)
+	dialSem chan struct{} // dial slots of late sends (pool.take)
 	// lbGoroutines releases last-byte races from one goroutine per member
 	// parked on a closed channel, instead of one loop (benchmarks compare).
 	lbGoroutines bool
@@ -133,6 +133,21 @@ func (e *Engine) Close() error {
 		p.closeAll()
 	}
 	return nil
+}
+
+// dialDone releases a dial slot taken by pool.take and gives the free
+// slots to the sends waiting in any pool.
+func (e *Engine) dialDone() {
+	<-e.dialSem
+	e.mu.Lock()
+	pools := make([]*pool, 0, len(e.pools))
+	for _, p := range e.pools {
+		pools = append(pools, p)
+	}
+	e.mu.Unlock()
+	for _, p := range pools {
+		p.dialForPending()
+	}
 }
 
 func (e *Engine) isClosed() bool {
@@ -288,7 +303,9 @@ func (e *Engine) checkSends(sends []Send) error {
 // Sends with a Batch are prepared RaceHold before their At and released
 // together in Options.RaceMode. Before the first deadline, Run dials as
 // many connections per client and target as that client has sends due
-// within any 1 ms, so choose begin a little after now.
+// within any 1 ms, or within any 5 ms when two or more (at distinct
+// instants) are due within a millisecond, so that answers slower than
+// usual find connections to spare; choose begin a little after now.
 //
 // zero is the record file's Header.Start: every result time is
 // nanoseconds since zero. Every send yields exactly one result (response,
@@ -339,9 +356,18 @@ func (e *Engine) Preflight(ctx context.Context, zero time.Time) (record.Result, 
 	defer r.dcancel(nil)
 	r.capture = true
 	r.items[0].pool = e.pool(0, 0)
-	r.wg.Add(1)
-	r.sendNew(0)
-	r.wg.Wait()         // the connection's reader completes it
+	r.send(0)
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait() // the connection's reader completes it
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-r.dctx.Done():
+		r.dropPending()
+		<-done
+	}
 	if !r.finished[0] { // ctx ended while it waited for a connection
 		return record.Result{}, nil, fmt.Errorf("probe: preflight: %w", context.Cause(r.dctx))
 	}

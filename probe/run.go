@@ -179,12 +179,10 @@ func (r *run) predial() bool {
 		nd.ats = append(nd.ats, ev.at)
 	}
 	for _, nd := range needs {
-		lo := 0
-		for hi, at := range nd.ats {
-			for at-nd.ats[lo] >= time.Millisecond {
-				lo++
-			}
-			nd.n = max(nd.n, hi-lo+1)
+		nd.n = maxWithin(nd.ats, time.Millisecond)
+		if nd.n >= 2 && nd.ats[len(nd.ats)-1] > nd.ats[0] {
+			// A fast stream, not a burst: room for answers slower than 1 ms.
+			nd.n = max(nd.n, maxWithin(nd.ats, predialSlack))
 		}
 		nd.n = min(nd.n, maxPredialPerPool)
 		if nd.p.hasH2() {
@@ -248,6 +246,19 @@ func (r *run) predial() bool {
 	return r.dctx.Err() == nil
 }
 
+// maxWithin returns the largest number of offsets of ats (sorted) within
+// any window of length w.
+func maxWithin(ats []time.Duration, w time.Duration) int {
+	n, lo := 0, 0
+	for hi, at := range ats {
+		for at-ats[lo] >= w {
+			lo++
+		}
+		n = max(n, hi-lo+1)
+	}
+	return n
+}
+
 // dispatch walks the events at their deadlines until the end or until
 // dctx is done.
 func (r *run) dispatch() {
@@ -292,17 +303,22 @@ func (r *run) guard(p pacer, n int) bool {
 // send starts send i now. With an idle HTTP/1.1 connection at hand the
 // dispatcher writes the request itself and hands the connection to its
 // reader goroutine, which keeps a goroutine hand-off off the critical path;
-// otherwise a goroutine dials or uses HTTP/2.
+// otherwise a goroutine dials or uses HTTP/2, or the send waits in its pool
+// for a connection (see pool.take).
 func (r *run) send(i int) {
 	p := r.items[i].pool
-	if c := p.getH1(time.Now()); c != nil {
+	r.wg.Add(1)
+	c, took := p.take(r, i, time.Now())
+	switch took {
+	case tookConn:
 		res := r.newResult(i)
 		err := r.writeH1(c, p.h1req, &res)
-		r.handOff(i, p, c, res, err, true)
-		return
+		r.handTo(i, p, c, res, err, true)
+	case tookSlot:
+		go r.sendNew(i, true)
+	case tookH2:
+		go r.sendNew(i, false)
 	}
-	r.wg.Add(1)
-	go r.sendNew(i)
 }
 
 // handOff gives the request of send i just written on c (werr: the write's
@@ -311,6 +327,11 @@ func (r *run) send(i int) {
 // reader returns it to p.
 func (r *run) handOff(i int, p *pool, c *h1Conn, res record.Result, werr error, retry bool) {
 	r.wg.Add(1)
+	r.handTo(i, p, c, res, werr, retry)
+}
+
+// handTo is handOff for a send whose count of r.wg is already taken.
+func (r *run) handTo(i int, p *pool, c *h1Conn, res record.Result, werr error, retry bool) {
 	r.reading[i].Store(c) // from now on, settle can abandon the read
 	if r.rctx.Err() != nil {
 		_ = c.sc.SetDeadline(aLongTimeAgo)
@@ -319,41 +340,96 @@ func (r *run) handOff(i int, p *pool, c *h1Conn, res record.Result, werr error, 
 	c.jobs <- h1Job{r: r, i: i, p: p, res: res, werr: werr, retry: retry}
 }
 
-// sendNew runs send i, which found no idle connection at its deadline, on
-// a pooled HTTP/2 stream, a connection freed meanwhile or a new one. A send
-// still waiting when the run stops is left to the sweep (not-sent). The
-// caller has done r.wg.Add(1).
-func (r *run) sendNew(i int) {
-	defer r.wg.Done()
+// writePending writes the request of send i, which waited in pool p, on c
+// and returns the job of c's reader. When the run has stopped meanwhile it
+// writes nothing and reports false: the send is left to the sweep.
+func (r *run) writePending(i int, p *pool, c *h1Conn) (h1Job, bool) {
+	if r.dctx.Err() != nil {
+		r.wg.Done()
+		return h1Job{}, false
+	}
+	res := r.newResult(i)
+	err := r.writeH1(c, p.h1req, &res)
+	r.reading[i].Store(c) // from now on, settle can abandon the read
+	if r.rctx.Err() != nil {
+		_ = c.sc.SetDeadline(aLongTimeAgo)
+	}
+	return h1Job{r: r, i: i, p: p, res: res, werr: err, retry: true}, true
+}
+
+// startPending runs send i, which waited in pool p, on c (not c's reader)
+// and reports whether it did (see writePending).
+func (r *run) startPending(i int, p *pool, c *h1Conn) bool {
+	j, ok := r.writePending(i, p, c)
+	if !ok {
+		return false
+	}
+	p.startReader(c)
+	c.jobs <- j
+	return true
+}
+
+// sendNew runs send i, which found no idle HTTP/1.1 connection at its
+// deadline, on a pooled HTTP/2 stream or, holding a dial slot (slot), on a
+// new connection. Without a slot and without a live HTTP/2 connection, it
+// goes the way of any late send (pool.take). The caller has done
+// r.wg.Add(1) for the send.
+func (r *run) sendNew(i int, slot bool) {
 	p := r.items[i].pool
 	res := r.newResult(i)
 	if h := p.getH2(); h != nil {
+		if slot {
+			r.e.dialDone()
+		}
+		defer r.wg.Done()
 		r.roundTripH2(i, p, h, res)
 		return
 	}
-	h1, dial, err := p.connForSend(r.dctx)
-	if err != nil {
-		return
-	}
-	var c conn
-	if dial {
-		c, err = p.dialConn(r.rctx, dialAny, true)
-		<-r.e.dialSem
-		if err != nil {
-			r.dialFailed(err)
-			r.finish(i, res, err)
+	if !slot {
+		c, took := p.take(r, i, time.Now())
+		switch took {
+		case tookConn:
+			err := r.writeH1(c, p.h1req, &res)
+			r.handTo(i, p, c, res, err, true)
+			return
+		case tookSlot:
+		case tookH2: // a new HTTP/2 connection meanwhile
+			go r.sendNew(i, false)
+			return
+		default: // waiting in the pool
 			return
 		}
-		r.connected.Store(true)
-	} else {
-		c.h1 = h1
 	}
+	c, err := p.dialConn(r.rctx, dialAny, true)
+	r.e.dialDone()
+	if err != nil {
+		r.dialFailed(err)
+		r.finish(i, res, err)
+		r.wg.Done()
+		return
+	}
+	r.connected.Store(true)
 	if c.h2 != nil {
+		defer r.wg.Done()
 		r.roundTripH2(i, p, c.h2, res)
 		return
 	}
 	err = r.writeH1(c.h1, p.h1req, &res)
-	r.handOff(i, p, c.h1, res, err, true)
+	r.handTo(i, p, c.h1, res, err, true)
+}
+
+// dropPending removes the run's sends still waiting in a pool: they are
+// not sent (the sweep records them).
+func (r *run) dropPending() {
+	seen := make(map[*pool]bool)
+	for _, it := range r.items {
+		if p := it.pool; p != nil && !seen[p] {
+			seen[p] = true
+			for range p.dropPending(r) {
+				r.wg.Done()
+			}
+		}
+	}
 }
 
 // getConn returns a reserved HTTP/2 stream or an idle HTTP/1.1 connection
@@ -412,9 +488,11 @@ func (r *run) writeH1(c *h1Conn, b []byte, res *record.Result) error {
 // write's error), returns c to its pool or closes it, and finishes the
 // result. A request that failed on a reused connection before any response
 // byte (the server had closed it) is retried once on a new connection when
-// retry is set and the method is idempotent. It reports whether c went
-// back to the pool. Only c's reader goroutine calls it.
-func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr error, retry bool) (kept bool) {
+// retry is set and the method is idempotent. It reports whether c is still
+// the caller's (c's reader goroutine, the only caller): then c went back
+// to the pool, or, when more is set, the caller is to send next, which
+// waited in the pool, on it.
+func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr error, retry bool) (kept bool, next pendingSend, more bool) {
 	err := werr
 	reuse := false
 	if err == nil {
@@ -428,22 +506,26 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 		nc, err = r.getConnNew(p)
 		if err != nil {
 			r.finish(i, res, err)
-			return false
+			return false, next, false
 		}
 		c = nc.h1 // read here: it has no reader goroutine yet
 		if err = r.writeH1(c, p.h1req, &res); err == nil {
 			reuse, err = r.readH1(i, c, &res)
 		}
 	}
-	if err != nil || !reuse {
+	switch {
+	case err != nil || !reuse:
 		c.close()
-	} else {
+	case c != own:
 		c.used++
-		p.putH1(c)
-		kept = c == own
+		p.putH1(c) // the retry's connection, which has no reader yet
+	default:
+		c.used++
+		kept = true
+		next, more = p.putOrNext(c)
 	}
 	r.finish(i, res, err)
-	return kept
+	return kept, next, more
 }
 
 // getConnNew dials a new HTTP/1.1 connection for a retry.
@@ -749,6 +831,7 @@ func (r *run) settle() {
 		return
 	case <-r.dctx.Done():
 	}
+	r.dropPending()
 	t := time.NewTimer(r.e.opt.Grace)
 	defer t.Stop()
 	select {

@@ -1,0 +1,97 @@
+package probe
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rlprobe/rlprobe/record"
+)
+
+func TestPredialCoversAnswersSlowerThanAMillisecond(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		// Two sends a millisecond, answers in 3 ms, dials in 2 ms: a send
+		// that had to dial would be late. The pool is dialled for every
+		// send due within predialSlack (5 ms: 10), so none is.
+		n := newPipeNet(okHandler(3 * ms))
+		n.dialDelay = 2 * ms
+		e := newTestEngine(t, n, Options{})
+		zero := time.Now()
+		sends := steady(40, 0, 500*time.Microsecond)
+		results, err := e.Run(t.Context(), zero, zero.Add(100*ms), sends, nil)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		checkOnePerSend(t, results, sends, 0)
+		for i, r := range results {
+			if r.Sent != r.Sched || r.Status != 200 {
+				t.Errorf("results[%d]: sent %v after its deadline, status %d; want on time, 200", i, time.Duration(r.Sent-r.Sched), r.Status)
+			}
+		}
+		if got := n.dialCount(); got != 10 {
+			t.Errorf("dials = %d, want 10 (the sends due within 5 ms)", got)
+		}
+	})
+}
+
+func TestPredialForABurstIsItsSize(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		n := newPipeNet(okHandler(10 * ms))
+		e := newTestEngine(t, n, Options{})
+		zero := time.Now()
+		sends := make([]Send, 4)
+		for i := range sends {
+			sends[i] = Send{At: 0, Phase: "burst"}
+		}
+		sends = append(sends, Send{At: time.Second, Phase: "burst"})
+		if _, err := e.Run(t.Context(), zero, zero.Add(100*ms), sends, nil); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if got := n.dialCount(); got != 4 {
+			t.Errorf("dials = %d, want 4 (the burst; a second later they are free again)", got)
+		}
+	})
+}
+
+func TestWaitingSendsAreNotSentWhenTheRunStops(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		// One dial slot: the second send dials (50 ms), the third to fifth
+		// wait in the pool for a connection, which no answer frees before
+		// the run is cancelled at 20 ms: they are not sent, while the
+		// requests in flight complete within the grace period.
+		n := newPipeNet(okHandler(100 * ms))
+		n.dialDelay = 50 * ms
+		e := newTestEngine(t, n, Options{})
+		e.dialSem = make(chan struct{}, 1)
+		zero := time.Now()
+		begin := zero.Add(100 * ms)
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(120*ms, cancel)
+		sends := steady(5, 0, ms)
+		results, err := e.Run(ctx, zero, begin, sends, nil)
+		if err != ErrInterrupted {
+			t.Fatalf("Run error = %v, want ErrInterrupted", err)
+		}
+		checkOnePerSend(t, results, sends, 0)
+		want := []string{"response:", "response:", "not-sent:signal", "not-sent:signal", "not-sent:signal"}
+		for i, r := range results {
+			if got := string(r.Outcome) + ":" + r.Err; got != want[i] {
+				t.Errorf("results[%d] = %s, want %s", i, got, want[i])
+			}
+		}
+		if r := results[1]; r.Outcome == record.OutcomeResponse && time.Duration(r.Sent)-100*ms != 51*ms {
+			t.Errorf("results[1] sent at %v, want 51ms (after its dial)", time.Duration(r.Sent)-100*ms)
+		}
+		if got := n.dialCount(); got != 2 {
+			t.Errorf("dials = %d, want 2", got)
+		}
+		if len(e.pools) != 1 {
+			t.Fatalf("%d pools, want 1", len(e.pools))
+		}
+		for _, p := range e.pools {
+			if len(p.pending) != 0 {
+				t.Errorf("%d sends still waiting in the pool", len(p.pending))
+			}
+		}
+	})
+}
