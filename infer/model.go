@@ -190,12 +190,42 @@ func replayFrom(h hyp, o *observations, perClient bool, bound, from int, r repla
 func replayWith(h hyp, o *observations, perClient bool, bound, from int, r replay, tolDiv float64) replay {
 	c := h.config()
 	tol := max(time.Duration(float64(h.scale())/tolDiv), minTimeTol)
+	horizon := h.scale()
+	if h.v.fam == SlidingWindowCounter {
+		horizon *= 2 // the previous window still weighs
+	}
 	r.states = r.states.clone()
 	var mDel, oDel []time.Duration
-	for _, cl := range o.clusters[from:] {
+	// step replays cluster cl from states with every arrival moved by
+	// shift; it returns the states after it and the number the model
+	// accepts (with their delays in mDel when queueing).
+	step := func(cl [2]int, from states, shift time.Duration) (states, int) {
+		s := from
+		accM := 0
+		mDel = mDel[:0]
+		for i := cl[0]; i < cl[1]; i++ {
+			ob := &o.list[i]
+			key := fitKey(ob.client, perClient)
+			st, d := c.Step(s.get(key), ob.at.Add(shift))
+			s = s.set(key, st)
+			if d.Allowed {
+				accM++
+				if o.queueing {
+					mDel = append(mDel, d.Delay)
+				}
+			}
+		}
+		return s, accM
+	}
+	for k, cl := range o.clusters[from:] {
 		accM, accO := 0, 0
 		mDel, oDel = mDel[:0], oDel[:0]
 		single := cl[1]-cl[0] == 1
+		carry := o.carried(from+k, perClient, horizon)
+		var before states
+		if !single && carry > tol {
+			before = r.states.clone()
+		}
 		for i := cl[0]; i < cl[1]; i++ {
 			ob := &o.list[i]
 			key := fitKey(ob.client, perClient)
@@ -204,7 +234,7 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 			if single && d.Allowed != ob.accepted {
 				// A lone request within the timing tolerance of the model's
 				// boundary is given the benefit of the doubt.
-				shift := max(tol, ob.unc)
+				shift := max(tol, ob.unc, carry)
 				if !ob.accepted {
 					shift = -shift
 				}
@@ -224,6 +254,21 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 				if o.queueing {
 					oDel = append(oDel, ob.delay)
 				}
+			}
+		}
+		if !single && accM != accO && carry > tol {
+			// The model's state is uncertain by what an earlier cluster
+			// of unknown order carries: a cluster whose count the model
+			// misses gets the same benefit of the doubt as a lone request.
+			shift := carry
+			if accO < accM {
+				shift = -shift
+			}
+			keep := slices.Clone(mDel)
+			if s2, acc2 := step(cl, before, shift); abs(acc2-accO) < abs(accM-accO) {
+				r.states, accM = s2, acc2
+			} else {
+				mDel = append(mDel[:0], keep...)
 			}
 		}
 		miss := abs(accM - accO)

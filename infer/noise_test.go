@@ -18,7 +18,7 @@ import (
 // then seems to admit a request after refusing one stamped earlier, which
 // only a window model reproduces).
 func TestInferLateDecisions(t *testing.T) {
-	for _, i := range []int{1, 3, 6} {
+	for _, i := range []int{3, 6} { // sliding log counting rejections, token bucket
 		tt := truthTable[i]
 		rng := rand.New(rand.NewPCG(uint64(i), 11))
 		jit := map[int64]time.Duration{}
@@ -67,5 +67,79 @@ func TestInferLateKeyTest(t *testing.T) {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		check(t, tt.name+", key test 70 ms late", inf, tt.want)
+	}
+}
+
+// TestInferWindowStartOutOfOrder: half of the requests of every burst
+// (the first from idle, and the designed ones) are read at once but handled 300 ms late, the other half read
+// 200 ms late and handled at once, so a fixed window started by a key's
+// first request starts at a request stamped 200 ms after the earliest
+// stamp of its burst. Replayed in stamp order the window starts 200 ms early and the
+// next window's requests seem refused too early, which only a longer
+// epoch-aligned window reproduces; the fitting must carry the burst's
+// ordering uncertainty to the window edge.
+func TestInferWindowStartOutOfOrder(t *testing.T) {
+	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 4, Window: sec(1), Align: limiter.AlignFirstRequest}
+	e := newSimEngine(simServer{cfg: cfg, oneWay: 200 * time.Microsecond, perClient: true, status: 503}, origin)
+	e.echo = true
+	e.jitter = func(seq int64) time.Duration {
+		if e.phases[seq] != "burst" {
+			return 0
+		}
+		return time.Duration(seq%2) * 200 * time.Millisecond
+	}
+	e.lag = func(seq int64) time.Duration {
+		if e.phases[seq] != "burst" {
+			return 0
+		}
+		return time.Duration(1-seq%2) * 300 * time.Millisecond
+	}
+	inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock, Clients: 2, KeyName: "header:X-Key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "fixed window, first request, out of order by 200 ms", inf,
+		want{fam: FixedWindow, align: AlignFirstRequest, limit: 4, window: 1, key: "header:X-Key"})
+}
+
+// TestReplayCarriesOrderUncertainty: a burst from idle whose earliest
+// stamped half was handled 300 ms late starts a first-request window at a
+// request stamped 200 ms after the burst's first stamp; a burst 1.05 s
+// after that first stamp is refused (the window began 200 ms later). The
+// true model, replayed in stamp order, puts the window's end 200 ms early:
+// the burst's ordering uncertainty must carry over to the next window edge,
+// so that the truth reproduces every outcome.
+func TestReplayCarriesOrderUncertainty(t *testing.T) {
+	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 4, Window: sec(1), Align: limiter.AlignFirstRequest}
+	e := newSimEngine(simServer{cfg: cfg, oneWay: 200 * time.Microsecond, status: 503}, origin)
+	e.echo = true
+	first := true
+	e.jitter = func(seq int64) time.Duration {
+		if !first {
+			return 0
+		}
+		return time.Duration(seq%2) * 200 * time.Millisecond
+	}
+	e.lag = func(seq int64) time.Duration {
+		if !first {
+			return 0
+		}
+		return time.Duration(1-seq%2) * 300 * time.Millisecond
+	}
+	ctx := context.Background()
+	a, _ := e.Run(ctx, burstSchedule(8))
+	first = false
+	sched := burstSchedule(4)
+	sched.Start = origin.Add(1050 * time.Millisecond)
+	b, _ := e.Run(ctx, sched)
+	for _, r := range b {
+		if r.Status != 503 {
+			t.Fatalf("the simulated server admitted %+v; the test's premise is wrong", r)
+		}
+	}
+	o := observe(append(a, b...), origin, 0)
+	truth := hyp{v: allVariants[1], n: 4, x: 1}
+	if r := replayObs(truth, o, false, -1); r.miss != 0 {
+		t.Errorf("%v misses %d outcomes (worst %+v), want 0", truth, r.miss, r.worst)
 	}
 }

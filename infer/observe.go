@@ -65,6 +65,11 @@ type observations struct {
 	list []observation // sorted by arrival
 	// clusters[i] is the index range [start, end) of cluster i in list.
 	clusters [][2]int
+	// spans[i] is the time from the first to the last arrival of cluster
+	// i; wide lists, in order, the clusters whose span exceeds clusterGap
+	// (see carried).
+	spans []time.Duration
+	wide  []int
 	// base is the fastest response latency seen (TTFB − last byte written).
 	base time.Duration
 	// tol is the delay tolerance: delays closer than this are equal.
@@ -209,6 +214,13 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 		o.clusters = append(o.clusters, [2]int{start, len(o.list)})
 		o.first, o.last = o.list[0].at, o.list[len(o.list)-1].at
 	}
+	o.spans = make([]time.Duration, len(o.clusters))
+	for i, cl := range o.clusters {
+		o.spans[i] = o.list[cl[1]-1].at.Sub(o.list[cl[0]].at)
+		if o.spans[i] > clusterGap {
+			o.wide = append(o.wide, i)
+		}
+	}
 	o.queueing = o.heldSystematically()
 	return o
 }
@@ -267,4 +279,32 @@ func (o *observations) maxRatePerSecond() float64 {
 		best = max(best, i-j+1)
 	}
 	return float64(best)
+}
+
+// carried returns how uncertain, in time, a model's state is at the start
+// of cluster ci: the widest span of an earlier cluster of the same key
+// that ended within horizon before it. The requests of a cluster may have been decided
+// in any order, and a model's state takes its times from the request
+// decided first (the start of a fixed window set by a key's first
+// request, say), so it is known only to within the cluster's span until
+// the model forgets it (its time scale, the horizon).
+func (o *observations) carried(ci int, perClient bool, horizon time.Duration) time.Duration {
+	if len(o.wide) == 0 {
+		return 0
+	}
+	first := o.list[o.clusters[ci][0]]
+	key := fitKey(first.client, perClient)
+	var c time.Duration
+	k, _ := slices.BinarySearch(o.wide, ci)
+	for k--; k >= 0; k-- {
+		j := o.wide[k]
+		prev := o.list[o.clusters[j][0]]
+		if first.at.Sub(prev.at) > 2*horizon {
+			break // spans are shorter than horizon: none further back ends within it
+		}
+		if first.at.Sub(prev.at.Add(o.spans[j])) <= horizon && fitKey(prev.client, perClient) == key {
+			c = max(c, o.spans[j])
+		}
+	}
+	return c
 }

@@ -51,6 +51,8 @@ type simEngine struct {
 	// keyDelay is extra one-way delay of the requests of every client but
 	// the first (the second identity's connection was served late).
 	keyDelay time.Duration
+	// phases records the phase of every request by seq, for hooks.
+	phases map[int64]string
 	// sent counts requests.
 	sent int
 	// retryScale and retryAdd distort Retry-After: advertised =
@@ -90,6 +92,12 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 		decided time.Time
 	}
 	reqs := make([]req, len(s.Sends))
+	if e.phases == nil {
+		e.phases = map[int64]string{}
+	}
+	for i, sd := range s.Sends {
+		e.phases[e.seq+int64(i)] = sd.Phase
+	}
 	for i, sd := range s.Sends {
 		t := start.Add(sd.At)
 		if t.Before(e.now) {
