@@ -28,10 +28,15 @@
 // decided: an answer that came back later than the fastest (from arrival to
 // answer) may have been decided that much later, after requests that
 // arrived in between (a server under load stamps a request when it reads it
-// and consults its limiter when the handler runs). A lone request within a small timing tolerance of a model's
+// and consults its limiter when the handler runs). Such a group is replayed
+// one identity after the other, in the order they first arrived in it. A lone request within a small timing tolerance of a model's
 // boundary (a thousandth of the model's time scale, or its own arrival
 // uncertainty) is given the benefit of the doubt, so parameters are never
-// pinned more finely than the measurements support.
+// pinned more finely than the measurements support. A model's state after
+// a cluster of unknown order is known only to within the cluster's span
+// (a window starts at the request decided first), so until the model
+// forgets it (its time scale), a cluster whose count the model misses may
+// move by that span too.
 //
 // Parameters are searched on grids: counts around the first count observed,
 // the window or rate on a geometric grid refined near the best points, and,

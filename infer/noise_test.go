@@ -70,36 +70,39 @@ func TestInferLateKeyTest(t *testing.T) {
 	}
 }
 
-// TestInferWindowStartOutOfOrder: half of the requests of every burst
-// (the first from idle, and the designed ones) are read at once but handled 300 ms late, the other half read
-// 200 ms late and handled at once, so a fixed window started by a key's
-// first request starts at a request stamped 200 ms after the earliest
-// stamp of its burst. Replayed in stamp order the window starts 200 ms early and the
-// next window's requests seem refused too early, which only a longer
-// epoch-aligned window reproduces; the fitting must carry the burst's
-// ordering uncertainty to the window edge.
+// TestInferWindowStartOutOfOrder: half of the requests of a schedule are
+// read at once but handled 300 ms late, the other half read 200 ms late and
+// handled at once, so a fixed window started by a key's first request
+// starts at a request stamped 200 ms after the earliest stamp of its burst.
+// Replayed in stamp order the window starts 200 ms early, and the next
+// window's refusals seem premature (which a longer epoch-aligned window
+// reproduces) or the early-stamped refusals seem to come before the window
+// was full (which a sliding-window counter reproduces). In the second
+// identity's key test requests arrive among the exhausting burst's.
 func TestInferWindowStartOutOfOrder(t *testing.T) {
-	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 4, Window: sec(1), Align: limiter.AlignFirstRequest}
-	e := newSimEngine(simServer{cfg: cfg, oneWay: 200 * time.Microsecond, perClient: true, status: 503}, origin)
-	e.echo = true
-	e.jitter = func(seq int64) time.Duration {
-		if e.phases[seq] != "burst" {
-			return 0
+	for _, phase := range []string{"burst", "exhaust"} {
+		cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 4, Window: sec(1), Align: limiter.AlignFirstRequest}
+		e := newSimEngine(simServer{cfg: cfg, oneWay: 200 * time.Microsecond, perClient: true, status: 503}, origin)
+		e.echo = true
+		e.jitter = func(seq int64) time.Duration {
+			if e.phases[seq] != phase {
+				return 0
+			}
+			return time.Duration(seq%2) * 200 * time.Millisecond
 		}
-		return time.Duration(seq%2) * 200 * time.Millisecond
-	}
-	e.lag = func(seq int64) time.Duration {
-		if e.phases[seq] != "burst" {
-			return 0
+		e.lag = func(seq int64) time.Duration {
+			if e.phases[seq] != phase {
+				return 0
+			}
+			return time.Duration(1-seq%2) * 300 * time.Millisecond
 		}
-		return time.Duration(1-seq%2) * 300 * time.Millisecond
+		inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock, Clients: 2, KeyName: "header:X-Key"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, "fixed window, first request, "+phase+" out of order by 200 ms", inf,
+			want{fam: FixedWindow, align: AlignFirstRequest, limit: 4, window: 1, key: "header:X-Key"})
 	}
-	inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock, Clients: 2, KeyName: "header:X-Key"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	check(t, "fixed window, first request, out of order by 200 ms", inf,
-		want{fam: FixedWindow, align: AlignFirstRequest, limit: 4, window: 1, key: "header:X-Key"})
 }
 
 // TestReplayCarriesOrderUncertainty: a burst from idle whose earliest

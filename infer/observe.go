@@ -54,8 +54,9 @@ type observation struct {
 	// beyond the shortest such time of the run (an answer that came back
 	// late may have been decided late: the handler ran late under load,
 	// after requests that arrived later; with the server's arrival echo
-	// this is seen even when every answer is equally slow), at most the
-	// delay tolerance, and zero for a held (queued) answer, whose lateness
+	// this is seen even when every answer is equally slow). An accepted
+	// answer may have been queued instead, so its lag is at most the
+	// delay tolerance, and a held (queued) answer's is zero: its lateness
 	// is the queue's.
 	lag time.Duration
 }
@@ -180,11 +181,14 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 	}
 	for i := range o.list {
 		ob := &o.list[i]
-		if ob.held {
+		switch {
+		case ob.held:
 			ob.lag = 0
-			continue
+		case ob.accepted:
+			ob.lag = min(max(ob.lag-minAfter, 0), tol)
+		default:
+			ob.lag = max(ob.lag-minAfter, 0)
 		}
-		ob.lag = min(max(ob.lag-minAfter, 0), tol)
 	}
 	slices.SortStableFunc(o.list, func(a, b observation) int {
 		if c := a.at.Compare(b.at); c != 0 {
@@ -192,27 +196,58 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 		}
 		return a.ref - b.ref
 	})
-	// Clusters: a request joins the one before it when it arrived within
-	// clusterGap of the previous request, or before the cluster's last
-	// possible decision (see observation.decided): the server may then have
-	// decided them in either order.
+	// Groups: a request joins the group before it when it arrived within
+	// clusterGap of the previous request, or before the group's last
+	// possible decision (see observation.lag): the server may then have
+	// decided them in any order. Any order of a group is as good as
+	// another, so each group's requests are put in the order of their
+	// identities' first arrivals in it (then by arrival), and the
+	// clusters are the runs of one identity in each group: the requests
+	// of the main identity whose decisions overlapped stay one cluster,
+	// whatever requests of a second identity arrived among them.
+	var groups [][2]int
 	start := 0
 	var decided time.Time
 	for i := range o.list {
 		ob := &o.list[i]
-		if i > 0 && ((ob.at.Sub(o.list[i-1].at) > clusterGap && ob.at.After(decided)) || ob.client != o.list[i-1].client) {
-			o.clusters = append(o.clusters, [2]int{start, i})
+		if i > 0 && ob.at.Sub(o.list[i-1].at) > clusterGap && ob.at.After(decided) {
+			groups = append(groups, [2]int{start, i})
 			start = i
-			decided = time.Time{}
 		}
-		ob.cluster = len(o.clusters)
 		if d := ob.at.Add(ob.lag); d.After(decided) {
 			decided = d
 		}
 	}
 	if len(o.list) > 0 {
-		o.clusters = append(o.clusters, [2]int{start, len(o.list)})
-		o.first, o.last = o.list[0].at, o.list[len(o.list)-1].at
+		groups = append(groups, [2]int{start, len(o.list)})
+	}
+	for _, g := range groups {
+		rank := map[string]int{}
+		for _, ob := range o.list[g[0]:g[1]] {
+			if _, ok := rank[ob.client]; !ok {
+				rank[ob.client] = len(rank)
+			}
+		}
+		if len(rank) > 1 {
+			slices.SortStableFunc(o.list[g[0]:g[1]], func(a, b observation) int {
+				return rank[a.client] - rank[b.client]
+			})
+		}
+		start := g[0]
+		for i := g[0]; i < g[1]; i++ {
+			if i > start && o.list[i].client != o.list[i-1].client {
+				o.clusters = append(o.clusters, [2]int{start, i})
+				start = i
+			}
+			o.list[i].cluster = len(o.clusters)
+		}
+		o.clusters = append(o.clusters, [2]int{start, g[1]})
+	}
+	if len(o.list) > 0 {
+		o.first, o.last = o.list[0].at, o.list[0].at
+		for _, ob := range o.list {
+			o.last = later(o.last, ob.at)
+		}
 	}
 	o.spans = make([]time.Duration, len(o.clusters))
 	for i, cl := range o.clusters {
@@ -307,4 +342,11 @@ func (o *observations) carried(ci int, perClient bool, horizon time.Duration) ti
 		}
 	}
 	return c
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
