@@ -280,20 +280,21 @@ const (
 )
 
 // take finds a way to run send i of r now: an idle HTTP/1.1 connection, or
-// (the pool speaking HTTP/2) nothing, or one of the engine's dial slots.
+// (the pool speaking HTTP/2, and h2 set) nothing, or one of the engine's
+// dial slots.
 // When every slot is taken, it queues the send: the next connection the
 // pool frees (putH1) or the next slot released (dialDone), whichever comes
 // first, runs it; no goroutine waits for it. This keeps an overloaded run
 // (sends due faster than answers come back) from turning into a storm of
 // connection attempts, and makes the readers of its connections send the
 // backlog themselves. A queued send holds its count of r.wg.
-func (p *pool) take(r *run, i int, now time.Time) (*h1Conn, takeResult) {
+func (p *pool) take(r *run, i int, now time.Time, h2 bool) (*h1Conn, takeResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c := p.getH1Locked(now); c != nil {
 		return c, tookConn
 	}
-	if len(p.h2) > 0 {
+	if h2 && len(p.h2) > 0 {
 		return nil, tookH2
 	}
 	select {

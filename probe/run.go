@@ -308,7 +308,7 @@ func (r *run) guard(p pacer, n int) bool {
 func (r *run) send(i int) {
 	p := r.items[i].pool
 	r.wg.Add(1)
-	c, took := p.take(r, i, time.Now())
+	c, took := p.take(r, i, time.Now(), true)
 	switch took {
 	case tookConn:
 		res := r.newResult(i)
@@ -386,17 +386,15 @@ func (r *run) sendNew(i int, slot bool) {
 		return
 	}
 	if !slot {
-		c, took := p.take(r, i, time.Now())
+		// No stream to be had (the connections are gone or full): a new
+		// connection, as for any late send.
+		c, took := p.take(r, i, time.Now(), false)
 		switch took {
 		case tookConn:
 			err := r.writeH1(c, p.h1req, &res)
 			r.handTo(i, p, c, res, err, true)
 			return
-		case tookSlot:
-		case tookH2: // a new HTTP/2 connection meanwhile
-			go r.sendNew(i, false)
-			return
-		default: // waiting in the pool
+		case tookPending:
 			return
 		}
 	}
