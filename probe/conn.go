@@ -42,6 +42,12 @@ const (
 	// maxSendDials is how many connections late sends may be dialling at
 	// once (see pool.take).
 	maxSendDials = 256
+	// maxPoolConns bounds the HTTP/1.1 connections of a pool that late
+	// sends may dial: beyond it they wait for one to be freed. Sends due
+	// faster than the client or the target can answer then share the open
+	// connections instead of piling up new ones (which only add work to
+	// both ends and exhaust the target's connection slots).
+	maxPoolConns = 1024
 )
 
 // dialMode says which protocols a new connection may speak.
@@ -99,6 +105,7 @@ type h1Conn struct {
 	src       string // local address
 	used      int    // requests completed on it
 	idleSince time.Time
+	pool      *pool         // counts it in conns; nil for a connection of no pool
 	reader    bool          // the reader goroutine runs; set by the owner
 	jobs      chan h1Job    // to the reader: one request written, cap 1
 	done      chan struct{} // closed by close
@@ -131,6 +138,12 @@ func (c *h1Conn) close() {
 	c.closeOnce.Do(func() {
 		close(c.done)
 		_ = c.sc.Close()
+		if p := c.pool; p != nil {
+			p.conns.Add(-1)
+			if p.npending.Load() > 0 {
+				go p.dialForPending() // room for a new connection
+			}
+		}
 	})
 }
 
@@ -238,10 +251,14 @@ type pool struct {
 	h1req  []byte      // the whole HTTP/1.1 request
 	header http.Header // request headers for the HTTP/2 path
 
-	mu      sync.Mutex
-	idle    []*h1Conn // LIFO
-	h2      []*h2Conn
-	pending []pendingSend // late sends waiting for a connection, FIFO (see take)
+	conns atomic.Int32 // open HTTP/1.1 connections
+
+	mu       sync.Mutex
+	idle     []*h1Conn // LIFO
+	h2       []*h2Conn
+	pending  []pendingSend // late sends waiting for a connection, FIFO (see take)
+	npending atomic.Int32  // len(pending), read without mu
+	dialing  int           // late sends' dials in progress
 }
 
 // getH1 returns an idle HTTP/1.1 connection, or nil.
@@ -297,13 +314,36 @@ func (p *pool) take(r *run, i int, now time.Time, h2 bool) (*h1Conn, takeResult)
 	if h2 && len(p.h2) > 0 {
 		return nil, tookH2
 	}
-	select {
-	case p.e.dialSem <- struct{}{}:
+	if p.takeSlotLocked() {
 		return nil, tookSlot
-	default:
 	}
 	p.pending = append(p.pending, pendingSend{r: r, i: i})
+	p.npending.Store(int32(len(p.pending)))
 	return nil, tookPending
+}
+
+// takeSlotLocked takes one of the engine's dial slots for a late send of
+// p, unless p has maxConns connections open or being dialled.
+func (p *pool) takeSlotLocked() bool {
+	if int(p.conns.Load())+p.dialing >= p.e.maxConns {
+		return false
+	}
+	select {
+	case p.e.dialSem <- struct{}{}:
+		p.dialing++
+		return true
+	default:
+		return false
+	}
+}
+
+// slotDone ends a late send's dial (see take) and gives the free slot to
+// the sends waiting in any pool.
+func (p *pool) slotDone() {
+	p.mu.Lock()
+	p.dialing--
+	p.mu.Unlock()
+	p.e.dialDone()
 }
 
 // putH1 gives a free connection to the longest waiting send, which is
@@ -329,9 +369,7 @@ func (p *pool) putOrNext(c *h1Conn) (ps pendingSend, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.pending) > 0 {
-		ps = p.pending[0]
-		p.pending[0] = pendingSend{}
-		p.pending = p.pending[1:]
+		ps = p.popPendingLocked()
 		return ps, true
 	}
 	c.idleSince = now
@@ -353,23 +391,28 @@ func (p *pool) dialForPending() {
 			return
 		}
 		ps := p.pending[0]
-		if ps.r.dctx.Err() == nil {
-			select {
-			case p.e.dialSem <- struct{}{}:
-			default:
-				p.mu.Unlock()
-				return
-			}
+		stopped := ps.r.dctx.Err() != nil
+		if !stopped && !p.takeSlotLocked() {
+			p.mu.Unlock()
+			return
 		}
-		p.pending[0] = pendingSend{}
-		p.pending = p.pending[1:]
+		p.popPendingLocked()
 		p.mu.Unlock()
-		if ps.r.dctx.Err() != nil {
+		if stopped {
 			ps.r.wg.Done() // not sent: left to the sweep
 			continue
 		}
 		go ps.r.sendNew(ps.i, true)
 	}
+}
+
+// popPendingLocked removes and returns the longest waiting send.
+func (p *pool) popPendingLocked() pendingSend {
+	ps := p.pending[0]
+	p.pending[0] = pendingSend{}
+	p.pending = p.pending[1:]
+	p.npending.Store(int32(len(p.pending)))
+	return ps
 }
 
 // dropPending removes r's waiting sends from p (the run stopped: they are
@@ -386,6 +429,7 @@ func (p *pool) dropPending(r *run) int {
 	n := len(p.pending) - len(keep)
 	clear(p.pending[len(keep):])
 	p.pending = keep
+	p.npending.Store(int32(len(p.pending)))
 	return n
 }
 
@@ -492,7 +536,10 @@ func (p *pool) dialConn(ctx context.Context, mode dialMode, reserve bool) (conn,
 		return conn{}, err
 	}
 	if !isH2 {
-		return conn{h1: newH1Conn(c)}, nil
+		h := newH1Conn(c)
+		h.pool = p
+		p.conns.Add(1)
+		return conn{h1: h}, nil
 	}
 	cc, err := p.e.h2t.NewClientConn(c)
 	if err != nil {

@@ -72,6 +72,9 @@ type Engine struct {
 	pacer   pacer
 	respReq *http.Request // what http.ReadResponse needs to know of the request
 	dialSem chan struct{} // dial slots of late sends (pool.take)
+	// maxConns bounds the HTTP/1.1 connections of a pool that late sends
+	// may dial (maxPoolConns; tests lower it).
+	maxConns int
 	// lbGoroutines releases last-byte races from one goroutine per member
 	// parked on a closed channel, instead of one loop (benchmarks compare).
 	lbGoroutines bool
@@ -96,14 +99,15 @@ func New(opt Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		opt:     opt,
-		targets: targets,
-		dial:    opt.Dial,
-		pacer:   defaultPacer(),
-		respReq: &http.Request{Method: opt.Method},
-		dialSem: make(chan struct{}, maxSendDials),
-		pools:   make(map[poolKey]*pool),
-		rr:      make(map[int]int),
+		opt:      opt,
+		targets:  targets,
+		dial:     opt.Dial,
+		pacer:    defaultPacer(),
+		respReq:  &http.Request{Method: opt.Method},
+		dialSem:  make(chan struct{}, maxSendDials),
+		maxConns: maxPoolConns,
+		pools:    make(map[poolKey]*pool),
+		rr:       make(map[int]int),
 		h2t: &http2.Transport{
 			AllowHTTP:          true,
 			DisableCompression: true,

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -92,6 +93,66 @@ func TestWaitingSendsAreNotSentWhenTheRunStops(t *testing.T) {
 			if len(p.pending) != 0 {
 				t.Errorf("%d sends still waiting in the pool", len(p.pending))
 			}
+		}
+	})
+}
+
+func TestLateSendsShareThePoolsConnectionsAtItsCap(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		// Answers take 10 ms, a send is due every millisecond, and the pool
+		// may hold two connections: the second send dials the second
+		// connection, the others wait for one to be freed.
+		n := newPipeNet(okHandler(10 * ms))
+		e := newTestEngine(t, n, Options{})
+		e.maxConns = 2
+		zero := time.Now()
+		begin := zero.Add(100 * ms)
+		sends := steady(6, 0, ms)
+		results, err := e.Run(t.Context(), zero, begin, sends, nil)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := []time.Duration{0, ms, 10 * ms, 11 * ms, 20 * ms, 21 * ms}
+		for i, r := range results {
+			if got := time.Duration(r.Sent) - 100*ms; got != want[i] || r.Status != 200 {
+				t.Errorf("results[%d]: sent at %v status %d, want %v 200", i, got, r.Status, want[i])
+			}
+		}
+		if got := n.dialCount(); got != 2 {
+			t.Errorf("dials = %d, want 2", got)
+		}
+		for _, p := range e.pools {
+			if got := p.conns.Load(); got != 2 {
+				t.Errorf("pool counts %d open connections, want 2", got)
+			}
+		}
+	})
+}
+
+func TestAClosedConnectionMakesRoomForAWaitingSend(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		// One connection allowed; every answer closes it (no keep-alive):
+		// each closed connection lets the next waiting send dial.
+		n := newPipeNet(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(10 * ms)
+			w.Header().Set("Connection", "close")
+		}))
+		e := newTestEngine(t, n, Options{})
+		e.maxConns = 1
+		zero := time.Now()
+		sends := steady(3, 0, ms)
+		results, err := e.Run(t.Context(), zero, zero.Add(100*ms), sends, nil)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		want := []time.Duration{0, 10 * ms, 20 * ms}
+		for i, r := range results {
+			if got := time.Duration(r.Sent) - 100*ms; got != want[i] || r.Status != 200 {
+				t.Errorf("results[%d]: sent at %v status %d, want %v 200", i, got, r.Status, want[i])
+			}
+		}
+		if got := n.dialCount(); got != 3 {
+			t.Errorf("dials = %d, want 3", got)
 		}
 	})
 }

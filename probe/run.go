@@ -379,7 +379,7 @@ func (r *run) sendNew(i int, slot bool) {
 	res := r.newResult(i)
 	if h := p.getH2(); h != nil {
 		if slot {
-			r.e.dialDone()
+			p.slotDone()
 		}
 		defer r.wg.Done()
 		r.roundTripH2(i, p, h, res)
@@ -399,7 +399,7 @@ func (r *run) sendNew(i int, slot bool) {
 		}
 	}
 	c, err := p.dialConn(r.rctx, dialAny, true)
-	r.e.dialDone()
+	p.slotDone()
 	if err != nil {
 		r.dialFailed(err)
 		r.finish(i, res, err)
