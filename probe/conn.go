@@ -151,8 +151,9 @@ func (c *h1Conn) close() {
 // the response to the request its owner writes (which wakes it straight
 // from the network poller, without a goroutine hand-off), completes it,
 // writes the request of the send waiting in the pool if any (see
-// pool.take), and waits for the next. It ends when c is closed, or when c breaks while idle
-// in the pool (the server closed it, or sent something unasked).
+// pool.take), and waits for the next. It ends when c is closed, or when c
+// breaks while idle in the pool (the server closed it, or sent something
+// unasked).
 func (p *pool) readLoop(c *h1Conn) {
 	for {
 		_, err := c.br.Peek(1) // bufio forgets err: the reader meets it again
@@ -291,20 +292,21 @@ type takeResult int
 
 const (
 	tookConn    takeResult = iota // an idle HTTP/1.1 connection
-	tookSlot                      // a dial slot, released with Engine.dialDone
+	tookSlot                      // a dial slot, released with pool.slotDone
 	tookH2                        // nothing: the pool speaks HTTP/2
 	tookPending                   // nothing: the send waits in the pool
 )
 
 // take finds a way to run send i of r now: an idle HTTP/1.1 connection, or
 // (the pool speaking HTTP/2, and h2 set) nothing, or one of the engine's
-// dial slots.
-// When every slot is taken, it queues the send: the next connection the
-// pool frees (putH1) or the next slot released (dialDone), whichever comes
-// first, runs it; no goroutine waits for it. This keeps an overloaded run
-// (sends due faster than answers come back) from turning into a storm of
-// connection attempts, and makes the readers of its connections send the
-// backlog themselves. A queued send holds its count of r.wg.
+// dial slots. When every slot is taken, or the pool has maxConns
+// connections, it queues the send: the next connection the pool frees
+// (putH1), or the next slot released (slotDone) or connection closed while
+// the pool is under its cap, whichever comes first, runs it; no goroutine
+// waits for it. This keeps an overloaded run (sends due faster than
+// answers come back) from turning into a storm of connection attempts, and
+// makes the readers of its connections send the backlog themselves. A
+// queued send holds its count of r.wg.
 func (p *pool) take(r *run, i int, now time.Time, h2 bool) (*h1Conn, takeResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -17,10 +17,11 @@
 //     network poller, reads the response, with a lean parser for the
 //     common head (HTTP/1.1, Content-Length) and net/http's reader for any
 //     other. A send that finds no idle connection at its deadline dials
-//     one (at most 256 dials at a time per engine) or, when all dial slots
-//     are taken, waits in its pool, without a goroutine, for a connection
-//     freed meanwhile (whose reader then writes it) or a dial slot,
-//     whichever comes first; it is then late, and counted so.
+//     one (at most 256 dials at a time per engine, 1024 connections per
+//     client and target) or, past those bounds, waits in its pool, without
+//     a goroutine, for a connection freed meanwhile (whose reader then
+//     writes it) or room to dial, whichever comes first; it is then late,
+//     and counted so.
 //   - Result times bracket what the server saw: Sent is taken just before
 //     the write carrying the request's first byte and Wrote just before the
 //     write carrying its last byte (equal when one write carries both), so

@@ -139,7 +139,7 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// dialDone releases a dial slot taken by pool.take and gives the free
+// dialDone releases a dial slot (see pool.slotDone) and gives the free
 // slots to the sends waiting in any pool.
 func (e *Engine) dialDone() {
 	<-e.dialSem
