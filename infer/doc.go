@@ -23,7 +23,9 @@
 // half the fastest round trip). A model's score is the number of observed
 // outcomes it fails to reproduce: per cluster of requests too close together
 // to order, the number accepted, and for queueing limiters the sorted
-// delays. Requests are too close to order when they arrived within 2 ms of
+// delays (an answer can come back later than its queue delay, never
+// earlier: a delay shorter than the model's is a miss, a longer one only
+// when most of the cluster's are, else it is a stall). Requests are too close to order when they arrived within 2 ms of
 // each other, or when one arrived before an earlier one may have been
 // decided: an answer that came back later than the fastest (from arrival to
 // answer) may have been decided that much later, after requests that

