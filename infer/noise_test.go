@@ -47,7 +47,8 @@ func TestInferLateDecisions(t *testing.T) {
 // arrive 70 ms after the exhausting burst (their connection was served
 // late), when a fast-recovering model under a global key admits them as a
 // per-client key does. The variants compared each with itself still tell
-// the keys apart.
+// the keys apart (TestInferGlobalKey keeps them from calling a global key
+// per client).
 func TestInferLateKeyTest(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
@@ -57,8 +58,6 @@ func TestInferLateKeyTest(t *testing.T) {
 	}{
 		{"token bucket, per client", limiter.Config{Algorithm: limiter.TokenBucket, Rate: 4, Capacity: 5}, true,
 			want{fam: TokenBucket, rate: 4, capacity: 5, key: "header:X-Key"}},
-		{"sliding log counting rejections, global", limiter.Config{Algorithm: limiter.SlidingLog, Limit: 4, Window: sec(1), CountRejected: true}, false,
-			want{fam: SlidingLog, limit: 4, window: 1, cr: yes(), key: KeyGlobal}},
 	} {
 		e := newSimEngine(simServer{cfg: tt.cfg, oneWay: 200 * time.Microsecond, perClient: tt.perClient, status: 503}, origin)
 		e.echo = true
