@@ -32,10 +32,12 @@ const (
 	// predialSlack is the latency a steady stream's pre-dialled connections
 	// absorb: a pool with two or more sends due within a millisecond (at
 	// distinct instants) gets as many connections as it has sends due
-	// within any predialSlack, so that answers slower than usual (a loaded
-	// machine's hiccups of a few ms) do not leave sends without a
-	// connection at their deadline.
-	predialSlack = 5 * time.Millisecond
+	// within any predialSlack (at most maxPredialPerPool), so that answers
+	// slower than usual (a loaded machine's hiccups of several ms) do not
+	// leave sends without a connection at their deadline, to dial one
+	// late, which costs more CPU than a request and makes the hiccup
+	// longer.
+	predialSlack = 20 * time.Millisecond
 	// predialParallel is how many connections are dialled at once before a
 	// run.
 	predialParallel = 64

@@ -11,14 +11,14 @@ import (
 
 func TestPredialCoversAnswersSlowerThanAMillisecond(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		// Two sends a millisecond, answers in 3 ms, dials in 2 ms: a send
+		// Two sends a millisecond, answers in 15 ms, dials in 2 ms: a send
 		// that had to dial would be late. The pool is dialled for every
-		// send due within predialSlack (5 ms: 10), so none is.
-		n := newPipeNet(okHandler(3 * ms))
+		// send due within predialSlack (20 ms: 40), so none is.
+		n := newPipeNet(okHandler(15 * ms))
 		n.dialDelay = 2 * ms
 		e := newTestEngine(t, n, Options{})
 		zero := time.Now()
-		sends := steady(40, 0, 500*time.Microsecond)
+		sends := steady(100, 0, 500*time.Microsecond)
 		results, err := e.Run(t.Context(), zero, zero.Add(100*ms), sends, nil)
 		if err != nil {
 			t.Fatalf("Run: %v", err)
@@ -29,8 +29,8 @@ func TestPredialCoversAnswersSlowerThanAMillisecond(t *testing.T) {
 				t.Errorf("results[%d]: sent %v after its deadline, status %d; want on time, 200", i, time.Duration(r.Sent-r.Sched), r.Status)
 			}
 		}
-		if got := n.dialCount(); got != 10 {
-			t.Errorf("dials = %d, want 10 (the sends due within 5 ms)", got)
+		if got := n.dialCount(); got != 40 {
+			t.Errorf("dials = %d, want 40 (the sends due within 20 ms)", got)
 		}
 	})
 }
