@@ -8,38 +8,15 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-)
 
-// schemaBase is the $id prefix of docs/schema's files.
-const schemaBase = "https://github.com/rlprobe/rlprobe/raw/main/docs/schema/"
+	"github.com/rlprobe/rlprobe/internal/testenv"
+)
 
 // compileSchema compiles docs/schema/name with its siblings available to
 // $ref.
 func compileSchema(t *testing.T, name string) *jsonschema.Schema {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "docs", "schema", "*.schema.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no schema files: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if err := c.AddResource(schemaBase+filepath.Base(f), doc); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-	}
-	s, err := c.Compile(schemaBase + name)
-	if err != nil {
-		t.Fatalf("compile %s: %v", name, err)
-	}
-	return s
+	return testenv.CompileSchema(t, filepath.Join("..", "docs", "schema"), name)
 }
 
 func validate(t *testing.T, s *jsonschema.Schema, name string, data []byte) {

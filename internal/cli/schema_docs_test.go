@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,12 +11,10 @@ import (
 
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/internal/scenario"
+	"github.com/rlprobe/rlprobe/internal/testenv"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/testserver"
 )
-
-// docSchemaBase is the $id prefix of the files in docs/schema.
-const docSchemaBase = "https://github.com/rlprobe/rlprobe/raw/main/docs/schema/"
 
 // dryRunTarget is never contacted: a dry run sends nothing.
 const dryRunTarget = "http://127.0.0.1:9/"
@@ -26,29 +23,7 @@ const dryRunTarget = "http://127.0.0.1:9/"
 // available to its $refs under their $id.
 func compileDocSchema(t *testing.T, name string) *jsonschema.Schema {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "schema", "*.schema.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no schema files: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if err := c.AddResource(docSchemaBase+filepath.Base(f), doc); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-	}
-	sch, err := c.Compile(docSchemaBase + name)
-	if err != nil {
-		t.Fatalf("compile %s: %v", name, err)
-	}
-	return sch
+	return testenv.CompileSchema(t, filepath.Join("..", "..", "docs", "schema"), name)
 }
 
 // decodeDoc decodes a document the way the validator reads it (numbers
