@@ -22,21 +22,22 @@
 // request (the server's echo when present, else the last byte written plus
 // half the fastest round trip). A model's score is the number of observed
 // outcomes it fails to reproduce: per cluster of requests too close together
-// to order, the number accepted, and for queueing limiters the sorted
-// delays (an answer can come back later than its queue delay, never
-// earlier: a delay shorter than the model's is a miss, a longer one only
-// when most of the cluster's are, else it is a stall). Requests are too close to order when they arrived within 2 ms of
-// each other, or when one arrived before an earlier one may have been
-// decided: an answer that came back later than the fastest (from arrival to
-// answer) may have been decided that much later, after requests that
-// arrived in between (a server under load stamps a request when it reads it
-// and consults its limiter when the handler runs). Such a group is replayed
-// one identity after the other, in the order they first arrived in it. A lone request within a small timing tolerance of a model's
-// boundary (a thousandth of the model's time scale, or its own arrival
-// uncertainty) is given the benefit of the doubt, so parameters are never
-// pinned more finely than the measurements support. A model's state after
-// a cluster of unknown order is known only to within the cluster's span
-// (a window starts at the request decided first), so until the model
+// to order, the number accepted, and for queueing limiters the sorted delays
+// (an answer can come back later than its queue delay, never earlier: a
+// delay shorter than the model's is a miss, a longer one only when most of
+// the cluster's are, else it is a stall). Requests are too close to order
+// when they arrived within 2 ms of each other, or when one arrived before an
+// earlier one may have been decided: an answer that came back later than the
+// fastest (from arrival to answer) may have been decided that much later,
+// after requests that arrived in between (a server under load stamps a
+// request when it reads it and consults its limiter when the handler runs).
+// Such a group is replayed one identity after the other, in the order they
+// first arrived in it. A lone request within a small timing tolerance of a
+// model's boundary (a thousandth of the model's time scale, or its own
+// arrival uncertainty) is given the benefit of the doubt, so parameters are
+// never pinned more finely than the measurements support. A model's state
+// after a cluster of unknown order is known only to within the cluster's
+// span (a window starts at the request decided first), so until the model
 // forgets it (its time scale), a cluster whose count the model misses may
 // move by that span too.
 //
