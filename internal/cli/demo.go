@@ -152,7 +152,7 @@ func demoRun(ctx context.Context, f *Factory, g *GlobalOptions, o *demoOptions) 
 		fmt.Fprintf(f.IO.Out, "\n%s\n", strings.Repeat("─", 72))
 		fmt.Fprintln(f.IO.Out, "Inferred from the outside (rlprobe infer), against a fresh demo server:")
 		inf.RecordFile = "(in memory)"
-		if err := writeInference(f.IO.Out, inf); err != nil {
+		if err := writeInference(f.IO.Out, inf, 1); err != nil {
 			return err
 		}
 	}

@@ -182,7 +182,7 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	if g.JSON {
 		err = writeJSON(f.IO.Out, inf)
 	} else {
-		err = writeInference(f.IO.Out, inf)
+		err = writeInference(f.IO.Out, inf, t.clients)
 	}
 	if err != nil && cmdErr == nil {
 		cmdErr = err
@@ -251,8 +251,9 @@ func roundDur(d time.Duration) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
-// writeInference renders an inference for people.
-func writeInference(w io.Writer, inf *infer.Inference) error {
+// writeInference renders an inference for people; identities is how many
+// client identities infer had (an unknown key is explained by it).
+func writeInference(w io.Writer, inf *infer.Inference, identities int) error {
 	var b strings.Builder
 	name := string(inf.Algorithm)
 	switch inf.Algorithm {
@@ -295,6 +296,13 @@ func writeInference(w io.Writer, inf *infer.Inference) error {
 		fmt.Fprintf(&b, "rejected requests count: %v\n", *inf.CountsRejected)
 	}
 	fmt.Fprintf(&b, "key: %s\n", inf.Key)
+	if inf.Key == infer.KeyUnknown {
+		if identities < 2 {
+			b.WriteString("  (one client identity: --clients 2 with --client-header NAME or --source-ips tests it)\n")
+		} else {
+			b.WriteString("  (the second identity's requests could not tell a shared quota from one per client)\n")
+		}
+	}
 	if inf.RejectStatus != nil {
 		fmt.Fprintf(&b, "reject status: %d\n", *inf.RejectStatus)
 	}

@@ -233,3 +233,31 @@ func dumpRecord(t *testing.T, path string) {
 		t.Logf("seq %3d %-9s %-3s %d wrote %9.3fms ttfb %9.3fms", r.Seq, r.Phase, r.Client, r.Status, float64(r.Wrote)/1e6, float64(r.TTFB)/1e6)
 	}
 }
+
+// TestWriteInferenceUnknownKey: an unknown key says why — one identity
+// cannot test it, two could not tell — and a known key needs no words.
+func TestWriteInferenceUnknownKey(t *testing.T) {
+	tests := []struct {
+		key        string
+		identities int
+		want       string // "" means no explanation line
+	}{
+		{infer.KeyUnknown, 1, "one client identity: --clients 2"},
+		{infer.KeyUnknown, 2, "could not tell a shared quota"},
+		{infer.KeyGlobal, 2, ""},
+	}
+	for _, tt := range tests {
+		var b strings.Builder
+		if err := writeInference(&b, &infer.Inference{Algorithm: infer.TokenBucket, Key: tt.key}, tt.identities); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if !strings.Contains(out, "key: "+tt.key+"\n") {
+			t.Errorf("key %s: output lacks the key line:\n%s", tt.key, out)
+		}
+		explained := strings.Contains(out, "key: "+tt.key+"\n  (")
+		if tt.want == "" && explained || tt.want != "" && !strings.Contains(out, tt.want) {
+			t.Errorf("key %s with %d identities: want %q:\n%s", tt.key, tt.identities, tt.want, out)
+		}
+	}
+}
