@@ -300,6 +300,28 @@ func TestInferRetryAfterLies(t *testing.T) {
 	}
 }
 
+// TestInferRetryAfterUnjudged: a quota that never comes back within
+// infer's horizon (one request an hour, spent before infer starts) leaves
+// Retry-After unjudged, since any model's wait would be a guess; the honest
+// hour it advertises is not called dishonest.
+func TestInferRetryAfterUnjudged(t *testing.T) {
+	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 1, Window: time.Hour, Align: limiter.AlignFirstRequest}
+	e := newSimEngine(simServer{cfg: cfg, retry: true}, origin)
+	if _, err := e.Run(context.Background(), burstSchedule(1)); err != nil {
+		t.Fatal(err)
+	}
+	inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inf.RetryAfter.Sent || inf.RetryAfter.Honest != nil {
+		t.Errorf("retry_after %+v (honest %v), want sent and not judged", inf.RetryAfter, deref(inf.RetryAfter.Honest))
+	}
+	if inf.Complete {
+		t.Errorf("complete, want incomplete: nothing came back within the horizon")
+	}
+}
+
 // TestInferBudget: the request cap and the duration cap end the
 // experiments early, with an honest incomplete result.
 func TestInferBudget(t *testing.T) {

@@ -204,11 +204,18 @@ func dialects(results []record.Result, origin time.Time) []string {
 // still be rejected; late when a retry would have been admitted at least
 // max(2 s, half the advertised delay) before it. Within a cluster, whose
 // order is unknown, advertised and modelled waits are compared sorted.
+// Without an observed recovery (no request accepted after a rejection) the
+// model's waits are an extrapolation, and nothing is judged.
 func judgeRetryAfter(results []record.Result, origin time.Time, o *observations, w scored, f *fit) RetryAfter {
 	var ra RetryAfter
 	c := w.h.config()
 	var st states
 	honest, judged := true, false
+	recovered, refused := false, false
+	for _, ob := range o.list {
+		refused = refused || !ob.accepted
+		recovered = recovered || (refused && ob.accepted)
+	}
 	for _, cl := range o.clusters {
 		var adv, model []time.Duration
 		for i := cl[0]; i < cl[1]; i++ {
@@ -236,8 +243,8 @@ func judgeRetryAfter(results []record.Result, origin time.Time, o *observations,
 			// The advertised wait counted from the server's arrival.
 			adv = append(adv, a+received.Sub(ob.at))
 		}
-		if len(adv) == 0 || len(adv) != len(model) {
-			continue // the model disagrees with these outcomes: no judgement
+		if len(adv) == 0 || len(adv) != len(model) || !recovered {
+			continue // the model disagrees with these outcomes, or guesses: no judgement
 		}
 		slices.Sort(adv)
 		slices.Sort(model)

@@ -263,6 +263,15 @@ func writeInference(w io.Writer, inf *infer.Inference, identities int) error {
 		name += " (accepted requests are queued, as nginx limit_req without nodelay)"
 	}
 	fmt.Fprintf(&b, "algorithm: %s\n", name)
+	var tied []string
+	for _, a := range inf.Alternatives {
+		if inf.Algorithm != infer.None && a.Confidence >= inf.Confidence {
+			tied = append(tied, string(a.Algorithm))
+		}
+	}
+	if len(tied) > 0 {
+		fmt.Fprintf(&b, "  undecided: %s fit as well\n", strings.Join(tied, ", "))
+	}
 	fmt.Fprintf(&b, "confidence: %.1f%% of the outcomes reproduced\n", inf.Confidence*100)
 	param := func(label string, p *infer.Param, unit string) {
 		if p == nil {

@@ -261,3 +261,27 @@ func TestWriteInferenceUnknownKey(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteInferenceUndecided: when other families reproduce the outcomes
+// as well as the winner, the text says the answer is undecided between
+// them; a winner ahead of every alternative needs no such line.
+func TestWriteInferenceUndecided(t *testing.T) {
+	inf := &infer.Inference{Algorithm: infer.TokenBucket, Confidence: 0.975, Key: infer.KeyGlobal, Alternatives: []infer.Alternative{
+		{Algorithm: infer.FixedWindow, Confidence: 0.975}, {Algorithm: infer.SlidingLog, Confidence: 0.975}, {Algorithm: infer.None, Confidence: 0},
+	}}
+	var b strings.Builder
+	if err := writeInference(&b, inf, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "  undecided: fixed-window, sliding-log fit as well\n") {
+		t.Errorf("tied alternatives: want the undecided line:\n%s", b.String())
+	}
+	inf.Alternatives[0].Confidence, inf.Alternatives[1].Confidence = 0.9, 0.8
+	b.Reset()
+	if err := writeInference(&b, inf, 1); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "undecided") {
+		t.Errorf("a clear winner: no undecided line wanted:\n%s", b.String())
+	}
+}
