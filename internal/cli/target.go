@@ -694,6 +694,30 @@ type recording struct {
 	end record.End
 }
 
+// begin starts what run and infer send: it shows summary on a terminal
+// (unless -q), asks for confirmation where target.confirm does, builds the
+// engine for raceMode and opens the record of a run starting now (zero),
+// with plan in its header. The caller closes the engine; on an error
+// nothing is left open.
+func (t *target) begin(ctx context.Context, f *Factory, g *GlobalOptions, summary string,
+	raceMode patterns.RaceMode, plan any) (eng *probe.Engine, rec *recording, zero time.Time, err error) {
+	if f.IO.ErrTTY && !g.Quiet {
+		fmt.Fprintln(f.IO.ErrOut, summary)
+	}
+	if err := t.confirm(f, summary); err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	if eng, err = t.newEngine(raceMode); err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	zero = time.Now()
+	if rec, _, err = t.startRecord(ctx, f, zero, plan, nil); err != nil {
+		eng.Close()
+		return nil, nil, time.Time{}, err
+	}
+	return eng, rec, zero, nil
+}
+
 // startRecord builds the record header for a run starting at zero (plan
 // and policy go into it as given), measures the clock against --time-ref,
 // and opens the record file with the header written: the one way run,
