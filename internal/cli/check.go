@@ -689,7 +689,7 @@ func (o *checkOptions) printDryRun(f *Factory, g *GlobalOptions, t *target, p *v
 		doc := checkDryRunDoc{
 			Schema: verify.SchemaCheck, Tool: "rlprobe " + f.Version, DryRun: true, Targets: redactedTargets(t), Policy: p,
 			Rules: []checkDryRunRule{},
-			Caps:  map[string]any{"max_requests": t.o.maxRequests, "max_duration_s": t.o.maxDuration.Seconds(), "max_rate_per_s": t.o.maxRate},
+			Caps:  t.capsDoc(),
 		}
 		if p != nil {
 			for _, e := range p.Endpoints {

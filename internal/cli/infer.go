@@ -265,9 +265,12 @@ func writeInference(w io.Writer, inf *infer.Inference, identities int) error {
 	fmt.Fprintf(&b, "algorithm: %s\n", name)
 	var tied []string
 	for _, a := range inf.Alternatives {
-		if inf.Algorithm != infer.None && a.Confidence >= inf.Confidence {
+		if a.Confidence >= inf.Confidence {
 			tied = append(tied, string(a.Algorithm))
 		}
+	}
+	if inf.Algorithm == infer.None {
+		tied = nil // none is decided by what was never refused, not by a fit
 	}
 	if len(tied) > 0 {
 		fmt.Fprintf(&b, "  undecided: %s fit as well\n", strings.Join(tied, ", "))

@@ -593,7 +593,7 @@ func printDryRun(f *Factory, g *GlobalOptions, t *target, plan *patterns.Plan, s
 			Schema: "rlprobe.run/v1", Tool: "rlprobe " + f.Version, DryRun: true,
 			Targets: redactedTargets(t), Seed: t.seed, Plan: plan,
 			Requests: len(s.Sends), Clients: s.Clients, DurationS: s.Duration.Seconds(), RaceMode: s.RaceMode,
-			Caps: map[string]any{"max_requests": t.o.maxRequests, "max_duration_s": t.o.maxDuration.Seconds(), "max_rate_per_s": t.o.maxRate},
+			Caps: t.capsDoc(),
 		}
 		if !s.Start.IsZero() {
 			st := s.Start.UTC()

@@ -694,6 +694,11 @@ type recording struct {
 	end record.End
 }
 
+// capsDoc is the safety caps as the dry-run documents give them.
+func (t *target) capsDoc() map[string]any {
+	return map[string]any{"max_requests": t.o.maxRequests, "max_duration_s": t.o.maxDuration.Seconds(), "max_rate_per_s": t.o.maxRate}
+}
+
 // begin starts what run and infer send: it shows summary on a terminal
 // (unless -q), asks for confirmation where target.confirm does, builds the
 // engine for raceMode and opens the record of a run starting now (zero),
