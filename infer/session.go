@@ -328,13 +328,16 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 	s.clientOf(last)
 	if o.queueing {
 		f, again, err := s.queueOpening(ctx, o, last)
-		if err != nil || s.observe().queueing {
+		if err != nil {
 			return f, err
+		}
+		if o = s.observe(); o.queueing {
+			return f, nil
 		}
 		// The repeated burst held nothing: the first hold was a pause on
 		// the way, not a queue. Go on as for any other limiter.
 		trace("queueing not confirmed by the repeated burst")
-		o, last = s.observe(), slices.DeleteFunc(again, func(r record.Result) bool { return r.Phase == "key" })
+		last = slices.DeleteFunc(again, func(r record.Result) bool { return r.Phase == "key" })
 	}
 	a0 := quotaEstimate(o)
 	exhausted := s.lastSent(last)
