@@ -87,6 +87,7 @@ var allowed = map[string]map[string]string{
 var mayExit = map[string]bool{"cmd/rlprobe": true, "internal/cli": true}
 
 type pkg struct {
+	Name       string
 	ImportPath string
 	Dir        string
 	Imports    []string
@@ -207,3 +208,4 @@ func TestEveryEdgeHasAReason(t *testing.T) {
 		}
 	}
 }
+
