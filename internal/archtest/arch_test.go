@@ -208,4 +208,3 @@ func TestEveryEdgeHasAReason(t *testing.T) {
 		}
 	}
 }
-
