@@ -65,9 +65,10 @@ type Event struct {
 // DriftFinding is the policy-drift finding of a drift.
 func DriftFinding(d Drift, endpoint string) verify.Finding {
 	return verify.Finding{
-		ID: IDPolicyDrift, Severity: verify.SeverityError, Certainty: verify.Certain, Check: "watch", Endpoint: endpoint,
-		Message: fmt.Sprintf("%s changed from %s to %s (seen in %s)", d.Field, d.Before, d.After, d.Source),
-		Hint:    "The limiter's behaviour changed since the watch began: check recent config reloads, deploys and failovers.",
+		ID: IDPolicyDrift, Severity: verify.SeverityError, Certainty: verify.Certain, Endpoint: endpoint,
+		Evidence: verify.Evidence{Refs: []string{}},
+		Message:  fmt.Sprintf("%s changed from %s to %s (seen in %s)", d.Field, d.Before, d.After, d.Source),
+		Hint:     "The limiter's behaviour changed since the watch began: check recent config reloads, deploys and failovers.",
 	}
 }
 

@@ -265,3 +265,45 @@ func TestDirRotates(t *testing.T) {
 		t.Fatal("the newest file must stay")
 	}
 }
+
+func TestEventsMatchTheirSchema(t *testing.T) {
+	s := testenv.CompileSchema(t, "../docs/schema", "watch-event.schema.json")
+	d := Drift{Field: "limit", Before: "10", After: "20", Source: "headers"}
+	f := DriftFinding(d, "GET /")
+	good := []Event{
+		{Kind: KindStart, Message: "watching"},
+		{Kind: KindCycle, Cycle: 1, Verdict: "pass", Message: "cycle 1: pass", RecordFile: "c1.jsonl"},
+		{Kind: KindDrift, Cycle: 2, Drift: &d, Finding: &f, Message: f.Message},
+		{Kind: KindStop, Cycle: 2, Message: "stopped"},
+	}
+	for _, ev := range good {
+		ev.Schema, ev.Tool, ev.Time, ev.Targets = EventSchema, "rlprobe test", time.Now(), []string{"http://127.0.0.1:1/"}
+		if err := validate(s, ev); err != nil {
+			t.Errorf("%s event: %v", ev.Kind, err)
+		}
+	}
+	bad := Event{Schema: EventSchema, Tool: "rlprobe test", Time: time.Now(), Kind: KindDrift, Message: "no drift member"}
+	if validate(s, bad) == nil {
+		t.Error("a drift event without its drift validated")
+	}
+	for _, k := range Kinds {
+		if !strings.Contains(mustRead(t, "../docs/schema/watch-event.schema.json"), `"`+k+`"`) {
+			t.Errorf("kind %s missing from the schema", k)
+		}
+	}
+}
+
+func validate(s interface{ Validate(any) error }, ev Event) error {
+	b, _ := json.Marshal(ev)
+	var v any
+	_ = json.Unmarshal(b, &v)
+	return s.Validate(v)
+}
+
+func mustRead(t *testing.T, p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
