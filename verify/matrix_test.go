@@ -255,6 +255,15 @@ func TestFindingMatrix(t *testing.T) {
 		t.Run(row.id, func(t *testing.T) {
 			rep := runCheck(t, row.c)
 			got := findingIDs(rep)
+			for id, c := range got {
+				// The decision lies in [arrival, TTFB]: a server that
+				// sleeps after deciding (the non-atomic backend) leaves
+				// other counts possible, never certain.
+				if id != row.id && c == verify.Possible {
+					t.Logf("%s: also possible: %s", row.c.name, id)
+					delete(got, id)
+				}
+			}
 			if len(got) != 1 || got[row.id] != row.want {
 				t.Errorf("%s: want exactly %s (%s), got:%s", row.c.name, row.id, row.want, describe(rep))
 			}

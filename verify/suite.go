@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -363,25 +362,16 @@ func (r *suiteRun) send(ctx context.Context, eng Engine, sends []patterns.Send) 
 	return res, ctx.Err()
 }
 
-// classOf classifies a result under the rule.
-func (r *suiteRun) classOf(x *record.Result) class {
-	switch {
-	case x.Outcome == record.OutcomeNotSent:
-		return classNotSent
-	case x.Outcome != record.OutcomeResponse:
-		return classFailed
-	case x.Status >= 200 && x.Status <= 299:
-		return classAccepted
-	case slices.Contains(r.e.RejectStatuses(), x.Status), x.Status == http.StatusTooManyRequests, x.Status == http.StatusServiceUnavailable:
-		return classRejected
-	}
-	return classOther
+// classOf classifies a result under the rule (record.Classify).
+func (r *suiteRun) classOf(x *record.Result) record.Class {
+	c, _ := record.Classify(*x, r.e.Status)
+	return c
 }
 
 // lastRejected returns the last rejection among res.
 func (r *suiteRun) lastRejected(res []record.Result) (*record.Result, bool) {
 	for i := len(res) - 1; i >= 0; i-- {
-		if r.classOf(&res[i]) == classRejected {
+		if r.classOf(&res[i]) == record.ClassRejected {
 			return &res[i], true
 		}
 	}
@@ -548,7 +538,7 @@ func (r *suiteRun) freshAt() int64 {
 	all := append(slices.Clone(r.Prior), r.results...)
 	last := int64(-1)
 	for i := range all {
-		if r.classOf(&all[i]) == classAccepted {
+		if r.classOf(&all[i]) == record.ClassAccepted {
 			last = max(last, hiOf(&all[i]))
 		}
 	}
@@ -583,10 +573,10 @@ func (r *suiteRun) recovery(ctx context.Context, c int, x *record.Result) (lo, h
 			return false, err
 		}
 		switch r.classOf(res) {
-		case classAccepted:
+		case record.ClassAccepted:
 			lo, hi, found = lastRej, hiOf(res), true
 			return true, nil
-		case classRejected:
+		case record.ClassRejected:
 			lastRej = loOf(res)
 		}
 		return false, nil
@@ -637,7 +627,7 @@ func (r *suiteRun) edge(ctx context.Context, c int, lo, hi int64) error {
 	w := int64(r.e.Window)
 	used := int64(0)
 	for i := range r.results {
-		if x := &r.results[i]; x.Phase != "" && loOf(x) >= lo && r.classOf(x) == classAccepted {
+		if x := &r.results[i]; x.Phase != "" && loOf(x) >= lo && r.classOf(x) == record.ClassAccepted {
 			used++
 		}
 	}
