@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // The bucket family: token buckets of a capacity refilled at a rate —
@@ -33,7 +34,7 @@ func (r *rule) bucketCounts(t *traffic) []Finding {
 		ev := pick(acc, c.Members)
 		b := c.Bound(e.Capacity, e.Rate)
 		out = append(out, r.finding(IDBurstLimitExceeded, Certain, t.g, ev, Finding{
-			Message:  fmt.Sprintf("%d requests were accepted within %s (capacity %d + %s × %s allows %d)", c.Count, dur(c.Length), e.Capacity, FormatRate(e.Rate), dur(c.Length), b),
+			Message:  fmt.Sprintf("%d requests were accepted within %s (capacity %d + %s × %s allows %d)", c.Count, dur(c.Length), e.Capacity, units.FormatRate(e.Rate), dur(c.Length), b),
 			Evidence: Evidence{StartNS: c.Start, EndNS: c.End, Count: c.Count, Bound: bound(b), Refs: refsOf(ev), Headers: ev[len(ev)-1].res.Headers},
 		}))
 	case p.Excess > capF:
@@ -64,7 +65,7 @@ func (r *rule) bucketRate(g string, acc []*obs, iv []Interval) []Finding {
 		b := c.Bound(capEff, e.Rate)
 		return []Finding{r.finding(IDRateLimitExceeded, Certain, g, ev, Finding{
 			Message: fmt.Sprintf("%d requests were accepted over %s (%.3g/s), more than a bucket refilled at %s allows even with the burst of %d seen (%d)",
-				c.Count, dur(c.Length), rateOver(c.Count, c.Length), FormatRate(e.Rate), capEff, b),
+				c.Count, dur(c.Length), rateOver(c.Count, c.Length), units.FormatRate(e.Rate), capEff, b),
 			Evidence: Evidence{StartNS: c.Start, EndNS: c.End, Count: c.Count, Bound: bound(b), Refs: refsOf(ev)},
 		})}
 	case p.Excess > capEffF:

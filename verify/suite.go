@@ -12,6 +12,7 @@ import (
 	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // Engine runs one schedule and returns its results: exactly one per send,
@@ -203,7 +204,7 @@ func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 	}
 	if sel(CheckSustained) {
 		rate, d := p.sustained(&e)
-		pl.Steps = append(pl.Steps, Step{Check: CheckSustained, Name: fmt.Sprintf("steady %s, twice the allowed rate", FormatRate(rate)),
+		pl.Steps = append(pl.Steps, Step{Check: CheckSustained, Name: fmt.Sprintf("steady %s, twice the allowed rate", units.FormatRate(rate)),
 			Duration: d, Requests: int(math.Ceil(rate * d.Seconds()))})
 	}
 	if race {
@@ -457,7 +458,7 @@ func (r *suiteRun) run(ctx context.Context) error {
 	// 4. Sustained load at twice the allowed rate.
 	if has(CheckSustained) {
 		rate, d := r.p.sustained(r.e)
-		r.progress("sustained: %s for %s", FormatRate(rate), d)
+		r.progress("sustained: %s for %s", units.FormatRate(rate), d)
 		st, err := patterns.Steady(rate, d)
 		if err != nil {
 			return fmt.Errorf("verify: sustained schedule: %w", err)
