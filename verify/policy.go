@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,15 +142,6 @@ func (e *Endpoint) Period() time.Duration {
 	}
 	c := max(e.capacity(), 1)
 	return time.Duration(math.Ceil(float64(c) / e.Rate * 1e9))
-}
-
-// RejectStatuses returns the statuses counted as rejections: the declared
-// one, else 429 and 503.
-func (e *Endpoint) RejectStatuses() []int {
-	if e.Status != 0 {
-		return []int{e.Status}
-	}
-	return []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}
 }
 
 // PerClient reports whether each client has its own quota.
