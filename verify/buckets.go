@@ -169,7 +169,7 @@ func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 // each advertised remaining within [model − in-flight − 1, model + 1],
 // where model is what the request would see were it first among the
 // requests in flight with it, and the band is widened by the refill over
-// the arrival uncertainty. Only requests surely answered before the first
+// the widest decision bounds among it and the requests before it. Only requests surely answered before the first
 // spoofed key-spoof request are judged: those may or may not share the
 // bucket.
 func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
@@ -190,16 +190,20 @@ func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
 			continue
 		}
 		before, after := int64(0), int64(0)
+		width := o.iv.Hi - o.iv.Lo
 		for j := i - 1; j >= 0 && j >= i-256; j-- {
 			if ps[j].iv.Hi >= o.iv.Lo {
 				before++
 			}
+			width = max(width, ps[j].iv.Hi-ps[j].iv.Lo)
 		}
 		for j := i + 1; j < len(ps) && ps[j].iv.Lo <= o.iv.Hi; j++ {
 			after++
 		}
 		first := d.Remaining + before
-		slack := int64(math.Ceil(e.Rate * float64(o.iv.Hi-o.iv.Lo) / 1e9))
+		// The replay puts every decision at its earliest; the true ones
+		// may come up to the widest bound later, which moves the refill.
+		slack := int64(math.Ceil(e.Rate * float64(width) / 1e9))
 		lo, hi := first-before-after-1-slack, first+1+slack
 		if l.Remaining < lo || l.Remaining > hi {
 			note(o, "advertised remaining %d where the declared bucket leaves %d (band %d…%d)", l.Remaining, first, lo, hi)

@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/rlprobe/rlprobe/record"
@@ -63,7 +64,9 @@ func (r *rule) overAdmitted(t *traffic, set []*obs) (a []*obs, lo, hi, avail int
 	}
 	a = filter(set, func(o *obs) bool { return o.class == record.ClassAccepted })
 	lo, hi = span(set)
-	prior := filter(t.acc, func(o *obs) bool { return !in[o] })
+	// A spoofed request outside the set may have counted against another
+	// quota: it is not subtracted.
+	prior := filter(t.acc, func(o *obs) bool { return !in[o] && !slices.Contains(t.spoofed, o) })
 	avail = r.availMax(lo, hi, prior)
 	return a, lo, hi, avail, int64(len(a)) > avail
 }
