@@ -40,6 +40,8 @@ type observation struct {
 	client   string    // the identity whose state the request touches
 	at       time.Time // estimated server arrival, absolute
 	accepted bool
+	// answered is when the answer came back (its first byte), absolute.
+	answered time.Time
 	// delay is how long the server held an accepted request beyond the
 	// fastest answer seen (queueing); zero for rejections.
 	delay time.Duration
@@ -164,12 +166,15 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 			client:   r.Client,
 			at:       origin.Add(time.Duration(at)),
 			accepted: x.cls == classAccepted,
+			answered: origin.Add(time.Duration(x.hi)),
 			phase:    r.Phase,
 		}
 		if ob.accepted {
 			o.accepted++
 			ob.delay = max(time.Duration(x.lat-base), 0)
-			ob.held = ob.delay > tol && ob.delay > 2*rejHigh+tol && len(rejLat) > 0
+			// Without rejections to compare with, a delay beyond the
+			// tolerance is a hold (drainOf then asks for a staircase).
+			ob.held = ob.delay > tol && ob.delay > 2*rejHigh+tol
 		} else {
 			o.rejected++
 		}
@@ -297,15 +302,16 @@ func (o *observations) heldSystematically() bool {
 	return held >= 3 && 4*held > o.accepted
 }
 
-// maxRatePerSecond returns the most accepted requests in any interval of
-// one second.
+// maxRatePerSecond returns the most accepted answers in any interval of
+// one second (answers, not sends: a queue answers at its drain rate).
 func (o *observations) maxRatePerSecond() float64 {
 	var acc []time.Time
 	for _, ob := range o.list {
 		if ob.accepted {
-			acc = append(acc, ob.at)
+			acc = append(acc, ob.answered)
 		}
 	}
+	slices.SortFunc(acc, time.Time.Compare)
 	best, j := 0, 0
 	for i := range acc {
 		for acc[i].Sub(acc[j]) >= time.Second {

@@ -30,13 +30,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		inf.RejectStatus = &st
 	}
 	if o.rejected == 0 || f == nil {
-		inf.Algorithm = None
-		r := o.maxRatePerSecond()
-		inf.MaxRatePerS = &r
-		if len(o.list) > 0 {
-			inf.Confidence = 1
-		}
-		inf.RetryAfter = RetryAfter{}
+		concludeQuiet(inf, results, o, opts.RejectStatus)
 		return inf
 	}
 	w, ok := f.winner()

@@ -320,6 +320,22 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 		last = res
 		_, rej := s.counts(res)
 		refused = rej > 0
+		if d, ok := drainOf(s.observe()); ok && !refused {
+			// Held without a rejection: a queue, perhaps one that only
+			// delays. Bursts bounded by the timeout from here on.
+			trace("held %d without rejecting: drain interval %v", d.held, d.t)
+			refused, res, err = s.quietQueue(ctx, d, size)
+			if err != nil || !refused {
+				return nil, err
+			}
+			last = res
+			if res[0].Phase == phaseSteady {
+				// The steady stream was rejected: a limiter after all; its
+				// fit starts from the observations as they are.
+				return s.firstFit(0, 0, quotaEstimate(s.observe())), nil
+			}
+			break
+		}
 	}
 	if !refused {
 		return nil, nil

@@ -22,6 +22,9 @@ type simServer struct {
 	oneWay    time.Duration  // network latency each way
 	status    int            // reject status; 0 means 429
 	retry     bool           // send Retry-After (rounded up) on rejections
+	// timeout, when set, is the client's timeout: an answer later than
+	// this after the send is a transport error (timeout).
+	timeout time.Duration
 }
 
 // simEngine runs schedules against a simServer on a virtual clock: time
@@ -161,8 +164,13 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 		if e.stall != nil {
 			back = back.Add(e.stall(r.Seq))
 		}
-		r.TTFB = int64(back.Sub(e.origin))
-		r.Done = r.TTFB
+		if e.srv.timeout > 0 && back.Sub(q.sent) > e.srv.timeout {
+			back = q.sent.Add(e.srv.timeout)
+			r.Outcome, r.Status, r.Err, r.Headers = record.OutcomeError, 0, record.ErrTimeout, nil
+		} else {
+			r.TTFB = int64(back.Sub(e.origin))
+		}
+		r.Done = int64(back.Sub(e.origin))
 		if back.After(last) {
 			last = back
 		}
