@@ -35,6 +35,7 @@ const (
 	fErrMsg
 	fHeaders
 	fArrival
+	fDecision
 )
 
 // interner shares the bytes of repeated short strings (methods, URLs,
@@ -145,6 +146,8 @@ func (d *fastDecoder) decodeResult(line []byte, r *Result) bool {
 			bit, ok = fHeaders, d.headers(&r.Headers)
 		case "arrival":
 			bit, ok = fArrival, d.arrival(&r.Arrival)
+		case "decision":
+			bit, ok = fDecision, d.arrival(&r.Decision)
 		default:
 			return false
 		}
@@ -303,7 +306,8 @@ func (d *fastDecoder) intField(v *int64) bool {
 	return true
 }
 
-// arrival reads an integer into a new *int64, or null as nil.
+// arrival reads an integer into a new *int64, or null as nil (the arrival
+// and decision fields).
 func (d *fastDecoder) arrival(p **int64) bool {
 	if d.null() {
 		*p = nil

@@ -134,6 +134,13 @@ type Result struct {
 	// the arrival on the reference clock; unlike the times above, no clock
 	// offset is to be subtracted. Nil when there was no echo.
 	Arrival *int64 `json:"arrival,omitempty"`
+	// Decision is the reference server's number of this request's limiter
+	// decision, in the order its limiter decided (1, 2, …): of two
+	// requests of one key, the one with the lower number was decided
+	// first, whatever their arrival stamps say. Nil when the server does
+	// not report its decision order (every server but rlprobe serve with
+	// --echo-arrival).
+	Decision *int64 `json:"decision,omitempty"`
 }
 
 // End closes the results of a file; a file without one was cut short (the
