@@ -109,7 +109,8 @@ type Options struct {
 	// "header:X-Api-Key"), reported when the limit proves per client;
 	// empty reports "unknown".
 	KeyName string
-	// RejectStatus is the declared reject status; 0 means 429 or 503.
+	// RejectStatus is the declared reject status; 0 means none declared.
+	// 429 and 503 are rejections either way (record.Classify).
 	RejectStatus int
 	// MaxRequests caps the requests infer sends; 0 means DefaultMaxRequests.
 	MaxRequests int

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -154,7 +155,7 @@ func (s *session) quietQueue(ctx context.Context, d drain, size int) (refused bo
 	}
 	sends := make([]patterns.Send, n)
 	for i := range sends {
-		sends[i].At = time.Duration(float64(i) / offered * float64(time.Second))
+		sends[i].At = units.Seconds(float64(i) / offered)
 	}
 	at := s.now().Add(time.Duration(d.held+d.undelayed+1)*d.t + s.opts.lead())
 	res, err := s.run(ctx, phaseSteady, at, sends)
@@ -199,7 +200,7 @@ func served(results []record.Result, rejectStatus int) (rate float64, flat, judg
 		}
 		sent++
 		s0, s1 = min(s0, r.Sched), max(s1, r.Sched)
-		if classify(r, rejectStatus) == classAccepted {
+		if c, _ := record.Classify(r, rejectStatus); c == record.ClassAccepted {
 			lo, hi := verify.ClientBounds(&r)
 			acc = append(acc, a{r.Sched, hi, hi - lo})
 		}
@@ -268,8 +269,8 @@ func concludeQuiet(inf *Inference, results []record.Result, o *observations, rej
 		}
 		r := sig4(best)
 		inf.MaxRatePerS = &r
-		inf.Note = fmt.Sprintf("never rejected: held up to %d requests at once (the longest %v) and released them at %.4g/s; the queue may be unbounded (infer holds none longer than half the timeout)",
-			d.held, d.longest.Round(time.Millisecond), sig4(v))
+		inf.Note = fmt.Sprintf("never rejected: held up to %d requests at once (the longest %s) and released them at %s; the queue may be unbounded (infer holds none longer than half the timeout)",
+			d.held, units.HumanDuration(d.longest), units.HumanRate(v))
 		return
 	}
 	inf.Algorithm = None
@@ -280,6 +281,6 @@ func concludeQuiet(inf *Inference, results []record.Result, o *observations, rej
 	}
 	if ok && !flat {
 		inf.Complete = false
-		inf.Note = fmt.Sprintf("nothing was rejected, but the load was not served as offered with flat latency (accepted answers at %.4g/s): a limiter may be delaying requests", sig4(rate))
+		inf.Note = fmt.Sprintf("nothing was rejected, but the load was not served as offered with flat latency (accepted answers at %s): a limiter may be delaying requests", units.HumanRate(rate))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // retryAfterTol is how far an advertised Retry-After may fall short of the
@@ -40,6 +41,16 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 	}
 	inf.Algorithm = w.h.v.fam
 	inf.Confidence = share(f.total-w.miss, f.total)
+	fillParams(inf, f, w)
+	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
+	inf.Alternatives = alternatives(f, w, origin, o)
+	return inf
+}
+
+// fillParams sets the winner's parameters, with the ranges over which
+// they fit as well, and the switches the data settled (alignment, counting
+// rejected requests); a switch the data could not settle is unknown.
+func fillParams(inf *Inference, f *fit, w scored) {
 	n, x, d := f.estimate(w)
 	switch w.h.v.fam {
 	case FixedWindow, SlidingLog, SlidingWindowCounter:
@@ -54,7 +65,6 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		inf.Params.Undelayed = &Param{Value: d.value + 1, Low: d.lo + 1, High: d.hi + 1}
 		inf.Params.Queue = &Param{Value: n.value - d.value - 1, Low: math.Max(n.lo-d.hi-1, 0), High: n.hi - d.lo - 1}
 	}
-	// Switches the data could not settle are reported as unknown.
 	aligns, crs := map[limiter.Align]bool{}, map[bool]bool{}
 	for _, s := range f.pool {
 		if s.h.v.fam == w.h.v.fam && s.miss == w.miss {
@@ -80,14 +90,18 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		no := false
 		inf.CountsRejected = &no
 	}
-	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
-	// Alternatives: every other family's best, with what ruled it out.
+}
+
+// alternatives lists every other family's best, with what ruled it out,
+// most confident first.
+func alternatives(f *fit, w scored, origin time.Time, o *observations) []Alternative {
+	alts := []Alternative{}
 	for _, fam := range Families {
 		if fam == w.h.v.fam {
 			continue
 		}
 		if fam == None {
-			inf.Alternatives = append(inf.Alternatives, Alternative{
+			alts = append(alts, Alternative{
 				Algorithm:  None,
 				Confidence: share(o.accepted, f.total),
 				RuledOutBy: fmt.Sprintf("%d requests were rejected", o.rejected),
@@ -97,20 +111,20 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		b, ok := f.fam[fam]
 		if !ok {
 			if fam == LeakyBucketQueue {
-				inf.Alternatives = append(inf.Alternatives, Alternative{
+				alts = append(alts, Alternative{
 					Algorithm: fam, Confidence: 0,
 					RuledOutBy: "no accepted request was held longer than rejections were answered (no queueing)",
 				})
 			}
 			continue
 		}
-		inf.Alternatives = append(inf.Alternatives, Alternative{
+		alts = append(alts, Alternative{
 			Algorithm:  fam,
 			Confidence: share(f.total-b.miss, f.total),
 			RuledOutBy: ruledOut(b, origin, o),
 		})
 	}
-	slices.SortStableFunc(inf.Alternatives, func(a, b Alternative) int {
+	slices.SortStableFunc(alts, func(a, b Alternative) int {
 		switch {
 		case a.Confidence > b.Confidence:
 			return -1
@@ -119,7 +133,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		}
 		return 0
 	})
-	return inf
+	return alts
 }
 
 // share returns a/b rounded to 4 decimals (0 when b is 0).
@@ -153,10 +167,10 @@ func ruledOut(b scored, origin time.Time, o *observations) string {
 	if m.miss == 0 {
 		return fmt.Sprintf("fits as well, but a simpler model comes first (%v)", b.h)
 	}
-	at := m.at.Sub(origin).Seconds()
-	where := fmt.Sprintf("%s at %.3fs", m.phase, at)
+	at := units.HumanDuration(m.at.Sub(origin))
+	where := fmt.Sprintf("%s at %s", m.phase, at)
 	if m.phase == "" {
-		where = fmt.Sprintf("requests at %.3fs", at)
+		where = fmt.Sprintf("requests at %s", at)
 	}
 	if m.delays {
 		return fmt.Sprintf("%s: accepted requests were held for other times than %v predicts (best fit misses %d of %d outcomes)",

@@ -224,10 +224,10 @@ func burstSends(n int) []patterns.Send {
 // counts returns how many of res were accepted and rejected.
 func (s *session) counts(res []record.Result) (acc, rej int) {
 	for _, r := range res {
-		switch classify(r, s.opts.RejectStatus) {
-		case classAccepted:
+		switch c, _ := record.Classify(r, s.opts.RejectStatus); c {
+		case record.ClassAccepted:
 			acc++
-		case classRejected:
+		case record.ClassRejected:
 			rej++
 		}
 	}
