@@ -10,10 +10,11 @@ import (
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/units"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
-// retryAfterTol is how far an advertised Retry-After may fall short of the
-// model's exact wait before it counts as early (timing uncertainty).
+// retryAfterTol is the timing uncertainty of the model's exact wait: an
+// advertised Retry-After within it is exact.
 const retryAfterTol = 100 * time.Millisecond
 
 // conclude builds the document from the observations and the fit.
@@ -207,18 +208,20 @@ func dialects(results []record.Result, origin time.Time) []string {
 	return out
 }
 
-// judgeRetryAfter checks every rejection's Retry-After against the winning
-// model's exact wait: early when a retry at the advertised moment would
-// still be rejected; late when a retry would have been admitted at least
-// max(2 s, half the advertised delay) before it. Within a cluster, whose
-// order is unknown, advertised and modelled waits are compared sorted.
-// Without an observed recovery (no request accepted after a rejection) the
-// model's waits are an extrapolation, and nothing is judged.
+// judgeRetryAfter grades every rejection's Retry-After against the
+// winning model's exact wait (verify.GradeRetryAfter: exact, rounded-up,
+// late, early), the wait known to within retryAfterTol plus a twentieth of
+// itself; the document carries the worst grade and its true wait, and
+// honest means exact or rounded-up. Within a cluster, whose order is
+// unknown, advertised and modelled waits are compared sorted. Without an
+// observed recovery (no request accepted after a rejection) the model's
+// waits are an extrapolation, and nothing is judged.
 func judgeRetryAfter(results []record.Result, origin time.Time, o *observations, w scored, f *fit) RetryAfter {
 	var ra RetryAfter
 	c := w.h.config()
 	var st states
-	honest, judged := true, false
+	var worst verify.RetryAfterGrading
+	judged := false
 	recovered, refused := false, false
 	for _, ob := range o.list {
 		refused = refused || !ob.accepted
@@ -234,44 +237,50 @@ func judgeRetryAfter(results []record.Result, origin time.Time, o *observations,
 			if !d.Allowed {
 				model = append(model, d.RetryAfter)
 			}
-			if ob.accepted {
-				continue
+			if a, ok := advertised(results[ob.ref], origin, ob); ok {
+				ra.Sent = true
+				adv = append(adv, a)
 			}
-			r := results[ob.ref]
-			v := r.Headers.Get("Retry-After")
-			if v == "" {
-				continue
-			}
-			received := origin.Add(time.Duration(r.TTFB))
-			a, err := headers.ParseRetryAfter(v, received)
-			if err != nil {
-				continue
-			}
-			ra.Sent = true
-			// The advertised wait counted from the server's arrival.
-			adv = append(adv, a+received.Sub(ob.at))
 		}
 		if len(adv) == 0 || len(adv) != len(model) || !recovered {
 			continue // the model disagrees with these outcomes, or guesses: no judgement
 		}
 		slices.Sort(adv)
 		slices.Sort(model)
-		judged = true
 		for i, a := range adv {
 			m := model[i]
 			tol := retryAfterTol + m/20
-			if a+tol < m {
-				trace("retry-after early at %v: advertised %v from arrival, model %v (%v)", o.list[cl[0]].at.Sub(origin), a, m, w.h)
-				honest = false
+			g := verify.GradeRetryAfter(a, m-tol, m+tol)
+			trace("retry-after %s at %v: advertised %v from arrival, model %v (%v)", g.Grade, o.list[cl[0]].at.Sub(origin), a, m, w.h)
+			if !judged || worst.Grade.Worse(g.Grade) != worst.Grade {
+				worst = g
 			}
-			if late := max(2*time.Second, a/2); a-late > m+tol {
-				trace("retry-after late at %v: advertised %v from arrival, model %v (%v)", o.list[cl[0]].at.Sub(origin), a, m, w.h)
-				honest = false
-			}
+			judged = true
 		}
 	}
 	if ra.Sent && judged {
-		ra.Honest = &honest
+		honest := worst.Grade.Honest()
+		grade := string(worst.Grade)
+		wait := math.Round(worst.TrueWait.Seconds()*1000) / 1000
+		ra.Honest, ra.Grade, ra.TrueWaitS = &honest, &grade, &wait
 	}
 	return ra
+}
+
+// advertised returns the wait a rejection's Retry-After asks for, counted
+// from the server's arrival of the request.
+func advertised(r record.Result, origin time.Time, ob observation) (time.Duration, bool) {
+	if ob.accepted {
+		return 0, false
+	}
+	v := r.Headers.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	received := origin.Add(time.Duration(r.TTFB))
+	a, err := headers.ParseRetryAfter(v, received)
+	if err != nil {
+		return 0, false
+	}
+	return a + received.Sub(ob.at), true
 }
