@@ -790,7 +790,7 @@ func quotaEstimate(o *observations) int {
 // accepted up to and including the first cluster with a rejection.
 func quotaRuns(o *observations) (best, bestUndelayed, first int) {
 	total := 0
-	for _, cl := range o.clusters {
+	for _, cl := range o.runs() {
 		acc, undelayed, rejected := 0, 0, false
 		for i := cl[0]; i < cl[1]; i++ {
 			ob := o.list[i]

@@ -61,6 +61,29 @@ type observations struct {
 	rejected    int
 	// rejectStatus is the most frequent rejection status (0 when none).
 	rejectStatus int
+	// pace, when set, is the spacing of a paced session's bursts: runs of
+	// clusters closer than 1.5 times it count as one burst (see runs).
+	pace time.Duration
+}
+
+// runs returns the index ranges of the bursts: the clusters, or with pace
+// set, runs of clusters of one identity each within 1.5·pace of the last.
+func (o *observations) runs() [][2]int {
+	if o.pace <= 0 {
+		return o.clusters
+	}
+	var out [][2]int
+	for _, cl := range o.clusters {
+		if n := len(out); n > 0 {
+			prev := o.list[out[n-1][1]-1]
+			if first := o.list[cl[0]]; first.client == prev.client && 2*first.at.Sub(prev.at) <= 3*o.pace {
+				out[n-1][1] = cl[1]
+				continue
+			}
+		}
+		out = append(out, cl)
+	}
+	return out
 }
 
 // clusterGap is the smallest gap between two arrivals the fitting trusts

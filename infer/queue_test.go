@@ -85,3 +85,34 @@ func TestInferNoneNeedsFlatLatency(t *testing.T) {
 		t.Fatalf("%s complete %v max rate %v note %q, want none: served at the offered rate", inf.Algorithm, inf.Complete, deref(inf.MaxRatePerS), inf.Note)
 	}
 }
+
+// TestInferOverAdmission: a fixed window of 10 per 2 s, aligned to the
+// epoch, whose counter is not atomic (a 2 ms round trip between read and
+// write, X-RateLimit headers): a concurrent burst admits far more than 10
+// and its remaining values repeat. Infer fits from paced experiments —
+// fixed-window, limit 10, window 2 s, epoch — and reports the concurrent
+// burst as over_admission.
+func TestInferOverAdmission(t *testing.T) {
+	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 10, Window: sec(2), Align: limiter.AlignEpoch}
+	e := newSimEngine(simServer{cfg: cfg, oneWay: 200 * time.Microsecond, raceGap: 2 * time.Millisecond, xrl: true}, origin)
+	inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "non-atomic fixed window", inf, want{fam: FixedWindow, align: AlignEpoch, limit: 10, window: 2})
+	oa := inf.OverAdmission
+	if oa == nil || oa.SequentialMax != 10 || oa.ConcurrentMax <= 10 || oa.Evidence == "" {
+		t.Fatalf("over_admission %+v, want sequential 10, concurrent > 10, with evidence", oa)
+	}
+	t.Logf("%s limit %+v window %+v; over_admission %+v", inf.Algorithm, *inf.Params.Limit, *inf.Params.WindowS, *oa)
+
+	// An atomic counter shows no over-admission.
+	e = newSimEngine(simServer{cfg: cfg, oneWay: 200 * time.Microsecond, xrl: true}, origin)
+	inf, err = Infer(context.Background(), e, Options{Origin: origin, Now: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inf.OverAdmission != nil {
+		t.Errorf("atomic counter: over_admission %+v, want null", *inf.OverAdmission)
+	}
+}
