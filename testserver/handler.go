@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -374,8 +375,12 @@ func (rt *route) writeRateLimit(h http.Header, dec limiter.Decision, now time.Ti
 	if rt.faults[FaultMalformedRateLimit] {
 		for _, d := range rt.dialect {
 			for _, f := range stateFields(d) {
-				if vs := h.Values(f); len(vs) > 0 {
-					vs[len(vs)-1] += ";"
+				// headers.Set wrote the field verbatim ("RateLimit"), which
+				// h.Values, canonicalising to "Ratelimit", would miss.
+				for k, vs := range h {
+					if strings.EqualFold(k, f) && len(vs) > 0 {
+						vs[len(vs)-1] += ";"
+					}
 				}
 			}
 		}

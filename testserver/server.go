@@ -55,7 +55,9 @@ var (
 
 // RedisConfig locates the Redis backend and says how it behaves.
 type RedisConfig struct {
-	// URL is a redis:// or rediss:// URL; "" means DefaultRedisURL.
+	// URL locates Redis: a redis://, rediss:// or unix:// URL, or host:port
+	// as redis-cli takes it (see ParseRedisAddress); "" means
+	// DefaultRedisURL.
 	URL string
 	// Prefix starts every key; "" means DefaultRedisPrefix. Servers with
 	// the same URL, prefix and route paths share their quotas.
@@ -154,9 +156,9 @@ func New(cfg Config) (*Server, error) {
 			errs = append(errs, fmt.Errorf("testserver: race gap %v is negative", cfg.Memory.RaceGap))
 		}
 	case BackendRedis:
-		opt, err := redis.ParseURL(cfg.Redis.URL)
+		opt, err := ParseRedisAddress(cfg.Redis.URL)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("testserver: redis URL %q: %w", cfg.Redis.URL, err))
+			errs = append(errs, err)
 		} else {
 			s.redis = redis.NewClient(opt)
 		}
