@@ -46,7 +46,10 @@ type HandlerOptions struct {
 	// synctest clock.
 	Now func() time.Time
 	// EchoArrival adds headers.ArrivalHeader to every response: the
-	// request's receive time in Unix nanoseconds (see Handler).
+	// request's receive time in Unix nanoseconds (see Handler); and, when
+	// the route's Backend is an OrderedBackend (the memory backends),
+	// headers.DecisionHeader to every decided one: the decision's number
+	// in the order the route's limiter decided.
 	EchoArrival bool
 	// OnBackendError is what a route answers when its backend fails; ""
 	// means BackendErrorDeny.
@@ -216,7 +219,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := rt.keyOf(r)
-	dec, err := rt.backend.Decide(r.Context(), key, arrival)
+	dec, err := h.decide(w, r, rt, key, arrival)
 	if err != nil {
 		if h.onError == BackendErrorAllow {
 			h.logf(r, arrival, key, http.StatusOK, "backend error, allowed: "+err.Error())
@@ -264,6 +267,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.writeRateLimit(w.Header(), dec, arrival.Add(dec.Delay), dec.Delay)
 	h.logf(r, arrival, key, http.StatusOK, fmt.Sprintf("remaining=%d delay=%v", dec.Remaining, dec.Delay))
 	writeBody(w, http.StatusOK, "ok\n")
+}
+
+// decide asks the route's backend for a decision and, when echoing, sets
+// the decision's number (an OrderedBackend's, taken as it decided).
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, rt *route, key string, arrival time.Time) (limiter.Decision, error) {
+	ob, ok := rt.backend.(OrderedBackend)
+	if !h.echo || !ok {
+		return rt.backend.Decide(r.Context(), key, arrival)
+	}
+	dec, n, err := ob.DecideOrdered(r.Context(), key, arrival)
+	if err == nil {
+		w.Header().Set(headers.DecisionHeader, strconv.FormatInt(n, 10))
+	}
+	return dec, err
 }
 
 // StopDelays ends every current and future leaky-bucket wait at once with

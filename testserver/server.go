@@ -65,6 +65,15 @@ type RedisConfig struct {
 	RaceGap   time.Duration
 }
 
+// MemoryConfig says how BackendMemory behaves.
+type MemoryConfig struct {
+	// NonAtomic decides with NonAtomicMemoryBackend (the check-then-act
+	// race, in memory) instead of MemoryBackend.
+	NonAtomic bool
+	// RaceGap is NonAtomicOptions.RaceGap.
+	RaceGap time.Duration
+}
+
 // Config is a Server's configuration. Routes are required; every other
 // zero value is a default: memory backend, listen on DefaultListen,
 // loopback only, plain HTTP/1.1.
@@ -78,6 +87,8 @@ type Config struct {
 	Backend BackendKind
 	// Redis configures BackendRedis.
 	Redis RedisConfig
+	// Memory configures BackendMemory.
+	Memory MemoryConfig
 	// Listen is the TCP address to listen on ("host:port", port 0 picks a
 	// free one); "" means DefaultListen.
 	Listen string
@@ -139,6 +150,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg}
 	switch cfg.Backend {
 	case BackendMemory:
+		if cfg.Memory.RaceGap < 0 {
+			errs = append(errs, fmt.Errorf("testserver: race gap %v is negative", cfg.Memory.RaceGap))
+		}
 	case BackendRedis:
 		opt, err := redis.ParseURL(cfg.Redis.URL)
 		if err != nil {
@@ -164,6 +178,13 @@ func New(cfg Config) (*Server, error) {
 		if s.redis != nil {
 			b, err := NewRedisBackend(s.redis, r.Policy.Limiter, RedisOptions{
 				Prefix: cfg.Redis.Prefix + routeID(r.Path) + ":", NonAtomic: cfg.Redis.NonAtomic, RaceGap: cfg.Redis.RaceGap})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("route %q: %w", r.Path, err))
+				continue
+			}
+			r.Backend = b
+		} else if cfg.Memory.NonAtomic {
+			b, err := NewNonAtomicMemoryBackend(r.Policy.Limiter, NonAtomicOptions{RaceGap: cfg.Memory.RaceGap})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("route %q: %w", r.Path, err))
 				continue

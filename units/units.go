@@ -61,7 +61,7 @@ func ParseRate(s string) (float64, error) {
 		return 0, fmt.Errorf("invalid rate %q: %q is out of range", s, num)
 	}
 	if v == 0 {
-		return 0, fmt.Errorf("invalid rate %q: a rate must be positive", s)
+		return 0, fmt.Errorf("invalid rate %q: a rate must be positive, for example 5/s", s)
 	}
 	return v / per, nil
 }

@@ -47,6 +47,21 @@ func TestParseRate(t *testing.T) {
 	}
 }
 
+// TestParseRateRefuses: every spelling outside the grammar is refused, and
+// the message says what to write instead.
+func TestParseRateRefuses(t *testing.T) {
+	for _, in := range []string{"", "10", "10/", "/s", "10/d", "10/min", "10 /s", "10r/h", "r/s", "-1/s", "+1/s", "0/s", "0.0/m", "1e3/s", ".5/s", "5./s", "0x10/s", "1_000/s", "NaN/s", "Inf/s", "10/S", "10rr/s"} {
+		_, err := ParseRate(in)
+		if err == nil {
+			t.Errorf("ParseRate(%q) = nil error, want one", in)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "/s") {
+			t.Errorf("ParseRate(%q) error %q does not say how to write a rate", in, msg)
+		}
+	}
+}
+
 func TestFormatRateRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		r    float64
