@@ -114,17 +114,20 @@ func earlyRetries(t *traffic, x *obs, moment int64) []*obs {
 }
 
 // lateAccept returns [x, a] when a request a (outside the probes) surely
-// decided after x was accepted at least RetryAfterLateMargin(d) before
-// x's advertised moment (counted from x's earliest decision); nil
-// otherwise. Requests whose order with x the evidence leaves open prove
-// nothing.
+// decided after x was accepted so early that GradeRetryAfter finds x's
+// advertised delay d late by the finding's margin: the true wait, counted
+// from x's earliest decision, is at most a's latest decision. Requests
+// whose order with x the evidence leaves open prove nothing.
 func lateAccept(t *traffic, x *obs, d int64) []*obs {
 	limit := x.iv.Lo + d - int64(RetryAfterLateMargin(time.Duration(d)))
 	for _, o := range t.from(x.iv.Lo) {
 		if o.iv.Lo > limit {
 			break
 		}
-		if o.class == record.ClassAccepted && o.iv.Hi <= limit && o.check != CheckRace && o.check != CheckKeySpoof && surelyAfter(x, o) {
+		if o.class != record.ClassAccepted || o.check == CheckRace || o.check == CheckKeySpoof || !surelyAfter(x, o) {
+			continue
+		}
+		if GradeRetryAfter(time.Duration(d), 0, time.Duration(o.iv.Hi-x.iv.Lo)).LateFinding {
 			return []*obs{x, o}
 		}
 	}
