@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/record"
 )
 
@@ -18,7 +19,7 @@ func (r *rule) retryAfter(t *traffic) []Finding {
 	var out []Finding
 	var missing []*obs
 	for _, o := range rej {
-		if len(o.res.Headers.Values("Retry-After")) == 0 {
+		if len(headers.Values(o.res.Headers, "Retry-After")) == 0 {
 			missing = append(missing, o)
 		}
 	}
@@ -50,7 +51,7 @@ func (r *rule) retryAfter(t *traffic) []Finding {
 		ev := early[0]
 		out = append(out, r.finding(IDRetryAfterEarly, Certain, t.g, flatten(early), Finding{
 			Message: fmt.Sprintf("Retry-After: %s was too early: both retries at or after the advertised moment were rejected (%d times)",
-				ev[0].res.Headers.Get("Retry-After"), len(early)),
+				headers.Get(ev[0].res.Headers, "Retry-After"), len(early)),
 			Evidence: Evidence{Count: len(early), Headers: ev[0].res.Headers},
 		}))
 	}
@@ -58,7 +59,7 @@ func (r *rule) retryAfter(t *traffic) []Finding {
 		ev := late[0]
 		out = append(out, r.finding(IDRetryAfterLate, Certain, t.g, flatten(late), Finding{
 			Message: fmt.Sprintf("Retry-After: %s was late: a request was accepted %s before the advertised moment (%d times)",
-				ev[0].res.Headers.Get("Retry-After"), dur(ev[0].iv.Lo+int64(*ev[0].ph.RetryAfter)-ev[1].iv.Hi), len(late)),
+				headers.Get(ev[0].res.Headers, "Retry-After"), dur(ev[0].iv.Lo+int64(*ev[0].ph.RetryAfter)-ev[1].iv.Hi), len(late)),
 			Evidence: Evidence{Count: len(late), Headers: ev[0].res.Headers},
 		}))
 	}
