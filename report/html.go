@@ -172,13 +172,13 @@ func (h *htmlWriter) page() {
 // order of its first request (at most maxLanes; further clients share the
 // last), over pixel-column bins.
 type timeline struct {
-	sc           scale
-	order        []uint32 // lanes in order of their first request
-	rowOf        []int    // lane → row
-	rows         int
-	laneH        int
-	top, bottom  int
-	height       int
+	sc          scale
+	order       []uint32 // lanes in order of their first request
+	rowOf       []int    // lane → row
+	rows        int
+	laneH       int
+	top, bottom int
+	height      int
 }
 
 // charts draws the four SVG panels sharing one time axis.
