@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -67,19 +68,19 @@ func (in *Input) trailingCounts(p *prepared, acc map[uint32][]int64) windowSerie
 		window = int64(r.Window)
 		s.limit = float64(r.Limit)
 		if r.fixed() {
-			s.label = "accepted so far in each " + humanDuration(r.Window) + " window"
+			s.label = "accepted so far in each " + units.HumanDuration(r.Window) + " window"
 		} else {
-			s.label = "accepted in the trailing " + humanDuration(r.Window)
+			s.label = "accepted in the trailing " + units.HumanDuration(r.Window)
 		}
 	default:
-		s.label = "bucket fill: one per accepted request, draining at " + humanRate(r.Rate)
+		s.label = "bucket fill: one per accepted request, draining at " + units.HumanRate(r.Rate)
 		s.limit = float64(r.Quota())
 	}
 	if r != nil && r.PerClient() {
 		s.label += ", per client"
 	}
 	if r != nil {
-		s.label += " — limit " + humanNumber(s.limit)
+		s.label += " — limit " + units.HumanNumber(s.limit)
 		if r.inferred {
 			s.label += " (inferred)"
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -339,7 +340,7 @@ func (h *htmlWriter) edges(tl timeline, acc map[uint32][]int64) bool {
 			what = "inferred"
 		}
 		h.f("<path d=\"%s\" stroke=\"%s\" stroke-dasharray=\"3 3\" fill=\"none\"><title>%s window edges every %s (%s)</title></path>\n",
-			d.String(), colorEdge, what, humanDuration(p.edges.Window), esc(p.edges.align()))
+			d.String(), colorEdge, what, units.HumanDuration(p.edges.Window), esc(p.edges.align()))
 	}
 	return ok
 }
@@ -390,10 +391,10 @@ func (h *htmlWriter) timelineCaption(tl timeline, edgesDrawn bool) {
 		caption += fmt.Sprintf(" (the last lane gathers %d)", len(tl.order)-maxLanes+1)
 	}
 	if !edgesDrawn {
-		caption += fmt.Sprintf("; window edges every %s not drawn (too dense)", humanDuration(p.edges.Window))
+		caption += fmt.Sprintf("; window edges every %s not drawn (too dense)", units.HumanDuration(p.edges.Window))
 	}
 	if p.threshold > 0 {
-		caption += "; delayed: accepted with latency ≥ " + humanDuration(time.Duration(p.threshold))
+		caption += "; delayed: accepted with latency ≥ " + units.HumanDuration(time.Duration(p.threshold))
 	}
 	h.f("<p class=\"caption\">%s. Each column stacks its requests by class.</p>\n</section>\n", esc(caption))
 }
@@ -487,7 +488,7 @@ func fmtTick(t int64) string {
 	if t == 0 {
 		return "0"
 	}
-	return time.Duration(t).String()
+	return units.HumanDuration(time.Duration(t))
 }
 
 // windowPanel draws the count judged against the limit.
@@ -538,10 +539,10 @@ func (h *htmlWriter) windowPanel(sc scale, acc map[uint32][]int64) {
 	}
 	if s.limit > 0 {
 		h.f("<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#1d1d1f\" stroke-dasharray=\"6 3\"/>", marginLeft, marginLeft+sc.bins*sc.binPx, y(s.limit), y(s.limit))
-		h.f("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">limit %s</text>", marginLeft-6, y(s.limit)+4, humanNumber(s.limit))
+		h.f("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">limit %s</text>", marginLeft-6, y(s.limit)+4, units.HumanNumber(s.limit))
 	}
 	if peak := top / 1.1; s.limit == 0 || math.Abs(y(peak)-y(s.limit)) > 10 {
-		h.f("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>", marginLeft-6, y(peak)+4, humanNumber(peak))
+		h.f("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>", marginLeft-6, y(peak)+4, units.HumanNumber(peak))
 	}
 	h.s("\n")
 	h.s("</svg>\n")
@@ -601,7 +602,7 @@ func (h *htmlWriter) latencyPanel(sc scale) {
 	for e := dlo; e <= dhi; e++ {
 		yy := y(int64(math.Pow(10, e)))
 		h.f("<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e1e4e8\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-			marginLeft, marginLeft+sc.bins*sc.binPx, yy, yy, marginLeft-6, yy+4, esc(humanDuration(time.Duration(math.Pow(10, e)))))
+			marginLeft, marginLeft+sc.bins*sc.binPx, yy, yy, marginLeft-6, yy+4, esc(units.HumanDuration(time.Duration(math.Pow(10, e)))))
 	}
 	var paths [numClasses]strings.Builder
 	for k, c := range cols {
@@ -625,7 +626,7 @@ func (h *htmlWriter) latencyPanel(sc scale) {
 	if p.threshold > 0 {
 		yy := y(p.threshold)
 		h.f("<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"4 3\"><title>delayed from %s</title></line>\n",
-			marginLeft, marginLeft+sc.bins*sc.binPx, yy, yy, Delayed.Color(), esc(humanDuration(time.Duration(p.threshold))))
+			marginLeft, marginLeft+sc.bins*sc.binPx, yy, yy, Delayed.Color(), esc(units.HumanDuration(time.Duration(p.threshold))))
 	}
 	h.s("</svg>\n<p class=\"caption\">Fastest and slowest answer of each class per column (time to first byte after the request was written), log scale.</p>\n</section>\n")
 }
@@ -716,7 +717,7 @@ func (h *htmlWriter) summary() {
 	}
 	h.s("</table>\n")
 	h.f("<p class=\"caption\">%s sent in %s (%s); %s delayed; pacing error p50 %s, p99 %s.</p>\n",
-		esc(plural(s.Sent, "request")), esc(fmtSeconds(s.DurationS)), esc(humanRate(s.SentPerS)), esc(plural(s.Delayed, "accepted request")),
+		esc(plural(s.Sent, "request")), esc(fmtSeconds(s.DurationS)), esc(units.HumanRate(s.SentPerS)), esc(plural(s.Delayed, "accepted request")),
 		FormatMicros(s.Pacing.P50US), FormatMicros(s.Pacing.P99US))
 	h.clientTable(s.Clients)
 	h.s("<h2>Runs</h2>\n<table><tr><th>agent</th><th>file</th><th>start</th><th>results</th><th>end</th></tr>\n")
@@ -837,7 +838,7 @@ func (h *htmlWriter) model() {
 		h.s("<p class=\"caption\">No infer document in the record files.</p>\n")
 	}
 	for _, inf := range infs {
-		h.f("<h3>%s</h3><p class=\"caption\">confidence %s · %s in %s</p>\n", esc(string(inf.Algorithm)), humanNumber(inf.Confidence),
+		h.f("<h3>%s</h3><p class=\"caption\">confidence %s · %s in %s</p>\n", esc(string(inf.Algorithm)), units.HumanNumber(inf.Confidence),
 			esc(plural(inf.Requests, "request")), esc(fmtSeconds(inf.DurationS)))
 		rows := estimateRows(inf)
 		if len(rows) > 0 {
@@ -850,7 +851,7 @@ func (h *htmlWriter) model() {
 		if len(inf.Alternatives) > 0 {
 			h.s("<table><tr><th>alternative</th><th>confidence</th><th>ruled out by</th></tr>\n")
 			for _, a := range inf.Alternatives {
-				h.f("<tr><td>%s</td><td class=\"n\">%s</td><td>%s</td></tr>\n", esc(string(a.Algorithm)), humanNumber(a.Confidence), esc(a.RuledOutBy))
+				h.f("<tr><td>%s</td><td class=\"n\">%s</td><td>%s</td></tr>\n", esc(string(a.Algorithm)), units.HumanNumber(a.Confidence), esc(a.RuledOutBy))
 			}
 			h.s("</table>\n")
 		}

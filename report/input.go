@@ -428,7 +428,7 @@ func (in *Input) addResult(r *record.Result, agent int, origin time.Time) {
 		}
 		q.lat = max(q.lat, 0)
 		q.status = int16(max(min(r.Status, 32767), 0))
-		if (r.Status < 200 || r.Status > 299) && len(r.Headers) > 0 {
+		if c, _ := record.Classify(*r, 0); c != record.ClassAccepted && len(r.Headers) > 0 {
 			q.claim, q.claimKind = claimOf(r.Headers, origin.Add(time.Duration(q.recv)))
 		}
 	}

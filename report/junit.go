@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -362,8 +363,5 @@ func headersJSON(h http.Header) string {
 	return string(b)
 }
 
-// fmtOffset formats a time since the start in seconds with millisecond
-// precision: "1.250s".
-func fmtOffset(ns int64) string {
-	return strconv.FormatFloat(float64(time.Duration(ns).Round(time.Millisecond))/1e9, 'f', 3, 64) + "s"
-}
+// fmtOffset formats a time since the start for people: "1.25s".
+func fmtOffset(ns int64) string { return units.HumanDuration(time.Duration(ns)) }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -36,15 +37,15 @@ func describeEndpoint(e *verify.Endpoint) string {
 	var s string
 	switch {
 	case e.IsBucket():
-		s = fmt.Sprintf("capacity %d, %s", e.Quota(), humanRate(e.Rate))
+		s = fmt.Sprintf("capacity %d, %s", e.Quota(), units.HumanRate(e.Rate))
 	case e.Limit > 0 && e.WindowType == verify.Fixed:
 		a := string(e.Align)
 		if a == "" {
 			a = infer.AlignFirstRequest
 		}
-		s = fmt.Sprintf("%d per %s window (%s)", e.Limit, humanDuration(e.Window), a)
+		s = fmt.Sprintf("%d per %s window (%s)", e.Limit, units.HumanDuration(e.Window), a)
 	case e.Limit > 0:
-		s = fmt.Sprintf("%d in any %s", e.Limit, humanDuration(e.Window))
+		s = fmt.Sprintf("%d in any %s", e.Limit, units.HumanDuration(e.Window))
 	case e.Status != 0:
 		s = fmt.Sprintf("rejects with %d", e.Status)
 	default:

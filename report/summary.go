@@ -121,9 +121,9 @@ func (in *Input) classOf(q *request, declared []int) Class {
 	if q.age != 0 {
 		r.Headers = http.Header{"Age": {in.ages[q.age]}}
 	}
-	c := classFrom(shimClassify(r, 0))
+	c := classFrom(record.Classify(r, 0))
 	for _, d := range declared {
-		if c == Other && classFrom(shimClassify(r, d)) == Rejected {
+		if c == Other && classFrom(record.Classify(r, d)) == Rejected {
 			c = Rejected
 		}
 	}
@@ -131,15 +131,15 @@ func (in *Input) classOf(q *request, declared []int) Class {
 }
 
 // classFrom maps record's outcome class to the display class.
-func classFrom(c shimClass, _ bool) Class {
+func classFrom(c record.Class, _ bool) Class {
 	switch c {
-	case shimAccepted:
+	case record.ClassAccepted:
 		return Accepted
-	case shimRejected:
+	case record.ClassRejected:
 		return Rejected
-	case shimError:
+	case record.ClassError:
 		return Error
-	case shimNotSent:
+	case record.ClassNotSent:
 		return NotSent
 	}
 	return Other

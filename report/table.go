@@ -15,6 +15,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -197,7 +198,7 @@ func (t *tableWriter) requests() {
 			FormatMicros(int64(s.DelayedThresholdMS*1000))), 0)
 	}
 	t.para(fmt.Sprintf("%s sent in %s (%s); pacing error p50 %s, p99 %s", plural(s.Sent, "request"),
-		fmtSeconds(s.DurationS), humanRate(s.SentPerS), FormatMicros(s.Pacing.P50US), FormatMicros(s.Pacing.P99US)), 0)
+		fmtSeconds(s.DurationS), units.HumanRate(s.SentPerS), FormatMicros(s.Pacing.P50US), FormatMicros(s.Pacing.P99US)), 0)
 }
 
 // requestRows lists the requests by outcome and status: outcome, status,
@@ -248,7 +249,7 @@ func (t *tableWriter) inferences() {
 	for _, inf := range t.in.Inferences {
 		t.b.WriteString("\n")
 		t.para(fmt.Sprintf("Inferred: %s (confidence %s, %s in %s)", t.paint(ansiBold, string(inf.Algorithm)),
-			humanNumber(inf.Confidence), plural(inf.Requests, "request"), fmtSeconds(inf.DurationS)), len(t.paint(ansiBold, "")))
+			units.HumanNumber(inf.Confidence), plural(inf.Requests, "request"), fmtSeconds(inf.DurationS)), len(t.paint(ansiBold, "")))
 		var rows [][]string
 		for _, r := range estimateRows(inf) {
 			rows = append(rows, r[:])
@@ -259,7 +260,7 @@ func (t *tableWriter) inferences() {
 		if len(inf.Alternatives) > 0 {
 			rows = rows[:0]
 			for _, a := range inf.Alternatives {
-				rows = append(rows, []string{string(a.Algorithm), humanNumber(a.Confidence), a.RuledOutBy})
+				rows = append(rows, []string{string(a.Algorithm), units.HumanNumber(a.Confidence), a.RuledOutBy})
 			}
 			renderFitted(&t.b, []string{"alternative", "confidence", "ruled out by"}, rows, t.width, 2, "lrl", nil)
 		}

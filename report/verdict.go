@@ -2,13 +2,13 @@ package report
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -157,34 +157,23 @@ func plural(n int, noun string) string {
 	return strconv.Itoa(n) + " " + noun + "s"
 }
 
-// fmtSeconds formats seconds as a duration rounded for people.
-func fmtSeconds(s float64) string {
-	return humanDuration(time.Duration(math.Round(s * 1e9)))
-}
+// fmtSeconds formats seconds (a document's _s field) as a duration for
+// people.
+func fmtSeconds(s float64) string { return units.HumanDuration(units.Seconds(s)) }
 
-// FormatMicros formats a duration of us microseconds for people: below a
-// millisecond exactly (850µs), below a second to 0.1 ms (1.2ms), else to
-// 10 ms (2.35s).
-func FormatMicros(us int64) string {
-	d := time.Duration(us) * time.Microsecond
-	switch {
-	case d < time.Millisecond:
-		return d.String()
-	case d < time.Second:
-		return d.Round(100 * time.Microsecond).String()
-	default:
-		return d.Round(10 * time.Millisecond).String()
-	}
-}
+// FormatMicros formats a duration of us microseconds (a run document's
+// _us fields) for people, in the one display format of units.HumanDuration:
+// 850µs, 1.2ms, 2.346s.
+func FormatMicros(us int64) string { return units.HumanDuration(time.Duration(us) * time.Microsecond) }
 
 // fmtEstimate formats an inferred parameter: "10", "9–11".
 func fmtEstimate(e *infer.Param) (value, interval string) {
 	if e == nil {
 		return "", ""
 	}
-	value = humanNumber(e.Value)
+	value = units.HumanNumber(e.Value)
 	if e.Low != e.Value || e.High != e.Value {
-		interval = humanNumber(e.Low) + "–" + humanNumber(e.High)
+		interval = units.HumanNumber(e.Low) + "–" + units.HumanNumber(e.High)
 	}
 	return value, interval
 }
@@ -206,7 +195,7 @@ func estimateRows(inf *infer.Inference) [][3]string {
 	add("undelayed", p.Undelayed)
 	add("queue", p.Queue)
 	if inf.MaxRatePerS != nil {
-		rows = append(rows, [3]string{"max_rate_per_s", humanNumber(*inf.MaxRatePerS), ""})
+		rows = append(rows, [3]string{"max_rate_per_s", units.HumanNumber(*inf.MaxRatePerS), ""})
 	}
 	if inf.Alignment != nil {
 		rows = append(rows, [3]string{"alignment", *inf.Alignment, ""})
