@@ -245,7 +245,7 @@ func TestOneNumberFormat(t *testing.T) {
 	s.inferences = []any{infer.Inference{Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.TokenBucket,
 		Params: infer.Params{RatePerS: &rate, Capacity: &capacity}, MaxRatePerS: &noisy, Confidence: conf,
 		Alternatives: []infer.Alternative{{Algorithm: infer.None, Confidence: 1.0 / 3, RuledOutBy: "x"}},
-		Requests: 11, DurationS: 0.22222222222, Complete: true}}
+		Requests:     11, DurationS: 0.22222222222, Complete: true}}
 	in, err := ReadFiles(writeRun(t, t.TempDir(), "noisy.jsonl", s))
 	if err != nil {
 		t.Fatal(err)
