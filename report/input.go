@@ -69,6 +69,10 @@ type request struct {
 	total int64 // latency as the run document counts it (record.Result.Latency); -1 without
 	pace  int64 // pacing error (record.Result.SendTimes), 0 when never sent
 	claim int64 // the wait a non-2xx answer advertised, ns; valid when claimKind != claimNone
+	// sched, wrote and arrival are the result's own (relative to its
+	// agent's start): what race releases are counted by. arrival is
+	// noArrival without an echo.
+	sched, wrote, arrival int64
 	lane  uint32
 	route uint32
 	// reason indexes Input.reasons: the error class or not-sent reason.
@@ -151,7 +155,6 @@ type Input struct {
 	reasons  []string          // error classes and not-sent reasons; index 0 is ""
 	ages     []string          // Age header values; index 0 is "" (none)
 	phases   []string          // phases of the results; index 0 is ""
-	releases map[releaseKey]release
 	infRaw   []json.RawMessage // the infer documents as stored, by index of Inferences
 
 	nextOrder int // reading order of the next verdict
@@ -211,7 +214,6 @@ func newInput() *Input {
 		reasons:  []string{""},
 		ages:     []string{""},
 		phases:   []string{""},
-		releases: map[releaseKey]release{},
 	}
 }
 
@@ -410,7 +412,10 @@ func (in *Input) addResult(r *record.Result, agent int, origin time.Time) {
 	}
 	if q.outcome != outNotSent && r.Sent != 0 {
 		q.pace, _ = r.SendTimes()
-		in.release(r, agent)
+	}
+	q.sched, q.wrote, q.arrival = r.Sched, r.Wrote, noArrival
+	if r.Arrival != nil {
+		q.arrival = *r.Arrival
 	}
 	if lat, ok := r.Latency(); ok {
 		q.total = max(lat, 0)
@@ -533,40 +538,8 @@ func headerValue(h map[string][]string, name string) string {
 	return ""
 }
 
-// releaseKey names a race release: one agent's sent results of one phase
-// with the same sched.
-type releaseKey struct {
-	agent, phase uint16
-	sched        int64
-}
-
-// release gathers a release's write and arrival spread.
-type release struct {
-	n, arrivals        int32
-	wroteLo, wroteHi   int64
-	arriveLo, arriveHi int64
-}
-
-// release adds a sent result to its release.
-func (in *Input) release(r *record.Result, agent int) {
-	k := releaseKey{uint16(agent), 0, r.Sched}
-	if r.Phase != "" {
-		k.phase = intern(&in.phases, r.Phase)
-	}
-	rel, ok := in.releases[k]
-	if !ok {
-		rel = release{wroteLo: math.MaxInt64, wroteHi: math.MinInt64, arriveLo: math.MaxInt64, arriveHi: math.MinInt64}
-	}
-	rel.n++
-	if r.Wrote != 0 {
-		rel.wroteLo, rel.wroteHi = min(rel.wroteLo, r.Wrote), max(rel.wroteHi, r.Wrote)
-	}
-	if r.Arrival != nil {
-		rel.arrivals++
-		rel.arriveLo, rel.arriveHi = min(rel.arriveLo, *r.Arrival), max(rel.arriveHi, *r.Arrival)
-	}
-	in.releases[k] = rel
-}
+// noArrival marks a request without an arrival echo.
+const noArrival = math.MinInt64
 
 // tool returns the report's tool string.
 func (in *Input) tool() string {

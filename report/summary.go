@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"math"
 	"net/http"
 	"slices"
@@ -270,23 +271,74 @@ func (in *Input) count(s *record.RunSummary, c *record.ClientSummary, q *request
 	return true
 }
 
-// races counts the race releases and their spreads.
+// races counts the race releases — two or more sent results of one
+// agent and phase with the same sched — and their spreads of wrote and of
+// the echoed arrival.
 func (in *Input) races(s *record.RunSummary) {
+	var idx []int32
+	for i := range in.reqs {
+		if q := &in.reqs[i]; q.outcome != outNotSent && q.t != 0 {
+			idx = append(idx, int32(i))
+		}
+	}
+	key := func(i int32) (uint16, uint16, int64) {
+		q := &in.reqs[i]
+		return q.agent, q.phase, q.sched
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		aa, ap, as := key(a)
+		ba, bp, bs := key(b)
+		return cmp.Or(cmp.Compare(aa, ba), cmp.Compare(ap, bp), cmp.Compare(as, bs))
+	})
 	var wrote, arrival []int64
-	for _, rel := range in.releases {
-		if rel.n < 2 {
-			continue
+	for lo := 0; lo < len(idx); {
+		hi := lo + 1
+		for hi < len(idx) && sameRelease(&in.reqs[idx[lo]], &in.reqs[idx[hi]]) {
+			hi++
 		}
-		s.Races++
-		if rel.wroteHi >= rel.wroteLo {
-			wrote = append(wrote, rel.wroteHi-rel.wroteLo)
+		if hi-lo >= 2 {
+			s.Races++
+			w, a := spread(in.reqs, idx[lo:hi])
+			if w >= 0 {
+				wrote = append(wrote, w)
+			}
+			if a >= 0 {
+				arrival = append(arrival, a)
+			}
 		}
-		if rel.arrivals >= 2 {
-			arrival = append(arrival, rel.arriveHi-rel.arriveLo)
-		}
+		lo = hi
 	}
 	s.RaceWroteSpread = distOf(wrote)
 	s.RaceArrivalSpread = distOf(arrival)
+}
+
+func sameRelease(a, b *request) bool {
+	return a.agent == b.agent && a.phase == b.phase && a.sched == b.sched
+}
+
+// spread returns a release's max − min of wrote (-1 without any) and of
+// the echoed arrival (-1 with fewer than two echoes).
+func spread(reqs []request, members []int32) (wrote, arrival int64) {
+	wLo, wHi, aLo, aHi := int64(math.MaxInt64), int64(math.MinInt64), int64(math.MaxInt64), int64(math.MinInt64)
+	echoes := 0
+	for _, i := range members {
+		q := &reqs[i]
+		if q.wrote != 0 {
+			wLo, wHi = min(wLo, q.wrote), max(wHi, q.wrote)
+		}
+		if q.arrival != noArrival {
+			echoes++
+			aLo, aHi = min(aLo, q.arrival), max(aHi, q.arrival)
+		}
+	}
+	wrote, arrival = -1, -1
+	if wHi >= wLo {
+		wrote = wHi - wLo
+	}
+	if echoes >= 2 {
+		arrival = aHi - aLo
+	}
+	return wrote, arrival
 }
 
 // endReason is completed, or the first other end reason of the runs

@@ -263,3 +263,33 @@ func TestOneNumberFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestRaceSummary: the run document counts race releases (sent results of
+// one agent and phase sharing a sched) and their spreads, and late sends.
+func TestRaceSummary(t *testing.T) {
+	s := synth{header: header("", "")}
+	a1, a2 := int64(30*ms), int64(31*ms)
+	for i, wrote := range []int64{10 * ms, 12 * ms, 15 * ms} {
+		r := response(int64(i), "c", 9*ms, ms, 200, nil)
+		r.Phase, r.Sched, r.Wrote = "race", 9*ms, wrote
+		r.TTFB, r.Done = wrote+ms, wrote+2*ms
+		if i == 0 {
+			r.Arrival = &a1
+		} else if i == 1 {
+			r.Arrival = &a2
+		}
+		s.results = append(s.results, r)
+	}
+	late := response(3, "c", 50*ms, ms, 200, nil)
+	late.Sched = 40 * ms // 10ms late, alone in its release
+	s.results = append(s.results, late)
+	in, err := ReadFiles(writeRun(t, t.TempDir(), "race.jsonl", s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := in.Summary()
+	if sum.Races != 1 || sum.RaceWroteSpread.MaxUS != 5000 || sum.RaceArrivalSpread.MaxUS != 1000 || sum.Late != 1 {
+		t.Errorf("races %d, wrote spread %+v, arrival spread %+v, late %d; want 1, 5ms, 1ms, 1",
+			sum.Races, sum.RaceWroteSpread, sum.RaceArrivalSpread, sum.Late)
+	}
+}
