@@ -73,8 +73,8 @@ type request struct {
 	// agent's start): what race releases are counted by. arrival is
 	// noArrival without an echo.
 	sched, wrote, arrival int64
-	lane  uint32
-	route uint32
+	lane                  uint32
+	route                 uint32
 	// reason indexes Input.reasons: the error class or not-sent reason.
 	reason uint16
 	// age indexes Input.ages: the answer's Age header, 0 without one.
