@@ -139,8 +139,14 @@ func (in *Input) junitVerdict(v *Verdict, i int) []junitSuite {
 		order = append(order, k)
 		return s
 	}
+	ids := slices.Clone(verify.FindingIDs)
+	for i := range fs {
+		if !slices.Contains(ids, fs[i].ID) {
+			ids = append(ids, fs[i].ID) // an id this rlprobe's verify does not raise (watch's policy-drift)
+		}
+	}
 	for _, ep := range endpoints {
-		for _, id := range verify.FindingIDs {
+		for _, id := range ids {
 			for _, c := range checksOf(fs, ep, id) {
 				s := suite(key{ep, c})
 				tc := newCase(fs, ep, id, c)
