@@ -171,8 +171,9 @@ func (in *Input) addRaw(raw json.RawMessage, agent int, lineType, where string) 
 		if err := json.Unmarshal(body, inf); err != nil {
 			return nil, fmt.Errorf("infer document: %w", err)
 		}
-		in.Inferences = append(in.Inferences, inf)
-		in.infRaw = append(in.infRaw, body)
+		// Latest first: a later line was appended later.
+		in.Inferences = slices.Insert(in.Inferences, 0, inf)
+		in.infRaw = slices.Insert(in.infRaw, 0, body)
 		in.prep = nil
 		return nil, nil
 	case isCheck || (peek.Schema == "" && peek.Findings != nil):

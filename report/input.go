@@ -141,7 +141,8 @@ type Input struct {
 	// a whole document are gathered, per file, into one analyze document
 	// with Synthetic set.
 	Verdicts []Verdict
-	// Inferences are the infer documents, in file order then added.
+	// Inferences are the infer documents, latest first: the reverse of
+	// file order then the order added.
 	Inferences []*infer.Inference
 	// Warnings are what the record readers tolerated and the lines this
 	// package could not use, one sentence each.

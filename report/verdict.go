@@ -120,7 +120,7 @@ func (in *Input) VerdictLine() string {
 		parts = append(parts, t)
 	}
 	if len(in.Inferences) > 0 {
-		parts = append(parts, "inferred "+string(in.Inferences[len(in.Inferences)-1].Algorithm))
+		parts = append(parts, "inferred "+string(in.Inferences[0].Algorithm))
 	}
 	return strings.Join(parts, " · ")
 }
