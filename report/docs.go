@@ -114,7 +114,7 @@ func (in *Input) synthesize(a *Agent, fs []verify.Finding, agent int) Verdict {
 	if v.Report.Targets == nil {
 		v.Report.Targets = []string{}
 	}
-	v.Report.Policy = in.policyOf(a.Header.Policy, a.File+": the run's policy")
+	v.Report.Policy = a.policy
 	judge(&v.Report)
 	return v
 }

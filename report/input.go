@@ -108,6 +108,8 @@ type Agent struct {
 	ShiftNS int64
 	// Results is how many results the run holds.
 	Results int
+
+	policy verify.Policy // the header's policy, decoded once
 }
 
 // Source is a named record file to read.
@@ -238,7 +240,8 @@ func (in *Input) readOne(src Source) (time.Time, error) {
 		}
 		switch v := l.Value.(type) {
 		case record.Header:
-			in.Agents = append(in.Agents, Agent{File: src.Name, Header: v})
+			in.Agents = append(in.Agents, Agent{File: src.Name, Header: v,
+				policy: in.policyOf(v.Policy, src.Name+": the run's policy")})
 		case record.Result:
 			in.addResult(&v, agent, in.Agents[agent].Header.Start)
 			in.Agents[agent].Results++
@@ -311,7 +314,8 @@ func FromMerged(m *record.Merged, files []string) *Input {
 	in.Start = m.Start
 	byName := map[string]int{}
 	for i, a := range m.Agents {
-		in.Agents = append(in.Agents, Agent{Name: a.Name, Header: a.Header, End: a.End, ShiftNS: a.ShiftNS, Results: a.Results})
+		in.Agents = append(in.Agents, Agent{Name: a.Name, Header: a.Header, End: a.End, ShiftNS: a.ShiftNS, Results: a.Results,
+			policy: in.policyOf(a.Header.Policy, "run "+a.Name+": the run's policy")})
 		if i < len(files) {
 			in.Agents[i].File = files[i]
 		}

@@ -86,8 +86,7 @@ func (in *Input) pickRule(p *prepared) {
 		}
 	}
 	for i := range in.Agents {
-		pol := in.policyOf(in.Agents[i].Header.Policy, in.Agents[i].File+": the run's policy")
-		for _, e := range pol.Endpoints {
+		for _, e := range in.Agents[i].policy.Endpoints {
 			rules = append(rules, rule{Endpoint: e})
 		}
 	}

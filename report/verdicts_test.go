@@ -293,3 +293,25 @@ func TestRaceSummary(t *testing.T) {
 			sum.Races, sum.RaceWroteSpread, sum.RaceArrivalSpread, sum.Late)
 	}
 }
+
+// TestHeaderPolicyWarnedOnce: a run policy this rlprobe cannot read is
+// warned about once, however often the Input is rendered or added to.
+func TestHeaderPolicyWarnedOnce(t *testing.T) {
+	s := leakyRun()
+	s.header.Policy = json.RawMessage(`{"version":1,"endpoints":[{"limit":3,"window":"1s","colour":"red"}]}`)
+	in, err := ReadFiles(writeRun(t, t.TempDir(), "odd.jsonl", s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := Table(&bytes.Buffer{}, in, TableOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.AddDocument(verify.Finding{ID: verify.IDCacheable429, Severity: "error", Certainty: "certain"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(in.Warnings) != 1 || !strings.Contains(in.Warnings[0], "colour") {
+		t.Errorf("warnings = %q, want one naming the unknown key", in.Warnings)
+	}
+}
