@@ -10,6 +10,12 @@ import (
 // request, in Unix nanoseconds (decimal), sent with `serve --echo-arrival`.
 const ArrivalHeader = "X-Rlprobe-Arrival"
 
+// DecisionHeader is the reference server's number of the request's limiter
+// decision in the order its limiter made them (1, 2, …; decimal), sent
+// beside [ArrivalHeader]. Arrival stamps do not fix the order in which a
+// server decided two requests that arrived close together; this does.
+const DecisionHeader = "X-Rlprobe-Decision"
+
 // Captured is the list of response header names rlprobe records verbatim:
 // the rate-limit fields of every dialect, the fields that decide caching
 // (for the cacheable-429 finding), Date, Envoy's rejection marker and
