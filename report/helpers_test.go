@@ -144,11 +144,11 @@ func fixedWindowRun() synth {
 	}}
 	limit, window := infer.Param{Value: 10, Low: 10, High: 10}, infer.Param{Value: 1, Low: 0.95, High: 1.02}
 	epoch, st := "epoch", 429
-	honest := true
+	honest, grade, wait := true, "rounded-up", 0.42
 	s.inferences = []any{infer.Inference{
 		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.FixedWindow,
 		Params: infer.Params{Limit: &limit, WindowS: &window}, Alignment: &epoch, Key: "global", RejectStatus: &st,
-		Headers: []string{"draft-7"}, RetryAfter: infer.RetryAfter{Sent: true, Honest: &honest}, Confidence: 0.985,
+		Headers: []string{"draft-7"}, RetryAfter: infer.RetryAfter{Sent: true, Honest: &honest, Grade: &grade, TrueWaitS: &wait}, Confidence: 0.985,
 		Alternatives: []infer.Alternative{{Algorithm: infer.SlidingWindowCounter, Confidence: 0.91, RuledOutBy: "20 accepted across the edge at 1s"},
 			{Algorithm: infer.None, Confidence: 0.5, RuledOutBy: "40 requests were rejected"}},
 		Requests: 123, DurationS: 4.03, Complete: true, RecordFile: "fixed.jsonl",

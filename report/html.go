@@ -840,6 +840,9 @@ func (h *htmlWriter) model() {
 	for _, inf := range infs {
 		h.f("<h3>%s</h3><p class=\"caption\">confidence %s · %s in %s</p>\n", esc(string(inf.Algorithm)), units.HumanNumber(inf.Confidence),
 			esc(plural(inf.Requests, "request")), esc(fmtSeconds(inf.DurationS)))
+		if inf.Note != "" {
+			h.f("<p class=\"caption\">%s</p>\n", esc(inf.Note))
+		}
 		rows := estimateRows(inf)
 		if len(rows) > 0 {
 			h.s("<table><tr><th>parameter</th><th>value</th><th>interval</th></tr>\n")

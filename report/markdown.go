@@ -39,6 +39,9 @@ func Markdown(w io.Writer, in *Input) error {
 		if len(parts) > 0 {
 			b.WriteString(": " + strings.Join(parts, ", "))
 		}
+		if inf.Note != "" {
+			b.WriteString(". " + mdEscape(inf.Note))
+		}
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "\n<sub>%s · %s</sub>\n", mdEscape("record files: "+strings.Join(in.Files, ", ")), mdEscape(in.tool()))

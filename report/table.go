@@ -264,6 +264,9 @@ func (t *tableWriter) inferences() {
 			}
 			renderFitted(&t.b, []string{"alternative", "confidence", "ruled out by"}, rows, t.width, 2, "lrl", nil)
 		}
+		if inf.Note != "" {
+			t.para(inf.Note, 0)
+		}
 		if !inf.Complete {
 			t.para("the experiments did not finish: the result may be ambiguous", 0)
 		}

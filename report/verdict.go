@@ -213,19 +213,37 @@ func estimateRows(inf *infer.Inference) [][3]string {
 		rows = append(rows, [3]string{"headers", strings.Join(inf.Headers, ", "), ""})
 	}
 	rows = append(rows, [3]string{"retry_after", retryAfterWords(&inf.RetryAfter), ""})
+	if inf.NeverRejects {
+		rows = append(rows, [3]string{"never_rejects", "true", ""})
+	}
+	if oa := inf.OverAdmission; oa != nil {
+		rows = append(rows, [3]string{"over_admission", fmt.Sprintf("%d at once, %d paced", oa.ConcurrentMax, oa.SequentialMax), oa.Evidence})
+	}
 	return rows
 }
 
-// retryAfterWords says what infer judged of Retry-After.
+// retryAfterWords says what infer judged of Retry-After: "sent, honest
+// (exact)", "sent, dishonest (early; true wait 2s)".
 func retryAfterWords(ra *infer.RetryAfter) string {
 	if !ra.Sent {
 		return "not sent"
 	}
+	s := "sent, dishonest"
 	switch {
 	case ra.Honest == nil:
 		return "sent, not judged"
 	case *ra.Honest:
-		return "sent, honest"
+		s = "sent, honest"
 	}
-	return "sent, dishonest"
+	var why []string
+	if ra.Grade != nil {
+		why = append(why, *ra.Grade)
+	}
+	if ra.TrueWaitS != nil {
+		why = append(why, "true wait "+fmtSeconds(*ra.TrueWaitS))
+	}
+	if len(why) > 0 {
+		s += " (" + strings.Join(why, "; ") + ")"
+	}
+	return s
 }
