@@ -71,6 +71,8 @@ const (
 	IDRetryAfterLate              = "retry-after-late"
 	IDUnderAdmission              = "under-admission"
 	IDRateLimitHeaderMissing      = "ratelimit-header-missing"
+	IDConfigNotEnforced           = "config-not-enforced"
+	IDConfigMismatch              = "config-mismatch"
 )
 
 // FindingIDs lists every finding id in the contract's order.

@@ -19,17 +19,20 @@ const module = "github.com/rlprobe/rlprobe"
 // allowed lists, for every package of the module, which of our packages it
 // may import directly (design.md). Transitive imports follow from these.
 var allowed = map[string][]string{
-	"limiter":           {},
-	"headers":           {},
-	"record":            {},
-	"patterns":          {},
-	"probe":             {"record", "headers"},
-	"verify":            {"limiter", "headers", "record", "patterns"},
-	"infer":             {"limiter", "headers", "record", "patterns", "verify"},
-	"report":            {"verify", "infer", "record", "headers"},
-	"testserver":        {"limiter", "headers"},
+	"limiter":    {},
+	"headers":    {},
+	"record":     {},
+	"patterns":   {},
+	"probe":      {"record", "headers"},
+	"verify":     {"limiter", "headers", "record", "patterns"},
+	"infer":      {"limiter", "headers", "record", "patterns", "verify"},
+	"report":     {"verify", "infer", "record", "headers"},
+	"testserver": {"limiter", "headers"},
+	// limiter configs become verify.Policy endpoints and lint findings
+	// reuse verify.Finding; units is the one rate/duration grammar.
+	"limitconf":         {"verify", "units"},
 	"internal/scenario": {"testserver", "probe", "patterns", "verify", "infer", "record", "limiter", "headers", "report"},
-	"internal/cli":      {"limiter", "headers", "record", "patterns", "probe", "verify", "infer", "report", "testserver", "internal/scenario"},
+	"internal/cli":      {"limiter", "headers", "record", "patterns", "probe", "verify", "infer", "report", "testserver", "internal/scenario", "limitconf"},
 	"cmd/rlprobe":       {"internal/cli"},
 	// test-only helpers (StartRedis, StartNginx): imported from _test.go files only.
 	"internal/testenv":  {},
