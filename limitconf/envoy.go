@@ -137,9 +137,11 @@ func envoyRule(cfg, tb *node, anc []*node, trail []string, file string, im *Impo
 	}
 	if perFill >= maxTokens {
 		r.Family, r.Limit, r.Window, r.Align = FixedWindow, maxTokens, interval, AlignTimer
+		r.Also = []Family{TokenBucket}
 		r.Notes = append(r.Notes, fmt.Sprintf("tokens_per_fill %d ≥ max_tokens %d: each fill_interval %s refills the bucket whole, a fixed window of %d on Envoy's fill timer (timer-based Envoy up to 1.30; from 1.31 the bucket refills continuously at %s)", perFill, maxTokens, interval, maxTokens, verify.FormatRate(rate)))
 	} else {
 		r.Family, r.Rate, r.Capacity = TokenBucket, rate, maxTokens
+		r.Also = []Family{FixedWindow}
 		r.Notes = append(r.Notes, fmt.Sprintf("max_tokens %d, %d tokens every %s: a token bucket of capacity %d at %s (stepwise before Envoy 1.31, continuous since)", maxTokens, perFill, interval, maxTokens, verify.FormatRate(rate)))
 	}
 	// The bound that holds for the stepwise (timer) and the continuous
@@ -222,7 +224,8 @@ func envoyStatus(n *node, file string) (int, error) {
 // HTTP connection manager that lists it.
 func envoyPlace(anc []*node, trail []string) (server, loc, path, prefix string) {
 	if !slices.Contains(trail, "typed_per_filter_config") {
-		return "", "(every route)", "", "/"
+		// One bucket for every route: any routed URL shows it.
+		return "", "(every route)", "/", "/"
 	}
 	for i := len(anc) - 1; i >= 0; i-- {
 		a := anc[i]
@@ -234,13 +237,13 @@ func envoyPlace(anc []*node, trail []string) (server, loc, path, prefix string) 
 				}
 			}
 			if p, ok := m.get("path").scalar(); ok {
-				return server, "path " + p, p, ""
+				return server, "path " + p, urlPath(p), ""
 			}
 			if p, ok := m.get("prefix").scalar(); ok {
-				return server, "prefix " + p, "", p
+				return server, "prefix " + p, "", urlPath(p)
 			}
 			if p, ok := m.get("path_separated_prefix").scalar(); ok {
-				return server, "prefix " + p, "", p
+				return server, "prefix " + p, "", urlPath(p)
 			}
 			if re, ok := m.path("safe_regex", "regex").scalar(); ok {
 				return server, "regex " + re, "", ""

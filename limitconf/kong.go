@@ -27,6 +27,10 @@ type kongRoute struct {
 	name, service string
 	paths         []string
 	line          int
+	// literal: no route of the file matches by regular expression, so
+	// a route's first path, as a URL, is served by that route (Kong
+	// picks the longest matching prefix).
+	literal bool
 }
 
 func parseKong(data []byte, file string) (*Import, error) {
@@ -95,7 +99,14 @@ func parseKong(data []byte, file string) (*Import, error) {
 		}
 		return best
 	}
+	regex := false
 	for _, rt := range routes {
+		for _, p := range rt.paths {
+			regex = regex || strings.HasPrefix(p, "~")
+		}
+	}
+	for _, rt := range routes {
+		rt.literal = !regex
 		p := pick(rt)
 		if p == nil {
 			continue
@@ -174,8 +185,12 @@ func kongRules(p *kongPlugin, rt kongRoute, file string, im *Import) error {
 	if len(rt.paths) > 0 {
 		loc += " " + strings.Join(rt.paths, ",")
 		if !strings.HasPrefix(rt.paths[0], "~") {
-			prefix = rt.paths[0]
+			prefix = urlPath(rt.paths[0])
 		}
+	}
+	exact := ""
+	if rt.literal {
+		exact = prefix
 	}
 	n := 0
 	for _, w := range kongWindows {
@@ -195,7 +210,7 @@ func kongRules(p *kongPlugin, rt kongRoute, file string, im *Import) error {
 		}
 		n++
 		r := Rule{
-			Source: Source{File: file, Line: v.line}, Server: rt.service, Location: loc, Prefix: prefix,
+			Source: Source{File: file, Line: v.line}, Server: rt.service, Location: loc, Path: exact, Prefix: prefix,
 			Family: FixedWindow, Limit: limit, Window: w.d, Align: AlignEpoch,
 			Key: key, KeyExpr: keyExpr, Status: status,
 			Notes: append([]string{fmt.Sprintf("%s: %d: %d per clock-aligned %s (UTC), a fixed window; every window configured applies at once", w.name, limit, limit, w.name)}, notes...),

@@ -58,14 +58,14 @@ func (c *nginxConf) lintLocation(r *Rule, d *directive, l limitReq, body []*dire
 		case s.name == "if" && s.hasBlock && answersIn(s.block) != nil:
 			a := answersIn(s.block)
 			c.im.add(finding(verify.IDConfigNotEnforced, verify.SeverityError, verify.Possible, a.src(), ep,
-				limited+", but when if ("+strings.Join(s.args, " ")+") holds, return answers in the rewrite phase, unlimited",
+				limited+", but when if "+strings.Join(s.args, " ")+" holds, return answers in the rewrite phase, unlimited",
 				hintReturn))
 		}
 	}
 	if s := ctx.serverIf; s != nil {
 		a := answersIn(s.block)
 		c.im.add(finding(verify.IDConfigNotEnforced, verify.SeverityError, verify.Possible, a.src(), ep,
-			limited+", but when the server-level if ("+strings.Join(s.args, " ")+") holds, return answers before any location is chosen",
+			limited+", but when the server-level if "+strings.Join(s.args, " ")+" holds, return answers before any location is chosen",
 			hintReturn))
 	}
 	if r.Family == LeakyBucketQueue {

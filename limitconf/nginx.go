@@ -375,6 +375,7 @@ func (c *nginxConf) emit(d *directive, server, loc string, ctx limitCtx, body []
 	default:
 		return errAt(d.file, d.line, "location: unknown modifier %q", mod)
 	}
+	exact, prefix = urlPath(exact), urlPath(prefix)
 	proxies := hasDirective(body, "proxy_pass", "fastcgi_pass", "grpc_pass", "uwsgi_pass", "scgi_pass")
 	for _, l := range ctx.reqs {
 		z := c.zones[l.zone]

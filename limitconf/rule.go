@@ -98,6 +98,10 @@ type Rule struct {
 	Prefix string `json:"prefix,omitempty"`
 
 	Family Family `json:"family"`
+	// Also are families the live limiter may show as well, where the
+	// product's versions differ (Envoy's timer-based and continuous
+	// buckets).
+	Also []Family `json:"also,omitempty"`
 	// Limit and Window: a fixed window's quota; Align where windows start.
 	Limit  int64         `json:"limit,omitempty"`
 	Window time.Duration `json:"window,omitempty"`
@@ -242,9 +246,15 @@ type Options struct {
 func Parse(data []byte, name string, o Options) (im *Import, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			im, err = nil, errAt(name, 0, "internal error reading the configuration: %v", p)
+			im, err = nil, errAt(name, 0, "internal error reading the configuration (please report it): %v", p)
 		}
 	}()
+	return parse(data, name, o)
+}
+
+// parse is Parse without the recovery (fuzz targets call it, so that a
+// panic is found rather than hidden).
+func parse(data []byte, name string, o Options) (im *Import, err error) {
 	f := o.Format
 	if f == "" {
 		if f, err = DetectFormat(name, data); err != nil {
@@ -269,10 +279,12 @@ func Parse(data []byte, name string, o Options) (im *Import, err error) {
 	im.Format, im.File = f, name
 	im.filter(o)
 	markBinding(im.Rules)
+	seen := map[[2]string]bool{}
 	for i := range im.Rules {
 		r := &im.Rules[i]
-		if !r.Covered() && r.Family != "" {
-			im.Findings = append(im.Findings, finding(IDLimitUntestable, verify.SeverityInfo, verify.Certain, r.Source, r.Location,
+		if k := [2]string{r.Server, r.Location}; !r.Covered() && !seen[k] {
+			seen[k] = true
+			im.add(finding(IDLimitUntestable, verify.SeverityInfo, verify.Certain, r.Source, r.Location,
 				fmt.Sprintf("%s is not one URL: check needs a URL for it", r.Location),
 				"give one with --location-url PATTERN=URL, e.g. "+exampleURL(r)))
 		}
@@ -285,6 +297,20 @@ func Parse(data []byte, name string, o Options) (im *Import, err error) {
 		return nil, fmt.Errorf("%w (%s)", ErrNoLimits, name)
 	}
 	return im, nil
+}
+
+// urlPath returns p when it is a URL path a probe can request (it starts
+// with "/" and holds no space or control character), else "".
+func urlPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return ""
+	}
+	for _, c := range p {
+		if c <= ' ' || c == 0x7f {
+			return ""
+		}
+	}
+	return p
 }
 
 func exampleURL(r *Rule) string {

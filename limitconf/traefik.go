@@ -231,9 +231,9 @@ func traefikPaths(rule string) (path, prefix string) {
 	}
 	switch m[1] {
 	case "Path":
-		return m[2], ""
+		return urlPath(m[2]), ""
 	case "PathPrefix":
-		return "", m[2]
+		return "", urlPath(m[2])
 	}
 	return "", ""
 }
