@@ -395,8 +395,7 @@ func (c *nginxConf) emit(d *directive, server, loc string, ctx limitCtx, body []
 			r.Undelayed = l.delay + 1
 			r.Notes = append(r.Notes, fmt.Sprintf("%s: %d served at once from idle, up to %d more held and served at %s, the rest rejected", l.text, r.Undelayed, l.burst-l.delay, z.rateSrc))
 		}
-		burst := l.burst
-		ep := verify.Endpoint{Path: orElse(exact, prefix), Rate: z.rate, Burst: &burst, Key: r.Key, Status: ctx.status}
+		ep := verify.Endpoint{Path: orElse(exact, prefix), Rate: z.rate, Capacity: l.burst + 1, Key: r.Key, Status: ctx.status}
 		if r.Key == KeyUnknown {
 			ep.Key = verify.KeyGlobal
 			r.Notes = append(r.Notes, "the key is checked as global: one client sees the limit as written")

@@ -104,7 +104,7 @@ type Rule struct {
 	Also []Family `json:"also,omitempty"`
 	// Limit and Window: a fixed window's quota; Align where windows start.
 	Limit  int64         `json:"limit,omitempty"`
-	Window time.Duration `json:"window,omitempty"`
+	Window time.Duration `json:"-"` // written as window_s
 	Align  string        `json:"align,omitempty"`
 	// Rate (requests per second) and Capacity: a bucket.
 	Rate     float64 `json:"rate_per_s,omitempty"`
@@ -336,6 +336,17 @@ func (im *Import) filter(o Options) {
 		keep = append(keep, r)
 	}
 	im.Rules = keep
+	locs := map[string]bool{}
+	for _, r := range keep {
+		locs[r.Location] = true
+	}
+	fs := im.Findings[:0]
+	for _, f := range im.Findings {
+		if f.Endpoint == "" || locs[f.Endpoint] {
+			fs = append(fs, f)
+		}
+	}
+	im.Findings = fs
 }
 
 func matchServer(have, want string) bool {
