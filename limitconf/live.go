@@ -127,17 +127,22 @@ func lookupURL(m map[string]string, loc string) (string, bool) {
 	return u, ok
 }
 
-// ParseLocationURL parses one --location-url value, PATTERN=URL.
+// ParseLocationURL parses one --location-url value, PATTERN=URL: the
+// pattern as the config writes the location ("= /login", "~ ^/api/", or
+// the pattern alone), the URL a path ("/api/v1/items") or an absolute
+// URL. It splits at the first "=" that a path or URL follows, so patterns
+// may hold "=" themselves.
 func ParseLocationURL(s string) (pattern, url string, err error) {
-	i := strings.LastIndex(s, "=")
-	if i <= 0 || i == len(s)-1 {
-		return "", "", fmt.Errorf("limitconf: --location-url %q: want PATTERN=URL, e.g. '~ ^/api/=/api/v1/items'", s)
+	for i := 1; i < len(s); i++ {
+		if s[i] != '=' {
+			continue
+		}
+		rest := s[i+1:]
+		if strings.HasPrefix(rest, "/") || strings.HasPrefix(rest, "http://") || strings.HasPrefix(rest, "https://") {
+			return strings.TrimSpace(s[:i]), rest, nil
+		}
 	}
-	pattern, url = strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+1:])
-	if !strings.HasPrefix(url, "/") && !strings.Contains(url, "://") {
-		return "", "", fmt.Errorf("limitconf: --location-url %q: the URL must be a path (/x) or a full URL", s)
-	}
-	return pattern, url, nil
+	return "", "", fmt.Errorf("limitconf: --location-url %q: want PATTERN=URL with URL a path or an absolute URL, e.g. '~ ^/api/=/api/v1/items'", s)
 }
 
 // Bound is an estimate with the range that fits as well (the infer
