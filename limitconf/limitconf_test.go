@@ -400,12 +400,32 @@ func TestNginxLexer(t *testing.T) {
 	}
 }
 
-// TestIncludes: includes are read relative to the including file, and
-// reported when they cannot be.
+// TestLuaBlocks: OpenResty's *_by_lua_block bodies are Lua, braces in
+// strings and comments included, and do not upset the nginx reader.
+func TestLuaBlocks(t *testing.T) {
+	conf := "limit_req_zone $binary_remote_addr zone=z:1m rate=1r/s;\n" +
+		"server {\n  set_by_lua_block $res { local s = \"}\" -- a } in a comment\n    local t = [[ { ]]\n    return 1 }\n" +
+		"  location = /x {\n    limit_req zone=z;\n    content_by_lua_block { ngx.say(\"}\") }\n  }\n}\n"
+	im, err := Parse([]byte(conf), "lua.conf", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Rules) != 1 || im.Rules[0].Source.Line != 7 || im.Rules[0].Path != "/x" {
+		t.Errorf("rules = %+v", im.Rules)
+	}
+	if _, err := Parse([]byte("server { content_by_lua_block { ngx.say(1)\n"), "lua.conf", Options{Format: Nginx}); err == nil || !strings.Contains(err.Error(), "lua.conf:1") {
+		t.Errorf("an unclosed Lua block: %v", err)
+	}
+}
+
+// TestIncludes: includes are read relative to the main file's directory
+// (nginx's configuration prefix), and reported when they cannot be.
 func TestIncludes(t *testing.T) {
 	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "conf.d"), 0o755)
+	os.WriteFile(filepath.Join(dir, "conf.d", "http.conf"), []byte("include zones.conf;\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "zones.conf"), []byte("limit_req_zone $binary_remote_addr zone=z:1m rate=1r/s;\n"), 0o644)
-	main := []byte("http {\n  include zones.conf;\n  server { location = /x { limit_req zone=z; } }\n}\n")
+	main := []byte("http {\n  include conf.d/*.conf;\n  server { location = /x { limit_req zone=z; } }\n}\n")
 	im, err := Parse(main, filepath.Join(dir, "nginx.conf"), Options{ReadFile: os.ReadFile, Glob: filepath.Glob})
 	if err != nil || len(im.Rules) != 1 || im.Rules[0].ZoneAt.File != filepath.Join(dir, "zones.conf") {
 		t.Fatalf("Parse with include = %+v, %v", im, err)

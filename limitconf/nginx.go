@@ -3,6 +3,7 @@ package limitconf
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode"
@@ -60,7 +61,7 @@ type nginxConf struct {
 }
 
 func parseNginx(data []byte, name string, o Options) (*Import, error) {
-	r := &nginxReader{o: o}
+	r := &nginxReader{o: o, root: filepath.Dir(name)}
 	top, err := r.parseFile(data, name, 0)
 	if err != nil {
 		return nil, err

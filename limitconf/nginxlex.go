@@ -145,6 +145,54 @@ word:
 	return token{text: string(l.data[start:]), line: line}, true, nil
 }
 
+// luaBlock reads the Lua code of an *_by_lua_block up to its closing
+// brace, skipping Lua strings ('…', "…", [[…]]) and comments (-- …), as
+// OpenResty's own reader does.
+func (l *lexer) luaBlock(line int) (string, error) {
+	start, depth := l.pos, 1
+	for l.pos < len(l.data) {
+		c := l.data[l.pos]
+		switch {
+		case c == '\n':
+			l.line++
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+			if depth == 0 {
+				code := string(l.data[start:l.pos])
+				l.pos++
+				return code, nil
+			}
+		case c == '-' && l.pos+1 < len(l.data) && l.data[l.pos+1] == '-':
+			for l.pos < len(l.data) && l.data[l.pos] != '\n' {
+				l.pos++
+			}
+			continue
+		case c == '"' || c == '\'':
+			l.pos++
+			for l.pos < len(l.data) && l.data[l.pos] != c {
+				if l.data[l.pos] == '\\' {
+					l.pos++
+				}
+				if l.pos < len(l.data) && l.data[l.pos] == '\n' {
+					l.line++
+				}
+				l.pos++
+			}
+		case c == '[' && l.pos+1 < len(l.data) && l.data[l.pos+1] == '[':
+			end := strings.Index(string(l.data[l.pos+2:]), "]]")
+			if end < 0 {
+				return "", errAt(l.file, line, "unexpected end of file in a Lua long string")
+			}
+			l.line += strings.Count(string(l.data[l.pos:l.pos+2+end]), "\n")
+			l.pos += 2 + end + 1
+		}
+		l.pos++
+	}
+	return "", errAt(l.file, line, "unexpected end of file, expecting \"}\" to close the Lua block opened here")
+}
+
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // Limits on what one import reads, so that a hostile config cannot make
@@ -159,6 +207,10 @@ const (
 type nginxReader struct {
 	o     Options
 	files int
+	// root is the main file's directory: nginx resolves a relative
+	// include against it (its configuration prefix), whichever file holds
+	// the include.
+	root string
 	// skipped are constructs not interpreted (an include without a file
 	// reader), reported by lint.
 	skipped []Finding
@@ -221,6 +273,16 @@ func (r *nginxReader) parseBlock(l *lexer, depth, nesting int) (ds []*directive,
 				break args
 			case '{':
 				d.hasBlock = true
+				if strings.HasSuffix(d.name, "_by_lua_block") {
+					// Lua code, not nginx syntax: kept whole as the
+					// directive's last argument.
+					code, err := l.luaBlock(a.line)
+					if err != nil {
+						return nil, false, err
+					}
+					d.args = append(d.args, code)
+					break args
+				}
 				block, closed, err := r.parseBlock(l, depth, nesting+1)
 				if err != nil {
 					return nil, false, err
@@ -260,7 +322,7 @@ func (r *nginxReader) include(d *directive, depth int) ([]*directive, error) {
 	}
 	pat := d.args[0]
 	if !filepath.IsAbs(pat) {
-		pat = filepath.Join(filepath.Dir(d.file), pat)
+		pat = filepath.Join(r.root, pat)
 	}
 	names := []string{pat}
 	if r.o.Glob != nil && strings.ContainsAny(pat, "*?[") {
