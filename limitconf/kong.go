@@ -250,8 +250,8 @@ func kongKey(cfg *node, file string) (key, expr string, notes []string, err erro
 		return verify.KeyIP, "limit_by " + by, []string{"limit_by " + by + ": without an authenticated consumer Kong falls back to the client IP"}, nil
 	case "header":
 		h, _ := cfg.get("header_name").scalar()
-		if h == "" {
-			return "", "", nil, errAt(file, cfg.line, "limit_by header needs header_name")
+		if !isToken(h) {
+			return "", "", nil, errAt(file, cfg.line, "limit_by header needs header_name, a header name (not %q)", h)
 		}
 		return "header:" + h, "limit_by header " + h, nil, nil
 	case "service", "path":

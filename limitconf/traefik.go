@@ -200,8 +200,8 @@ func traefikRule(mw *traefikMiddleware, file string, im *Import) (*Rule, error) 
 		switch {
 		case sc.get("requestHeaderName") != nil:
 			h, _ := sc.get("requestHeaderName").scalar()
-			if h == "" {
-				return nil, errAt(file, sc.line, "requestHeaderName needs a header name")
+			if !isToken(h) {
+				return nil, errAt(file, sc.line, "requestHeaderName needs a header name, not %q", h)
 			}
 			r.Key, r.KeyExpr = "header:"+h, "requestHeaderName "+h
 			r.Notes = append(r.Notes, "requests without "+h+" share one quota (Traefik groups them by an empty value)")
