@@ -3,6 +3,7 @@ package limitconf
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -250,6 +251,22 @@ func Parse(data []byte, name string, o Options) (im *Import, err error) {
 		}
 	}()
 	return parse(data, name, o)
+}
+
+// ParseFile reads and parses the configuration file at path, following
+// nginx includes from disk unless o says how to read them.
+func ParseFile(path string, o Options) (*Import, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("limitconf: %w", err)
+	}
+	if o.ReadFile == nil {
+		o.ReadFile = os.ReadFile
+	}
+	if o.Glob == nil {
+		o.Glob = filepath.Glob
+	}
+	return Parse(data, path, o)
 }
 
 // parse is Parse without the recovery (fuzz targets call it, so that a

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -44,18 +43,19 @@ func (s *policySource) read(f *Factory, file string) (*limitconf.Import, error) 
 		}
 		o.Format = fm
 	}
-	var data []byte
-	var err error
+	var im *limitconf.Import
 	if file == "-" {
-		data, err = io.ReadAll(io.LimitReader(f.IO.In, 64<<20))
-	} else {
-		data, err = os.ReadFile(file)
-		o.ReadFile, o.Glob = os.ReadFile, filepath.Glob
+		data, err := io.ReadAll(io.LimitReader(f.IO.In, 64<<20))
+		if err != nil {
+			return nil, UsageErr(fmt.Errorf("policy: %w", err))
+		}
+		im, err = limitconf.Parse(data, file, o)
+		if err != nil {
+			return nil, UsageErr(err)
+		}
+		return im, nil
 	}
-	if err != nil {
-		return nil, UsageErr(fmt.Errorf("policy: %w", err))
-	}
-	im, err := limitconf.Parse(data, file, o)
+	im, err := limitconf.ParseFile(file, o)
 	if err != nil {
 		return nil, UsageErr(err)
 	}
