@@ -31,7 +31,7 @@ func (im *Import) Policy() verify.Policy {
 // commented out, with the reason.
 func WritePolicy(w io.Writer, im *Import) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# rlprobe policy imported from %s (%s) by rlprobe policy import.\n", im.File, im.Format)
+	fmt.Fprintf(&b, "# rlprobe policy imported from %s (%s) by rlprobe policy import.\n", oneLine(im.File), im.Format)
 	b.WriteString("# Each rule names the configuration lines it comes from. Check it live with\n")
 	b.WriteString("#   rlprobe check BASE_URL --policy-file THIS_FILE\n")
 	b.WriteString("version: 1\nendpoints:\n")
@@ -41,11 +41,11 @@ func WritePolicy(w io.Writer, im *Import) error {
 		if r.Server != "" {
 			head += " (server " + r.Server + ")"
 		}
-		fmt.Fprintf(&b, "  # %s: %s\n", r.Source, head)
+		fmt.Fprintf(&b, "  # %s: %s\n", oneLine(r.Source.String()), oneLine(head))
 		if r.ZoneAt.File != "" {
-			fmt.Fprintf(&b, "  #   zone %s defined at %s\n", r.Zone, r.ZoneAt)
+			fmt.Fprintf(&b, "  #   zone %s defined at %s\n", oneLine(r.Zone), oneLine(r.ZoneAt.String()))
 		}
-		fmt.Fprintf(&b, "  #   %s\n", r.Describe())
+		fmt.Fprintf(&b, "  #   %s\n", oneLine(r.Describe()))
 		for _, n := range r.Notes {
 			fmt.Fprintf(&b, "  #   %s\n", oneLine(n))
 		}
@@ -65,7 +65,18 @@ func WritePolicy(w io.Writer, im *Import) error {
 	return err
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine makes s safe for one YAML comment line: valid UTF-8, no
+// control characters, spaces collapsed.
+func oneLine(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0xFEFF || r == 0x2028 || r == 0x2029 {
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.Join(strings.Fields(s), " ")
+}
 
 func writeEndpoint(b *bytes.Buffer, prefix string, e *verify.Endpoint) {
 	first := true
