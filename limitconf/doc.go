@@ -32,11 +32,12 @@
 //	nginx key a constant, $host, $server_name  —                     key global
 //	nginx key anything else ($request_uri …)   —                     key unknown, checked as global
 //	Envoy token_bucket, tokens_per_fill ≥      fixed-window on the   rate tokens_per_fill/fill_interval,
-//	  max_tokens (Envoy ≤ 1.30, timer refill)   fill timer (or a      capacity max_tokens + min(tokens_per_fill,
-//	                                            bucket, Envoy ≥ 1.31) max_tokens): the bound no timer phase and
-//	Envoy token_bucket, tokens_per_fill <      token-bucket,         neither refill implementation can exceed
-//	  max_tokens                                stepwise ≤ 1.30;      (a fixed window of unknown phase cannot be
-//	                                            continuous ≥ 1.31     written as a policy); status 429 or status.code
+//	  max_tokens (timer refill, older Envoy)    fill timer (or a      capacity max_tokens + min(tokens_per_fill,
+//	                                            continuous bucket,    max_tokens): the bound no timer phase and
+//	                                            newer Envoy)          neither refill implementation can exceed
+//	Envoy token_bucket, tokens_per_fill <      token-bucket,         (a fixed window of unknown phase cannot be
+//	  max_tokens                                stepwise (older) or   written as a policy); status 429 or status.code
+//	                                            continuous (newer)
 //	Envoy filter_enabled / filter_enforced     —                     absent: 0 % limited → lint config-not-enforced
 //	Traefik rateLimit average A, period P      token-bucket          rate A/P, capacity = burst (default 1)
 //	  (default 1s), burst B                                          status 429; average 0 → no limit (lint)
@@ -67,9 +68,10 @@
 //     tokens_per_fill defaults to 1), and
 //     https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/local_rate_limit_filter
 //     (429 by default; filter_enabled / filter_enforced default to 0 % of
-//     requests). Since Envoy 1.31 the bucket refills continuously rather
-//     than on a timer (envoyproxy/envoy pull request 35207), which is why
-//     the policy is the bound that holds for both.
+//     requests). Envoy releases from mid-2024 on refill the bucket
+//     continuously rather than on a timer (envoyproxy/envoy pull requests
+//     35207 and 38197), which is why the policy is the bound that holds
+//     for both.
 //   - Traefik: https://doc.traefik.io/traefik/middlewares/http/ratelimit/ —
 //     "based on a token bucket implementation … average and period … the
 //     rate at which the bucket refills, and the burst is the size (volume)

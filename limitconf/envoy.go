@@ -138,11 +138,11 @@ func envoyRule(cfg, tb *node, anc []*node, trail []string, file string, im *Impo
 	if perFill >= maxTokens {
 		r.Family, r.Limit, r.Window, r.Align = FixedWindow, maxTokens, interval, AlignTimer
 		r.Also = []Family{TokenBucket}
-		r.Notes = append(r.Notes, fmt.Sprintf("tokens_per_fill %d ≥ max_tokens %d: each fill_interval %s refills the bucket whole, a fixed window of %d on Envoy's fill timer (timer-based Envoy up to 1.30; from 1.31 the bucket refills continuously at %s)", perFill, maxTokens, interval, maxTokens, verify.FormatRate(rate)))
+		r.Notes = append(r.Notes, fmt.Sprintf("tokens_per_fill %d ≥ max_tokens %d: each fill_interval %s refills the bucket whole, a fixed window of %d on Envoy's fill timer (timer-based Envoy; releases from mid-2024 on refill continuously at %s)", perFill, maxTokens, interval, maxTokens, verify.FormatRate(rate)))
 	} else {
 		r.Family, r.Rate, r.Capacity = TokenBucket, rate, maxTokens
 		r.Also = []Family{FixedWindow}
-		r.Notes = append(r.Notes, fmt.Sprintf("max_tokens %d, %d tokens every %s: a token bucket of capacity %d at %s (stepwise before Envoy 1.31, continuous since)", maxTokens, perFill, interval, maxTokens, verify.FormatRate(rate)))
+		r.Notes = append(r.Notes, fmt.Sprintf("max_tokens %d, %d tokens every %s: a token bucket of capacity %d at %s (stepwise in timer-based Envoy, continuous in releases from mid-2024 on)", maxTokens, perFill, interval, maxTokens, verify.FormatRate(rate)))
 	}
 	// The bound that holds for the stepwise (timer) and the continuous
 	// bucket alike: whatever the phase of the fill timer, an interval of

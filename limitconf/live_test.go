@@ -102,7 +102,7 @@ func TestJudge(t *testing.T) {
 			t.Errorf("a fit reproducing 80%% of outcomes gives a possible mismatch, not %s", fs[0].Certainty)
 		}
 	}
-	// Envoy: a continuous bucket (Envoy ≥ 1.31) is not a mismatch for a
+	// Envoy: a continuous bucket (newer Envoy) is not a mismatch for a
 	// fixed-window rule.
 	env := parseFixture(t, "envoy-route.yaml", Options{})
 	login := Targets(env, TargetOptions{Base: "http://h"})[0]
