@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -138,18 +139,18 @@ func envoyRule(cfg, tb *node, anc []*node, trail []string, file string, im *Impo
 	if perFill >= maxTokens {
 		r.Family, r.Limit, r.Window, r.Align = FixedWindow, maxTokens, interval, AlignTimer
 		r.Also = []Family{TokenBucket}
-		r.Notes = append(r.Notes, fmt.Sprintf("tokens_per_fill %d ≥ max_tokens %d: each fill_interval %s refills the bucket whole, a fixed window of %d on Envoy's fill timer (timer-based Envoy; releases from mid-2024 on refill continuously at %s)", perFill, maxTokens, interval, maxTokens, verify.FormatRate(rate)))
+		r.Notes = append(r.Notes, fmt.Sprintf("tokens_per_fill %d ≥ max_tokens %d: each fill_interval %s refills the bucket whole, a fixed window of %d on Envoy's fill timer (timer-based Envoy; releases from mid-2024 on refill continuously at %s)", perFill, maxTokens, interval, maxTokens, units.HumanRate(rate)))
 	} else {
 		r.Family, r.Rate, r.Capacity = TokenBucket, rate, maxTokens
 		r.Also = []Family{FixedWindow}
-		r.Notes = append(r.Notes, fmt.Sprintf("max_tokens %d, %d tokens every %s: a token bucket of capacity %d at %s (stepwise in timer-based Envoy, continuous in releases from mid-2024 on)", maxTokens, perFill, interval, maxTokens, verify.FormatRate(rate)))
+		r.Notes = append(r.Notes, fmt.Sprintf("max_tokens %d, %d tokens every %s: a token bucket of capacity %d at %s (stepwise in timer-based Envoy, continuous in releases from mid-2024 on)", maxTokens, perFill, interval, maxTokens, units.HumanRate(rate)))
 	}
 	// The bound that holds for the stepwise (timer) and the continuous
 	// bucket alike: whatever the phase of the fill timer, an interval of
 	// length L sees at most max_tokens + min(tokens_per_fill, max_tokens)
 	// per started fill interval.
 	r.Endpoint = verify.Endpoint{Path: orElse(r.Path, r.Prefix), Rate: rate, Capacity: maxTokens + step, Key: verifyKey(r.Key), Status: r.Status}
-	r.Notes = append(r.Notes, fmt.Sprintf("checked as rate %s, capacity %d = max_tokens + min(tokens_per_fill, max_tokens): no fill-timer phase can exceed it", verify.FormatRate(rate), maxTokens+step))
+	r.Notes = append(r.Notes, fmt.Sprintf("checked as rate %s, capacity %d = max_tokens + min(tokens_per_fill, max_tokens): no fill-timer phase can exceed it", units.HumanRate(rate), maxTokens+step))
 	lintEnvoyRuntime(cfg, r, file, im)
 	return r, nil
 }

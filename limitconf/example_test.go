@@ -53,11 +53,11 @@ func ExampleWritePolicy() {
 	// endpoints:
 	//   # api.conf:2: = /search
 	//   #   zone k defined at api.conf:1
-	//   #   token-bucket 0.5/s, capacity 10, key header:X-Api-Key
+	//   #   token-bucket 30/m, capacity 10, key header:X-Api-Key
 	//   #   key $http_x_api_key: one quota per X-Api-Key value; requests without X-Api-Key have an empty key and are not limited at all
 	//   #   limit_req zone=k burst=9 nodelay: excess beyond capacity 10 = burst 9 + 1 is rejected at once, refilled at 30r/m
 	//   - path: /search
-	//     rate: 30/m
+	//     rate: 0.5/s
 	//     capacity: 10
 	//     key: "header:X-Api-Key"
 	//     status: 429

@@ -436,17 +436,6 @@ func TestIncludes(t *testing.T) {
 	}
 }
 
-func TestPolicyRate(t *testing.T) {
-	for _, tt := range []struct {
-		r    float64
-		want string
-	}{{1, "1/s"}, {0.5, "30/m"}, {1.0 / 60, "1/m"}, {1.0 / 3600, "1/h"}, {2.5, "150/m"}, {1.0 / 7, verify.FormatRate(1.0 / 7)}} {
-		if got := PolicyRate(tt.r); got != tt.want {
-			t.Errorf("PolicyRate(%v) = %q, want %q", tt.r, got, tt.want)
-		}
-	}
-}
-
 func TestDetectFormat(t *testing.T) {
 	for name, want := range map[string]Format{"nginx-docs.conf": Nginx, "envoy.yaml": Envoy, "envoy-route.yaml": Envoy,
 		"traefik.yaml": Traefik, "traefik.toml": Traefik, "traefik-crd.yaml": Traefik, "kong.yaml": Kong} {

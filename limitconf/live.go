@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -246,7 +247,7 @@ func Judge(t Target, rep *verify.Report, obs *Observed) []verify.Finding {
 			rate, capacity = ep.Rate, bind.Limit
 		}
 		if outside(obs.Rate, rate) {
-			mismatch(fmt.Sprintf("the live rate fits %s to %s", verify.FormatRate(obs.Rate.Low), verify.FormatRate(obs.Rate.High)))
+			mismatch(fmt.Sprintf("the live rate fits %s to %s", units.HumanRate(obs.Rate.Low), units.HumanRate(obs.Rate.High)))
 		}
 		if outside(obs.Capacity, float64(capacity)) && !(bind.Family == FixedWindow && obs.Capacity.High <= float64(ep.Capacity)) {
 			mismatch(fmt.Sprintf("the live capacity fits %g to %g", obs.Capacity.Low, obs.Capacity.High))

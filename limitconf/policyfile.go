@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -92,7 +92,7 @@ func writeEndpoint(b *bytes.Buffer, prefix string, e *verify.Endpoint) {
 		field("method", yamlString(e.Method))
 	}
 	if e.IsBucket() {
-		field("rate", PolicyRate(e.Rate))
+		field("rate", units.FormatRate(e.Rate))
 		field("capacity", strconv.FormatInt(e.Quota(), 10))
 	} else {
 		field("limit", strconv.FormatInt(e.Limit, 10))
@@ -110,21 +110,6 @@ func writeEndpoint(b *bytes.Buffer, prefix string, e *verify.Endpoint) {
 	if e.Status != 0 {
 		field("status", strconv.Itoa(e.Status))
 	}
-}
-
-// PolicyRate writes a rate in requests per second in the unit that keeps
-// it whole where one does (30/m rather than 0.5/s), else as N/s.
-func PolicyRate(r float64) string {
-	for _, u := range []struct {
-		per  float64
-		unit string
-	}{{1, "/s"}, {60, "/m"}, {3600, "/h"}} {
-		v := r * u.per
-		if v == math.Trunc(v) && v < 1e15 {
-			return strconv.FormatFloat(v, 'f', -1, 64) + u.unit
-		}
-	}
-	return verify.FormatRate(r)
 }
 
 // yamlString writes s plain when YAML reads it back as the same string,

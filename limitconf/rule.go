@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -146,7 +147,7 @@ func (r *Rule) Describe() string {
 			fmt.Fprintf(&b, " (%s-aligned)", r.Align)
 		}
 	default:
-		fmt.Fprintf(&b, "%s %s, capacity %d", r.Family, verify.FormatRate(r.Rate), r.Capacity)
+		fmt.Fprintf(&b, "%s %s, capacity %d", r.Family, units.HumanRate(r.Rate), r.Capacity)
 		if r.Family == LeakyBucketQueue {
 			fmt.Fprintf(&b, ", %d served at once, the rest queued", r.Undelayed)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -195,7 +196,7 @@ func traefikRule(mw *traefikMiddleware, file string, im *Import) (*Rule, error) 
 	}
 	rate := float64(average) / period.Seconds()
 	r := &Rule{Source: at, Zone: mw.name, Family: TokenBucket, Rate: rate, Capacity: burst, Status: 429, Key: verify.KeyIP, KeyExpr: "remote address"}
-	r.Notes = append(r.Notes, fmt.Sprintf("rateLimit %s: average %d per %s = %s, burst %d = the bucket's capacity", mw.name, average, period, verify.FormatRate(rate), burst))
+	r.Notes = append(r.Notes, fmt.Sprintf("rateLimit %s: average %d per %s = %s, burst %d = the bucket's capacity", mw.name, average, period, units.HumanRate(rate), burst))
 	if sc := n.get("sourceCriterion"); sc != nil {
 		switch {
 		case sc.get("requestHeaderName") != nil:
