@@ -127,6 +127,12 @@ func (in *Input) policyOf(raw json.RawMessage, what string) verify.Policy {
 	if len(raw) == 0 || string(raw) == "null" {
 		return verify.Policy{}
 	}
+	var peek struct {
+		Endpoints json.RawMessage `json:"endpoints"`
+	}
+	if json.Unmarshal(raw, &peek) == nil && string(peek.Endpoints) == "null" {
+		return verify.Policy{} // a zero verify.Policy, as a document without one writes it
+	}
 	var p verify.Policy
 	if err := json.Unmarshal(raw, &p); err != nil {
 		in.Warnings = append(in.Warnings, fmt.Sprintf("%s: %v; shown without it", what, err))
