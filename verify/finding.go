@@ -71,6 +71,8 @@ const (
 	IDRetryAfterLate              = "retry-after-late"
 	IDUnderAdmission              = "under-admission"
 	IDRateLimitHeaderMissing      = "ratelimit-header-missing"
+	IDConfigNotEnforced           = "config-not-enforced"
+	IDConfigMismatch              = "config-mismatch"
 )
 
 // findingSpec is one row of the finding table: what every finding of an id
