@@ -22,20 +22,6 @@ const SchemaReport = "rlprobe.report/v1"
 // VerdictFail or VerdictIncomplete).
 const VerdictNone = "none"
 
-// defaultCheck is the check a finding id belongs to when its finding names
-// none (as package verify assigns them).
-var defaultCheck = map[string]string{
-	verify.IDWindowLimitExceeded: verify.CheckBurst, verify.IDBurstLimitExceeded: verify.CheckBurst,
-	verify.IDRateLimitExceeded: verify.CheckSustained, verify.IDNoLimitingObserved: verify.CheckSustained,
-	verify.IDRaceOverAdmission: verify.CheckRace, verify.IDRejectStatusMismatch: verify.CheckHeaders,
-	verify.IDRetryAfterMalformed: verify.CheckHeaders, verify.IDRateLimitHeaderMalformed: verify.CheckHeaders,
-	verify.IDRetryAfterEarly: verify.CheckRetryAfter, verify.IDRateLimitHeaderInconsistent: verify.CheckHeaders,
-	verify.IDRateLimitPolicyMismatch: verify.CheckHeaders, verify.IDCacheable429: verify.CheckHeaders,
-	verify.IDKeySpoofable: verify.CheckKeySpoof, verify.IDRetryAfterMissing: verify.CheckRetryAfter,
-	verify.IDRetryAfterLate: verify.CheckRetryAfter, verify.IDUnderAdmission: verify.CheckBurst,
-	verify.IDRateLimitHeaderMissing: verify.CheckHeaders,
-}
-
 // Verdict is one stored verdict: a check or analyze document as package
 // verify wrote it, with when and where it was stored. Verdicts are never
 // added up: each is shown with its own policy and time.
