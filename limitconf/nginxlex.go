@@ -69,48 +69,7 @@ word:
 		l.pos++
 		return token{text: string(c), line: line, punct: c}, true, nil
 	case '"', '\'':
-		l.pos++
-		var b strings.Builder
-		for {
-			if l.pos >= len(l.data) {
-				return token{}, false, errAt(l.file, line, "unexpected end of file: the string opened here has no closing %c", c)
-			}
-			d := l.data[l.pos]
-			l.pos++
-			switch {
-			case d == c:
-				if l.pos < len(l.data) {
-					if n := l.data[l.pos]; !isSpace(n) && n != ';' && n != '{' && n != '}' {
-						return token{}, false, errAt(l.file, l.line, "unexpected %q after a quoted string", n)
-					}
-				}
-				return token{text: b.String(), line: line, quoted: true}, true, nil
-			case d == '\\' && l.pos < len(l.data):
-				e := l.data[l.pos]
-				l.pos++
-				switch e {
-				case '"', '\'', '\\':
-					b.WriteByte(e)
-				case 't':
-					b.WriteByte('\t')
-				case 'r':
-					b.WriteByte('\r')
-				case 'n':
-					b.WriteByte('\n')
-				default:
-					b.WriteByte('\\')
-					b.WriteByte(e)
-				}
-				if e == '\n' {
-					l.line++
-				}
-			default:
-				if d == '\n' {
-					l.line++
-				}
-				b.WriteByte(d)
-			}
-		}
+		return l.quoted(c, line)
 	}
 	start := l.pos
 	inVar := false
@@ -143,6 +102,53 @@ word:
 		l.pos++
 	}
 	return token{text: string(l.data[start:]), line: line}, true, nil
+}
+
+// quoted reads a quoted string opened by the quote c at line (the opening quote
+// not yet consumed), with nginx's escapes.
+func (l *lexer) quoted(c byte, line int) (token, bool, error) {
+	l.pos++
+	var b strings.Builder
+	for {
+		if l.pos >= len(l.data) {
+			return token{}, false, errAt(l.file, line, "unexpected end of file: the string opened here has no closing %c", c)
+		}
+		d := l.data[l.pos]
+		l.pos++
+		switch {
+		case d == c:
+			if l.pos < len(l.data) {
+				if n := l.data[l.pos]; !isSpace(n) && n != ';' && n != '{' && n != '}' {
+					return token{}, false, errAt(l.file, l.line, "unexpected %q after a quoted string", n)
+				}
+			}
+			return token{text: b.String(), line: line, quoted: true}, true, nil
+		case d == '\\' && l.pos < len(l.data):
+			e := l.data[l.pos]
+			l.pos++
+			switch e {
+			case '"', '\'', '\\':
+				b.WriteByte(e)
+			case 't':
+				b.WriteByte('\t')
+			case 'r':
+				b.WriteByte('\r')
+			case 'n':
+				b.WriteByte('\n')
+			default:
+				b.WriteByte('\\')
+				b.WriteByte(e)
+			}
+			if e == '\n' {
+				l.line++
+			}
+		default:
+			if d == '\n' {
+				l.line++
+			}
+			b.WriteByte(d)
+		}
+	}
 }
 
 // luaBlock reads the Lua code of an *_by_lua_block up to its closing
