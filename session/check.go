@@ -107,7 +107,7 @@ func (s *Session) Check(ctx context.Context, policy *verify.Policy, opts CheckOp
 	if err := s.confirm(plan, false); err != nil {
 		return nil, err
 	}
-	zero := time.Now()
+	zero := s.cfg.zero()
 	base, err := s.newEngine(preOpt, zero, 0)
 	if err != nil {
 		return nil, err

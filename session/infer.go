@@ -63,7 +63,7 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 	}
 	opt := s.cfg.Probe
 	opt.RaceMode = ""
-	zero := time.Now()
+	zero := s.cfg.zero()
 	eng, err := s.newEngine(opt, zero, 0)
 	if err != nil {
 		return nil, err

@@ -94,7 +94,7 @@ func (s *Session) Run(ctx context.Context, plan *patterns.Plan) (probe.Summary, 
 	}
 	opt := s.cfg.Probe
 	opt.RaceMode = string(sched.RaceMode)
-	zero := time.Now()
+	zero := s.cfg.zero()
 	eng, err := s.newEngine(opt, zero, 0)
 	if err != nil {
 		return probe.Summary{}, err

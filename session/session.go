@@ -69,6 +69,9 @@ type Config struct {
 	// TimeRef, when set, is the URL the clock offset is measured against
 	// before the session (its Date header or arrival echo).
 	TimeRef string
+	// Zero, when set, is the record's start, from which every result time
+	// counts; zero means the instant the operation begins.
+	Zero time.Time
 	// Out is the record file; empty keeps the record in memory only
 	// (Record returns it either way). Force replaces an existing file.
 	Out   string
@@ -81,6 +84,14 @@ type Config struct {
 	Warn func(msg string)
 	// Progress follows the session.
 	Progress Progress
+}
+
+// zero returns the record's start for an operation beginning now.
+func (c *Config) zero() time.Time {
+	if c.Zero.IsZero() {
+		return time.Now()
+	}
+	return c.Zero
 }
 
 // clients returns the number of client identities.
