@@ -212,9 +212,3 @@ func policyUsage(err error) error {
 	}
 	return usageProblems(probs)
 }
-
-// errNoPolicy is exit 2 when nothing declares a policy and the target
-// advertises none.
-func errNoPolicy(what string) error {
-	return Usagef("declare a policy: %s advertises none (no RateLimit-Policy, no X-RateLimit-Limit with a window); give --limit N --window D, --rate R --capacity C, --policy or --policy-file", what)
-}

@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return newServeCmd(f, g, nil) })
+	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return NewCmdServe(f, g, nil) })
 }
 
 // shutdownGrace bounds the graceful stop of `serve` after a signal.
@@ -45,8 +45,7 @@ type ServeOptions struct {
 
 	// redisFlags are the Redis flags the user set.
 	redisFlags []string
-	// ready, when not nil, receives the server once it listens (tests).
-	ready func(*testserver.Server)
+	f          *Factory
 }
 
 // serveRouteFlags are the flags that describe the single route; --config
@@ -54,8 +53,9 @@ type ServeOptions struct {
 var serveRouteFlags = []string{"algorithm", "limit", "window", "rate", "capacity", "burst", "nodelay", "delay",
 	"align", "count-rejected", "key", "status", "headers", "retry-after", "retry-after-format", "fault"}
 
-func newServeCmd(f *Factory, g *GlobalOptions, runF func(context.Context, *ServeOptions) error) *cobra.Command {
-	o := &ServeOptions{}
+// NewCmdServe builds `rlprobe serve`; runF (nil: the real one) runs it.
+func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *ServeOptions) error) *cobra.Command {
+	o := &ServeOptions{f: f}
 	var headersFlag string
 	var faults []string
 	var rate float64
@@ -113,10 +113,7 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 					o.redisFlags = append(o.redisFlags, name)
 				}
 			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return serveRun(cmd.Context(), f, o)
+			return runOr(runF, serveRun)(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
@@ -227,7 +224,8 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-func serveRun(ctx context.Context, f *Factory, o *ServeOptions) error {
+func serveRun(ctx context.Context, o *ServeOptions) error {
+	f := o.f
 	redis.SetLogger(quietRedis{})
 	cfg, err := serveConfig(f, o)
 	if err != nil {
@@ -251,8 +249,8 @@ func serveRun(ctx context.Context, f *Factory, o *ServeOptions) error {
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
-	if o.ready != nil {
-		o.ready(srv)
+	if f.ServeReady != nil {
+		f.ServeReady(srv)
 	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
