@@ -12,6 +12,7 @@ import (
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/report"
 	"github.com/rlprobe/rlprobe/session"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -80,7 +81,7 @@ func printRunDryRun(f *Factory, g *GlobalOptions, sess *session.Session, plan *p
 		fmt.Fprintf(w, ", starting at %s", s.Start.Format(time.RFC3339Nano))
 	}
 	c := cfg.Caps
-	_, err := fmt.Fprintf(w, "\nseed %d; caps %d requests, %v, %s\n", cfg.Seed, c.MaxRequests, c.MaxDuration, patterns.FormatRate(c.MaxRate))
+	_, err := fmt.Fprintf(w, "\nseed %d; caps %d requests, %v, %s\n", cfg.Seed, c.MaxRequests, c.MaxDuration, units.FormatRate(c.MaxRate))
 	return err
 }
 

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/infer"
-	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/report"
 	"github.com/rlprobe/rlprobe/session"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 func init() {
@@ -127,6 +127,6 @@ func printInferDryRun(f *Factory, g *GlobalOptions, sess *session.Session, expec
 		})
 	}
 	_, err := fmt.Fprintf(f.IO.Out, "targets: %s\ncaps: %d requests, %v, %s\nplan: adaptive experiments (bursts, recovery scans, designed probes) within 6·W + 30 s\nnothing sent (--dry-run)\n",
-		strings.Join(sess.Targets(), ", "), c.MaxRequests, c.MaxDuration, patterns.FormatRate(c.MaxRate))
+		strings.Join(sess.Targets(), ", "), c.MaxRequests, c.MaxDuration, units.FormatRate(c.MaxRate))
 	return err
 }

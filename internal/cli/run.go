@@ -15,7 +15,6 @@ import (
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
-	"github.com/rlprobe/rlprobe/report"
 	"github.com/rlprobe/rlprobe/session"
 )
 
@@ -32,11 +31,6 @@ type RunOptions struct {
 	PlanFile string
 	// Phase holds the pattern flags, named like a plan's keys.
 	Phase patterns.Phase
-	// rate etc. are the flag targets of the typed phase fields.
-	rate, from, to                           float64
-	duration, spread, period, edgePhase, gap time.Duration
-	every, span, jitter                      time.Duration
-	raceMode                                 string
 	// patternSet are the pattern flags given.
 	patternSet []string
 }
@@ -98,31 +92,26 @@ than 5% of the answers are neither accepted (2xx) nor rejected (429/503).`,
 				}
 			}
 			o.Phase.Pattern = o.Pattern
-			o.Phase.Rate, o.Phase.From, o.Phase.To = patterns.Rate(o.rate), patterns.Rate(o.from), patterns.Rate(o.to)
-			o.Phase.Duration, o.Phase.Spread, o.Phase.Gap = patterns.Duration(o.duration), patterns.Duration(o.spread), patterns.Duration(o.gap)
-			o.Phase.Period, o.Phase.EdgePhase = patterns.Duration(o.period), patterns.Duration(o.edgePhase)
-			o.Phase.Every, o.Phase.Span, o.Phase.Jitter = patterns.Duration(o.every), patterns.Duration(o.span), patterns.Duration(o.jitter)
-			o.Phase.RaceMode = patterns.RaceMode(o.raceMode)
 			return runOr(runF, runRun)(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Pattern, "pattern", "", "pattern `NAME`: "+strings.Join(patterns.Patterns, ", "))
 	fl.StringVar(&o.PlanFile, "plan", "", "plan `FILE` (YAML or JSON) of phases; exclusive with --pattern")
-	fl.Var(RateValue(&o.rate), "rate", "steady: requests per second (5/s, 300/m, 2r/s)")
-	fl.Var(DurationValue(&o.duration), "duration", "steady, ramp: how long")
+	fl.Var(&o.Phase.Rate, "rate", "steady: requests per second (5/s, 300/m, 2r/s)")
+	fl.Var(&o.Phase.Duration, "duration", "steady, ramp: how long")
 	fl.IntVar(&o.Phase.Count, "count", 0, "burst: requests; edge: requests on each side; race: requests per client")
-	fl.Var(DurationValue(&o.spread), "spread", "burst: spread the requests evenly over this long (default: all at once)")
+	fl.Var(&o.Phase.Spread, "spread", "burst: spread the requests evenly over this long (default: all at once)")
 	fl.StringVar(&o.Phase.At, "at", "", "edge: where the window edge is: a `TIME` (RFC 3339, 12:00:05) or an offset (2s)")
-	fl.Var(DurationValue(&o.period), "period", "edge: aim at the next edge of windows this long, aligned to the Unix epoch")
-	fl.Var(DurationValue(&o.edgePhase), "phase", "edge: windows start this long after each multiple of --period")
-	fl.Var(DurationValue(&o.gap), "gap", "edge: time between the requests before and after the edge")
-	fl.Var(DurationValue(&o.every), "every", "recovery: one request this often")
-	fl.Var(DurationValue(&o.span), "span", "recovery: for this long")
-	fl.StringVar(&o.raceMode, "race-mode", "", "race: barrier (default), last-byte or single-packet (HTTP/2)")
-	fl.Var(RateValue(&o.from), "from", "ramp: rate at the start")
-	fl.Var(RateValue(&o.to), "to", "ramp: rate at the end")
-	fl.Var(DurationValue(&o.jitter), "jitter", "delay each request by a seeded random amount below this (not for race)")
+	fl.Var(&o.Phase.Period, "period", "edge: aim at the next edge of windows this long, aligned to the Unix epoch")
+	fl.Var(&o.Phase.EdgePhase, "phase", "edge: windows start this long after each multiple of --period")
+	fl.Var(&o.Phase.Gap, "gap", "edge: time between the requests before and after the edge")
+	fl.Var(&o.Phase.Every, "every", "recovery: one request this often")
+	fl.Var(&o.Phase.Span, "span", "recovery: for this long")
+	fl.StringVar((*string)(&o.Phase.RaceMode), "race-mode", "", "race: barrier (default), last-byte or single-packet (HTTP/2)")
+	fl.Var(&o.Phase.From, "from", "ramp: rate at the start")
+	fl.Var(&o.Phase.To, "to", "ramp: rate at the end")
+	fl.Var(&o.Phase.Jitter, "jitter", "delay each request by a seeded random amount below this (not for race)")
 	addTargetFlags(cmd, &o.Target)
 	return cmd
 }
@@ -287,7 +276,7 @@ func printRunSummary(f *Factory, g *GlobalOptions, sess *session.Session, plan *
 	w := f.IO.Out
 	fmt.Fprintf(w, "rlprobe run: %d of %d requests sent to %s in %s (%s)\n\n",
 		sum.Sent, sum.Scheduled, strings.Join(sess.Targets(), ", "), fmtSeconds(sum.DurationS), reason)
-	if err := report.WriteRunSummary(w, sum); err != nil {
+	if err := writeRunSummary(w, sum); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "record file: %s\n", path)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/testserver"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 func init() {
@@ -119,8 +120,8 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.Route.Algorithm, "algorithm", "", "fixed-window, sliding-log, sliding-window-counter, token-bucket, gcra or leaky-bucket")
 	fl.Int64Var(&o.Route.Limit, "limit", 0, "requests admitted per window (window algorithms)")
-	fl.Var(DurationValue(&window), "window", "window length, such as 60s (window algorithms)")
-	fl.Var(RateValue(&rate), "rate", "refill rate, such as 10/s, 1r/s, 30/m (bucket algorithms)")
+	fl.Var((*units.Duration)(&window), "window", "window length, such as 60s (window algorithms)")
+	fl.Var((*units.Rate)(&rate), "rate", "refill rate, such as 10/s, 1r/s, 30/m (bucket algorithms)")
 	fl.Int64Var(&o.Route.Capacity, "capacity", 0, "requests a full bucket admits at once (default 1; excludes --burst)")
 	fl.Int64Var(&burst, "burst", 0, "nginx burst: requests beyond the first admitted at once (capacity - 1)")
 	fl.BoolVar(&o.Route.NoDelay, "nodelay", false, "leaky-bucket: reject or pass at once, never delay (nginx nodelay)")
@@ -137,7 +138,7 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 	fl.StringVar(&o.RedisURL, "redis", testserver.DefaultRedisURL, "Redis URL (--backend redis)")
 	fl.StringVar(&o.RedisPrefix, "redis-prefix", testserver.DefaultRedisPrefix, "prefix of every Redis key (--backend redis)")
 	fl.BoolVar(&o.Atomic, "atomic", true, "decide atomically in Redis; false reads, decides and writes back in separate steps (the classic race)")
-	fl.Var(DurationValue(&o.RaceGap), "race-gap", "with --atomic=false: sleep between read and write-back, to make the race reproducible")
+	fl.Var((*units.Duration)(&o.RaceGap), "race-gap", "with --atomic=false: sleep between read and write-back, to make the race reproducible")
 	fl.StringVar(&o.OnBackendError, "on-backend-error", "deny", "when Redis fails: deny (503 with Retry-After: 1) or allow")
 	fl.StringVar(&o.Listen, "listen", testserver.DefaultListen, "address to listen on (port 0 picks a free port)")
 	fl.BoolVar(&o.Public, "public", false, "allow a --listen address that is not loopback")

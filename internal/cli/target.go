@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/session"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // targetOptions are the target flags of run, check and infer: the
@@ -33,7 +33,7 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.BoolVar(&t.AllowUnsafeMethod, "allow-unsafe-method", false, "allow a method that may change state on the target (POST, PUT, DELETE…)")
 	fl.StringArrayVarP(&t.Headers, "header", "H", nil, "request header \"Name: value\" (repeatable); @FILE reads one header a line; $VAR expands from the environment")
 	fl.StringVar(&t.Body, "body", "", "request body: @FILE reads it from a file")
-	fl.Var(DurationValue(&t.Timeout), "timeout", "per-request timeout")
+	fl.Var((*units.Duration)(&t.Timeout), "timeout", "per-request timeout")
 	fl.StringVar(&t.CACert, "cacert", "", "PEM `FILE` of CA certificates to trust for https targets")
 	fl.StringVar(&t.ClientCert, "client-cert", "", "PEM `FILE` of the client certificate (with --client-key)")
 	fl.StringVar(&t.ClientKey, "client-key", "", "PEM `FILE` of the client key (with --client-cert)")
@@ -49,8 +49,8 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.StringVar(&t.Out, "out", "", "record `FILE` (default ./rlprobe-"+t.Command+"-<UTC time>.jsonl); never overwritten without --force")
 	fl.BoolVar(&t.Force, "force", false, "overwrite the --out file if it exists")
 	fl.IntVar(&t.MaxRequests, "max-requests", t.MaxRequests, "safety cap: refuse a plan of more requests")
-	fl.Var(DurationValue(&t.MaxDuration), "max-duration", "safety cap: refuse a plan that lasts longer")
-	fl.Var(rateDefault(&t.MaxRate), "max-rate", "safety cap: never send faster than this rate")
+	fl.Var((*units.Duration)(&t.MaxDuration), "max-duration", "safety cap: refuse a plan that lasts longer")
+	fl.Var((*units.Rate)(&t.MaxRate), "max-rate", "safety cap: never send faster than this rate")
 	fl.IntVar(&t.AbortAfterErrors, "abort-after-errors", t.AbortAfterErrors, "abort after this many consecutive transport errors (0: never)")
 	fl.StringVar(&t.StartAt, "start-at", "", "send the first request at `TIME` (RFC 3339 or a time of day such as 12:00:05)")
 	fl.StringVar(&t.TimeRef, "time-ref", "", "measure this agent's clock offset against `URL` (its Date header, or the X-Rlprobe-Arrival echo of rlprobe serve --echo-arrival) and record it in the record header; name an endpoint outside the limit, since the measurement sends about a dozen requests")
@@ -68,13 +68,6 @@ func (o *targetOptions) targetChanged(cmd *cobra.Command, urls []string) {
 // startAtSuiteUsage is the --start-at help of check and infer, whose first
 // request is the preflight.
 const startAtSuiteUsage = "send the first request, the preflight, at `TIME` (RFC 3339 or a time of day such as 12:00:05), the probes right after it: agents given the same TIME start together"
-
-// rateDefault is a RateValue whose String shows the default in rate syntax.
-func rateDefault(r *float64) *rateValue {
-	v := RateValue(r)
-	v.raw = patterns.FormatRate(*r)
-	return v
-}
 
 // newSession resolves the target flags into a session that reports
 // through f's streams: the plan summary on a terminal and the question
