@@ -2,10 +2,13 @@ package session
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/verify"
@@ -114,4 +117,77 @@ func sameFile(a, b string) bool {
 	}
 	fb, err := os.Stat(b)
 	return err == nil && os.SameFile(fa, fb)
+}
+
+// ReadRecords reads the record files of names ("-" = stdin, at most
+// once) and returns them with the names of those that are files. Every
+// failure is a Usage error.
+func ReadRecords(stdin io.Reader, names ...string) (runs []*record.Run, named []string, err error) {
+	dashes := 0
+	for _, name := range names {
+		run, err := readRecordFile(stdin, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if name == "-" {
+			dashes++
+		} else {
+			named = append(named, name)
+		}
+		runs = append(runs, run)
+	}
+	if dashes > 1 {
+		return nil, nil, Errorf(Usage, "\"-\" (stdin) may be given once")
+	}
+	return runs, named, nil
+}
+
+// readRecordFile reads one record file ("-" = stdin). Every failure is an
+// input error (exit 2).
+func readRecordFile(stdin io.Reader, name string) (*record.Run, error) {
+	var r io.Reader
+	if name == "-" {
+		r = stdin
+	} else {
+		file, err := os.Open(name)
+		if err != nil {
+			return nil, Errorf(Usage, "%v", err)
+		}
+		defer file.Close()
+		r = file
+	}
+	run, err := record.Read(r)
+	if err != nil {
+		var fe *record.FormatError
+		if errors.As(err, &fe) {
+			return nil, Errorf(Usage, "%s: %v (this rlprobe reads format %d)", name, err, record.FormatMajor)
+		}
+		return nil, Errorf(Usage, "%s: %v", name, err)
+	}
+	return run, nil
+}
+
+// RecordedPolicy returns the policy merged runs recorded (check writes it
+// in the header), else the one their target advertised, with the
+// modifiers of spec applied; Usage when there is neither.
+func RecordedPolicy(m *record.Merged, spec *PolicySpec) (*verify.Policy, error) {
+	for _, a := range m.Agents {
+		if len(a.Header.Policy) == 0 {
+			continue
+		}
+		var p verify.Policy
+		if err := json.Unmarshal(a.Header.Policy, &p); err != nil {
+			return nil, Errorf(Usage, "the policy recorded by agent %s: %v", a.Name, err)
+		}
+		return spec.Apply(p.Endpoints)
+	}
+	for _, r := range m.Results {
+		if r.Outcome != record.OutcomeResponse || len(r.Headers) == 0 {
+			continue
+		}
+		if adv := verify.Advertised(r.Headers, m.Start.Add(time.Duration(r.TTFB))); len(adv) > 0 {
+			return spec.Apply(adv)
+		}
+	}
+	return nil, NoPolicyError("the record")
 }

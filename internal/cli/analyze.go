@@ -2,12 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +20,7 @@ type AnalyzeOptions struct {
 	f       *Factory
 	g       *GlobalOptions
 	Files   []string
-	Policy  policyOptions
+	Policy  session.PolicySpec
 	Verdict verdictOptions
 	Out     string // --out: a new record file with the verdict
 	Force   bool
@@ -91,7 +86,7 @@ func analyzeRun(_ context.Context, o *AnalyzeOptions) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	pol, err := o.Policy.resolve(nil)
+	pol, err := o.Policy.Resolve()
 	if err != nil {
 		return err
 	}
@@ -99,7 +94,7 @@ func analyzeRun(_ context.Context, o *AnalyzeOptions) error {
 	if err != nil {
 		return Usagef("--fail-on: must be info, warning or error")
 	}
-	runs, named, err := readRecordFiles(f, o.Files)
+	runs, named, err := session.ReadRecords(f.IO.In, o.Files...)
 	if err != nil {
 		return err
 	}
@@ -110,7 +105,7 @@ func analyzeRun(_ context.Context, o *AnalyzeOptions) error {
 		}
 	}
 	if pol == nil {
-		if pol, err = o.recordedPolicy(m); err != nil {
+		if pol, err = session.RecordedPolicy(m, &o.Policy); err != nil {
 			return err
 		}
 	}
@@ -139,77 +134,4 @@ func analyzeRun(_ context.Context, o *AnalyzeOptions) error {
 		fmt.Fprintln(f.IO.ErrOut, "rlprobe: the recorded run did not complete (interrupted, aborted or budget spent)")
 	}
 	return session.VerdictError(&rep, cmdErr)
-}
-
-// readRecordFiles reads the record files ("-" = stdin, at most once) and
-// returns them with the names of those that are files. Every failure is
-// an input error (exit 2).
-func readRecordFiles(f *Factory, files []string) (runs []*record.Run, named []string, err error) {
-	stdin := 0
-	for _, name := range files {
-		run, err := readRecordFile(f, name)
-		if err != nil {
-			return nil, nil, err
-		}
-		if name == "-" {
-			stdin++
-		} else {
-			named = append(named, name)
-		}
-		runs = append(runs, run)
-	}
-	if stdin > 1 {
-		return nil, nil, Usagef("\"-\" (stdin) may be given once")
-	}
-	return runs, named, nil
-}
-
-// readRecordFile reads one record file ("-" = stdin). Every failure is an
-// input error (exit 2).
-func readRecordFile(f *Factory, name string) (*record.Run, error) {
-	var r io.Reader
-	if name == "-" {
-		r = f.IO.In
-	} else {
-		file, err := os.Open(name)
-		if err != nil {
-			return nil, Usagef("%v", err)
-		}
-		defer file.Close()
-		r = file
-	}
-	run, err := record.Read(r)
-	if err != nil {
-		var fe *record.FormatError
-		if errors.As(err, &fe) {
-			return nil, Usagef("%s: %v (this rlprobe reads format %d)", name, err, record.FormatMajor)
-		}
-		return nil, Usagef("%s: %v", name, err)
-	}
-	return run, nil
-}
-
-// recordedPolicy returns the policy a run recorded (check writes it in
-// the header), else the one its target advertised, with the modifier
-// flags applied; exit 2 when there is neither.
-func (o *AnalyzeOptions) recordedPolicy(m *record.Merged) (*verify.Policy, error) {
-	for _, a := range m.Agents {
-		if len(a.Header.Policy) == 0 {
-			continue
-		}
-		var p verify.Policy
-		if err := json.Unmarshal(a.Header.Policy, &p); err != nil {
-			return nil, Usagef("the policy recorded by agent %s: %v", a.Name, err)
-		}
-		return o.Policy.withModifiers(p.Endpoints)
-	}
-	for _, r := range m.Results {
-		if r.Outcome != record.OutcomeResponse || len(r.Headers) == 0 {
-			continue
-		}
-		if adv := verify.Advertised(r.Headers, m.Start.Add(time.Duration(r.TTFB))); len(adv) > 0 {
-			return o.Policy.withModifiers(adv)
-		}
-	}
-	return nil, session.NoPolicyError("the record")
 }

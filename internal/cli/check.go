@@ -35,7 +35,7 @@ type CheckOptions struct {
 	f       *Factory
 	g       *GlobalOptions
 	Target  targetOptions
-	Policy  policyOptions
+	Policy  session.PolicySpec
 	Verdict verdictOptions
 	Only    []string
 	Skip    []string
@@ -93,7 +93,7 @@ or budget spent before the suite finished (complete: false).`,
 // (nil: the advertised one) and the session's options.
 func (o *CheckOptions) options() (*verify.Policy, session.CheckOptions, error) {
 	var probs []string
-	pol, err := o.Policy.resolve(nil)
+	pol, err := o.Policy.Resolve()
 	if err != nil {
 		return nil, session.CheckOptions{}, err
 	}
@@ -107,9 +107,9 @@ func (o *CheckOptions) options() (*verify.Policy, session.CheckOptions, error) {
 	if err := verify.ValidateChecks(o.Skip); err != nil {
 		probs = append(probs, "--skip: "+strings.TrimPrefix(err.Error(), "verify: "))
 	}
-	opts := session.CheckOptions{Only: o.Only, Skip: o.Skip, FailOn: failOn, Advertised: o.Policy.withModifiers}
-	if o.Policy.set("status") {
-		opts.Status = o.Policy.status
+	opts := session.CheckOptions{Only: o.Only, Skip: o.Skip, FailOn: failOn, Advertised: o.Policy.Apply}
+	if o.Policy.Changed != nil && o.Policy.Changed("status") {
+		opts.Status = o.Policy.Status
 	}
 	return pol, opts, usageProblems(probs)
 }

@@ -85,9 +85,9 @@ func reportRun(_ context.Context, o *ReportOptions) error {
 		}
 		format = report.FormatJSON
 	}
-	in, err := readReportInput(f, args)
+	in, err := report.ReadNamed(f.IO.In, args...)
 	if err != nil {
-		return err
+		return UsageErr(err) // unreadable, not a record file, or an unknown format
 	}
 	in.Tool = f.tool()
 	if format != report.FormatTable && !g.Quiet {
@@ -109,41 +109,4 @@ func reportRun(_ context.Context, o *ReportOptions) error {
 		return UsageErr(fmt.Errorf("-o: %w", err))
 	}
 	return o.Reports.write(f, in)
-}
-
-// readReportInput reads the record files named by args ("-" is stdin,
-// at most once). Unreadable files are input errors.
-func readReportInput(f *Factory, args []string) (*report.Input, error) {
-	srcs := make([]report.Source, 0, len(args))
-	stdin := false
-	for _, a := range args {
-		if a == "-" {
-			if stdin {
-				return nil, Usagef("- (stdin) can be read only once")
-			}
-			stdin = true
-			srcs = append(srcs, report.Source{Name: "-", R: f.IO.In})
-			continue
-		}
-		file, err := os.Open(a)
-		if err != nil {
-			closeSources(srcs)
-			return nil, UsageErr(err)
-		}
-		srcs = append(srcs, report.Source{Name: a, R: file})
-	}
-	defer closeSources(srcs)
-	in, err := report.Read(srcs...)
-	if err != nil {
-		return nil, UsageErr(err) // unreadable, not a record file, or an unknown format
-	}
-	return in, nil
-}
-
-func closeSources(srcs []report.Source) {
-	for _, s := range srcs {
-		if c, ok := s.R.(*os.File); ok && s.Name != "-" {
-			c.Close()
-		}
-	}
 }

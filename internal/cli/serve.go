@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,30 +22,9 @@ const shutdownGrace = 10 * time.Second
 
 // ServeOptions are the flags of `rlprobe serve`.
 type ServeOptions struct {
-	Route testserver.RouteSpec
-	// routeFlags are the route flags the user set, for refusing them
-	// beside --config.
-	routeFlags []string
-
-	Backend        string
-	RedisURL       string
-	RedisPrefix    string
-	Atomic         bool
-	RaceGap        time.Duration
-	OnBackendError string
-	Listen         string
-	Public         bool
-	TLS            bool
-	TLSCert        string
-	TLSKey         string
-	H2C            bool
-	EchoArrival    bool
-	ConfigFile     string
-	LogRequests    bool
-
-	// redisFlags are the Redis flags the user set.
-	redisFlags []string
-	f          *Factory
+	testserver.ServeSpec
+	LogRequests bool
+	f           *Factory
 }
 
 // serveRouteFlags are the flags that describe the single route; --config
@@ -106,12 +84,12 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 			}
 			for _, name := range serveRouteFlags {
 				if fl.Changed(name) {
-					o.routeFlags = append(o.routeFlags, name)
+					o.RouteFlags = append(o.RouteFlags, name)
 				}
 			}
 			for _, name := range []string{"redis", "redis-prefix", "atomic", "race-gap"} {
 				if fl.Changed(name) {
-					o.redisFlags = append(o.redisFlags, name)
+					o.RedisFlags = append(o.RedisFlags, name)
 				}
 			}
 			return runOr(runF, serveRun)(cmd.Context(), o)
@@ -152,72 +130,6 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 	return cmd
 }
 
-// serveConfig turns the options into a server configuration; every error
-// is a usage error.
-func serveConfig(f *Factory, o *ServeOptions) (testserver.Config, error) {
-	cfg := testserver.Config{
-		Backend: testserver.BackendKind(o.Backend),
-		Redis: testserver.RedisConfig{URL: o.RedisURL, Prefix: o.RedisPrefix, NonAtomic: !o.Atomic,
-			RaceGap: o.RaceGap},
-		Listen:      o.Listen,
-		Public:      o.Public,
-		TLS:         o.TLS,
-		TLSCertFile: o.TLSCert,
-		TLSKeyFile:  o.TLSKey,
-		H2C:         o.H2C,
-		Handler: testserver.HandlerOptions{EchoArrival: o.EchoArrival,
-			OnBackendError: testserver.BackendErrorMode(o.OnBackendError)},
-	}
-	if o.LogRequests {
-		cfg.Handler.Log = f.IO.ErrOut
-	}
-	switch o.Backend {
-	case "memory":
-		if len(o.redisFlags) > 0 {
-			return cfg, Usagef("--%s means nothing with --backend memory (add --backend redis)", o.redisFlags[0])
-		}
-	case "redis":
-		if o.RaceGap != 0 && o.Atomic {
-			return cfg, Usagef("--race-gap means nothing with --atomic=true: the gap is between the read and the write-back of --atomic=false")
-		}
-	default:
-		return cfg, Usagef("--backend %q: use memory or redis", o.Backend)
-	}
-	if o.RaceGap < 0 {
-		return cfg, Usagef("--race-gap %v is negative", o.RaceGap)
-	}
-	switch o.OnBackendError {
-	case "allow", "deny":
-	default:
-		return cfg, Usagef("--on-backend-error %q: use allow or deny", o.OnBackendError)
-	}
-	if o.ConfigFile != "" {
-		if len(o.routeFlags) > 0 {
-			return cfg, Usagef("--%s cannot be combined with --config: give it in the file's routes instead", o.routeFlags[0])
-		}
-		file, err := os.Open(o.ConfigFile)
-		if err != nil {
-			return cfg, UsageErr(fmt.Errorf("serve: %w", err))
-		}
-		defer file.Close()
-		routes, err := testserver.LoadConfig(o.ConfigFile, file)
-		if err != nil {
-			return cfg, UsageErr(err)
-		}
-		cfg.Routes = routes
-		return cfg, nil
-	}
-	if o.Route.Algorithm == "" {
-		return cfg, Usagef("choose --algorithm (fixed-window, sliding-log, sliding-window-counter, token-bucket, gcra, leaky-bucket) or --config FILE")
-	}
-	rt, err := o.Route.Route()
-	if err != nil {
-		return cfg, UsageErr(fmt.Errorf("serve: %w", err))
-	}
-	cfg.Routes = []testserver.Route{rt}
-	return cfg, nil
-}
-
 // quietRedis drops go-redis's own log lines (its pool's dial retries, on
 // stderr): serve reports an unreachable Redis once, in its own words, and
 // a backend failure while serving is answered per --on-backend-error.
@@ -228,9 +140,12 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 func serveRun(ctx context.Context, o *ServeOptions) error {
 	f := o.f
 	redis.SetLogger(quietRedis{})
-	cfg, err := serveConfig(f, o)
+	if o.LogRequests {
+		o.Log = f.IO.ErrOut
+	}
+	cfg, err := o.Config()
 	if err != nil {
-		return err
+		return UsageErr(err)
 	}
 	srv, err := testserver.New(cfg)
 	if err != nil {
