@@ -31,29 +31,11 @@ type AnalyzeOptions struct {
 func NewCmdAnalyze(f *Factory, g *GlobalOptions, runF func(context.Context, *AnalyzeOptions) error) *cobra.Command {
 	o := &AnalyzeOptions{f: f, g: g}
 	cmd := &cobra.Command{
-		Use:   "analyze FILE... [policy flags]",
-		Short: "Give the check verdicts offline, from record files",
-		Long: `Judge recorded runs against a policy, offline: the verdicts of check, from
-the record files of run, check or infer ("-" reads one from stdin).
-Several files (one per agent) are merged on one timeline: each agent's clock
-offset is removed and its clock uncertainty widens the arrival bounds, so a
-window verdict inside that uncertainty is "possible", not "certain".
-
-The policy is the declared one (the same flags as check); without one, the
-policy recorded in the file (check records it), else the one the target
-advertised in its responses.
-
-analyze never modifies its inputs: it writes its verdict only where told.
---out FILE writes a new record file, the merged inputs with the verdict
-(never replacing a file without --force); --append adds the verdict to the
-one input, on purpose. Exit codes: 0 pass, 1 a certain finding at or above
---fail-on, 2 usage or unreadable file, 3 a run that did not complete.`,
-		Example: `  rlprobe analyze run.jsonl --limit 100 --window 60s
-  rlprobe analyze agent1.jsonl agent2.jsonl --rate 10/s --capacity 20 --json
-  rlprobe analyze agent1.jsonl agent2.jsonl --limit 10 --window 1s --out merged.jsonl
-  rlprobe analyze run.jsonl --limit 100 --window 60s --append
-  cat run.jsonl | rlprobe analyze - --policy '"api";q=5;w=2'`,
-		Args: cobra.MinimumNArgs(1),
+		Use:     "analyze FILE... [policy flags]",
+		Short:   "Give the check verdicts offline, from record files",
+		Long:    helpLong("analyze"),
+		Example: helpExample("analyze"),
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Files = args
 			return runOr(runF, analyzeRun)(cmd.Context(), o)

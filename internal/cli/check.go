@@ -45,34 +45,11 @@ type CheckOptions struct {
 func NewCmdCheck(f *Factory, g *GlobalOptions, runF func(context.Context, *CheckOptions) error) *cobra.Command {
 	o := &CheckOptions{f: f, g: g, Target: newTargetOptions("check")}
 	cmd := &cobra.Command{
-		Use:   "check URL... [policy flags]",
-		Short: "Run the check suite against a declared policy and give verdicts",
-		Long: `Run the check suite against the target and judge what it did against a
-declared policy: a window (--limit N --window D, sliding by default or
---window-type fixed with --align), a bucket (--rate R --capacity C or
---burst B), the draft syntax (--policy '"api";q=100;w=60') or a file
-(--policy-file, one rule per endpoint, each tested at BASE_URL + path).
-Without a declared quota, the target's own advertised RateLimit-Policy (or
-X-RateLimit-Limit) is checked.
-
-The checks: burst (quota + extra from idle), edge (quota on each side of a
-window edge, found from reset headers or by watching quota return),
-sustained (twice the allowed rate), recovery (when quota returns, against
-reset and Retry-After), retry-after (retries at the advertised moment and
-shortly before), race (a batch released together at fresh quota), key-spoof
-(--key ip: varying X-Forwarded-For, X-Real-IP, True-Client-IP) and headers
-(syntax and honesty of every rate-limit header seen). The planned duration
-(at most 6 windows + 30 s per rule) is printed once the window is known;
---only, --skip, --max-duration and --max-requests bound it.
-
-Every request is recorded to --out, and the verdicts are appended to it.
-The summary starts with the one-line verdict. Exit codes: 0 pass, 1 a
-certain finding at or above --fail-on, 2 usage, 3 unreachable, interrupted
-or budget spent before the suite finished (complete: false).`,
-		Example: `  rlprobe check https://staging.example/api --limit 100 --window 60s
-  rlprobe check http://127.0.0.1:8080/ --rate 1r/s --burst 3 --status 429 --only burst,retry-after
-  rlprobe check https://api.example --policy-file policy.yaml --json`,
-		Args: cobra.MinimumNArgs(1),
+		Use:     "check URL... [policy flags]",
+		Short:   "Run the check suite against a declared policy and give verdicts",
+		Long:    helpLong("check"),
+		Example: helpExample("check"),
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Target.targetChanged(cmd, args)
 			return runOr(runF, checkRun)(cmd.Context(), o)

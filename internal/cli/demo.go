@@ -32,23 +32,11 @@ type DemoOptions struct {
 func NewCmdDemo(f *Factory, g *GlobalOptions, runF func(context.Context, *DemoOptions) error) *cobra.Command {
 	o := &DemoOptions{f: f, g: g}
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Show a rate limiter at work: the nginx limit_req demo on the reference server",
-		Long: `Start the reference server on a free loopback port, limiting like nginx's
-"limit_req rate=1r/s burst=3 nodelay" (503, no Retry-After, no rate-limit
-headers), fire a burst of 8 requests at it, and show the outcomes in the order
-the server received them: four 200s, then four 503s.
-
-Then judge the burst against the policy "rate 1/s, burst 3, rejections with
-429" (the server answers 503 without Retry-After: reject-status-mismatch and
-retry-after-missing), and infer the server's algorithm from the outside
-(token bucket, 1/s, capacity 4; about 15 seconds, --no-infer skips it).
-
-Nothing leaves this machine; nothing is written to disk but the report files
-you ask for.`,
-		Example: `  rlprobe demo
-  rlprobe demo --html demo.html`,
-		Args: cobra.NoArgs,
+		Use:     "demo",
+		Short:   "Show a rate limiter at work: the nginx limit_req demo on the reference server",
+		Long:    helpLong("demo"),
+		Example: helpExample("demo"),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runOr(runF, demoRun)(cmd.Context(), o)
 		},

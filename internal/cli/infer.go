@@ -34,33 +34,11 @@ type InferOptions struct {
 func NewCmdInfer(f *Factory, g *GlobalOptions, runF func(context.Context, *InferOptions) error) *cobra.Command {
 	o := &InferOptions{f: f, g: g, Target: newTargetOptions("infer")}
 	cmd := &cobra.Command{
-		Use:   "infer URL... [--expect FAMILY]",
-		Short: "Identify the target's rate-limiting algorithm and its parameters",
-		Long: `Identify which algorithm limits the target, with its parameters, by
-experiments designed to tell the candidates apart: a burst from idle (the
-first count; for a queueing limiter, the latency staircase), a recovery scan
-(when quota comes back, and how: at a window edge, mirrored, or one request
-at a time), an exhausting burst with a second client identity (is the limit
-per client?), then experiments chosen to split the models that still fit —
-edge straddles, spread-then-burst, sustained load (do rejected requests
-count?). Every model is replayed against every observed arrival; the winner
-is the model that reproduces the most outcomes.
-
-Families: fixed-window, sliding-log, sliding-window-counter, token-bucket
-(also GCRA and nginx limit_req nodelay, which decide identically),
-leaky-bucket-queue (accepted requests are delayed: nginx without nodelay),
-none (no limiting observed, with the highest rate reached).
-
-The time budget, printed as soon as the time scale W is known, is 6·W + 30 s
-for windows up to 60 s, within --max-duration and --max-requests; when it
-ends first the result says "complete": false (exit 3). With several
-identities (--clients 2 with --client-header or --source-ips) the key is
-tested. --expect FAMILY makes it a gate: exit 1 when another family is
-inferred.`,
-		Example: `  rlprobe infer http://127.0.0.1:8080/
-  rlprobe infer https://api.example.com/v1/x -H "Authorization: Bearer $TOKEN" --expect token-bucket
-  rlprobe infer http://127.0.0.1:8080/ --clients 2 --client-header X-Api-Key --json`,
-		Args: cobra.ArbitraryArgs,
+		Use:     "infer URL... [--expect FAMILY]",
+		Short:   "Identify the target's rate-limiting algorithm and its parameters",
+		Long:    helpLong("infer"),
+		Example: helpExample("infer"),
+		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Target.targetChanged(cmd, args)
 			return runOr(runF, inferRun)(cmd.Context(), o)

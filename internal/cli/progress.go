@@ -38,10 +38,13 @@ type reporter struct {
 	begin   time.Time
 	last    time.Time // when the last line was printed
 	drawn   bool      // a terminal status line is on screen, without newline
-	planned time.Duration
-	sched   patterns.Schedule // of the run in progress (run)
 	stopped chan struct{}
 	done    chan struct{}
+
+	// planMu guards the plan (status reads it while mu is held).
+	planMu  sync.Mutex
+	planned time.Duration
+	sched   patterns.Schedule // of the run in progress (run)
 }
 
 // newReporter returns a reporter on f's stderr, silent under -q; status
@@ -54,15 +57,15 @@ func newReporter(f *Factory, g *GlobalOptions, status func(elapsed time.Duration
 func (p *reporter) hooks() session.Progress {
 	return session.Progress{
 		Started: func(begin time.Time, planned time.Duration, s patterns.Schedule) {
-			p.mu.Lock()
+			p.planMu.Lock()
 			p.planned, p.sched = planned, s
-			p.mu.Unlock()
+			p.planMu.Unlock()
 			p.start(begin)
 		},
 		Planned: func(planned time.Duration) {
-			p.mu.Lock()
+			p.planMu.Lock()
 			p.planned = planned
-			p.mu.Unlock()
+			p.planMu.Unlock()
 		},
 		Line: func(line string) { p.line("%s", line) },
 	}
@@ -70,8 +73,8 @@ func (p *reporter) hooks() session.Progress {
 
 // plan returns the planned duration and the schedule in progress.
 func (p *reporter) plan() (time.Duration, patterns.Schedule) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.planMu.Lock()
+	defer p.planMu.Unlock()
 	return p.planned, p.sched
 }
 

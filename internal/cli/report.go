@@ -30,37 +30,11 @@ type ReportOptions struct {
 func NewCmdReport(f *Factory, g *GlobalOptions, runF func(context.Context, *ReportOptions) error) *cobra.Command {
 	o := &ReportOptions{f: f, g: g}
 	cmd := &cobra.Command{
-		Use:   "report FILE... [--format table|json|junit|markdown|html] [-o FILE]",
-		Short: "Render stored runs with their findings and inferences, without re-running anything",
-		Long: `Render record files — the requests, and the findings and inferences that
-check, analyze and infer appended to them — without sending anything.
-Several files are put on one timeline (by their start and clock offset);
-"-" reads a file from stdin.
-
-Formats:
-  table     the verdict on one line, then findings, requests, clients and
-            the inferred model as tables fitted to the terminal (default)
-  json      the report document (schema rlprobe.report/v1): the verdict,
-            the run summary, and the stored check/analyze/infer documents
-  junit     JUnit XML: one test case per finding rule, grouped by endpoint
-            and check; failures carry the evidence
-  markdown  a compact summary
-  html      one self-contained page: an SVG timeline of every request by
-            client and outcome, window edges, the count against the limit,
-            latency, Retry-After claims against recovery, the findings
-            linked to their moments, and the inferred model
-
---html, --junit and --markdown write further renderings in the same run;
-with $GITHUB_STEP_SUMMARY set, the Markdown summary is also appended to it.
-The verdict comes from the stored documents; a file without them gets
-"no verdict" (run rlprobe analyze FILE with a policy). The exit code is 0
-whenever the report is written, whatever the verdict.`,
-		Example: `  rlprobe report rlprobe-check-20250301T120000Z.jsonl
-  rlprobe report run.jsonl --format html -o report.html
-  rlprobe report agent1.jsonl agent2.jsonl --format junit -o rlprobe.xml
-  rlprobe report run.jsonl --json | jq .verdict
-  rlprobe report run.jsonl --html report.html --junit rlprobe.xml --markdown summary.md`,
-		Args: cobra.MinimumNArgs(1),
+		Use:     "report FILE... [--format table|json|junit|markdown|html] [-o FILE]",
+		Short:   "Render stored runs with their findings and inferences, without re-running anything",
+		Long:    helpLong("report"),
+		Example: helpExample("report"),
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Files, o.FormatSet = args, cmd.Flags().Changed("format")
 			return runOr(runF, reportRun)(cmd.Context(), o)

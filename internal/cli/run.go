@@ -43,46 +43,11 @@ var patternFlags = []string{"rate", "duration", "count", "spread", "at", "period
 func NewCmdRun(f *Factory, g *GlobalOptions, runF func(context.Context, *RunOptions) error) *cobra.Command {
 	o := &RunOptions{f: f, g: g, Target: newTargetOptions("run")}
 	cmd := &cobra.Command{
-		Use:   "run URL... (--pattern NAME | --plan FILE)",
-		Short: "Fire a traffic pattern or plan at a target, record every request, summarise",
-		Long: `Fire a traffic pattern (or a plan of several) at the target, open loop:
-requests go out on schedule whatever the target's latency. Every request is
-recorded to --out (JSON Lines) as it completes; the summary gives the counts
-per outcome and status, accepted per client, latency per status, pacing
-error, late sends and, for races, the spread of the server's arrival times.
-
-Patterns and their flags:
-  steady    --rate R --duration D       R requests per second for D
-  burst     --count N [--spread D]      N requests at once (or evenly over D)
-  edge      --count N (--at TIME | --period D [--phase D]) --gap D
-                                        N requests gap/2 before a window edge
-                                        and N gap/2 after it
-  recovery  --every D --span D          one request every D for span D
-  race      --count M [--race-mode barrier|last-byte|single-packet]
-                                        M requests per client released together
-  ramp      --from R --to R --duration D  rate changing linearly from R to R
-
-With --clients N every client plays the whole pattern (a steady 5/s for 3
-clients offers 15/s). A plan file (YAML or JSON) sequences phases, with the
-flag names as keys:
-
-  version: 1
-  phases:
-    - {pattern: burst, count: 8}
-    - {pause: 2s}
-    - {pattern: steady, rate: 5/s, duration: 10s}
-
-Several URLs are replicas of one service: each client goes round-robin over
-them. A plan over a safety cap (--max-requests, --max-duration, --max-rate)
-is refused before anything is sent. Ctrl-C stops sending, keeps what was
-recorded and prints the partial summary (exit 3), as does a run where more
-than 5% of the answers are neither accepted (2xx) nor rejected (429/503).`,
-		Example: `  rlprobe run http://127.0.0.1:8080/ --pattern burst --count 8
-  rlprobe run https://api.example.com/v1/x --pattern steady --rate 5/s --duration 30s -H "Authorization: Bearer $TOKEN"
-  rlprobe run http://127.0.0.1:8080/ --pattern race --clients 20 --count 1 --race-mode last-byte
-  rlprobe run http://127.0.0.1:8080/ --pattern edge --count 5 --period 1m --gap 400ms
-  rlprobe run http://127.0.0.1:8080/ --plan plan.yaml --dry-run`,
-		Args: cobra.ArbitraryArgs,
+		Use:     "run URL... (--pattern NAME | --plan FILE)",
+		Short:   "Fire a traffic pattern or plan at a target, record every request, summarise",
+		Long:    helpLong("run"),
+		Example: helpExample("run"),
+		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Target.targetChanged(cmd, args)
 			o.patternSet = nil

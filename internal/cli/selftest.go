@@ -27,23 +27,11 @@ type SelftestOptions struct {
 func NewCmdSelftest(f *Factory, g *GlobalOptions, runF func(context.Context, *SelftestOptions) error) *cobra.Command {
 	o := &SelftestOptions{f: f, g: g}
 	cmd := &cobra.Command{
-		Use:   "selftest",
-		Short: "Serve every algorithm with the reference server, infer each, print the confusion matrix",
-		Long: `Check rlprobe's inference against its own reference server: for every case
-of the truth table (fixed window aligned to the epoch and to the first
-request; sliding log and sliding-window counter with and without counting
-rejected requests; token bucket of capacity 1 and more; GCRA; leaky bucket
-nodelay, queueing, and queueing with delay=; no limiter), serve it, run infer
-against it, and judge the answer: the family must match, integer parameters
-exactly, real-valued ones within 10 %, and the alignment, counting of
-rejections and key where they apply.
-
-The full grid runs over in-memory connections, in real time, with windows of
-1–2 s, three cases at a time (about half a minute); --quick runs a handful of
-cases over loopback sockets, one at a time (about 40 s). Any miss exits 1.`,
-		Example: `  rlprobe selftest
-  rlprobe selftest --quick --json`,
-		Args: cobra.NoArgs,
+		Use:     "selftest",
+		Short:   "Serve every algorithm with the reference server, infer each, print the confusion matrix",
+		Long:    helpLong("selftest"),
+		Example: helpExample("selftest"),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runOr(runF, selftestRun)(cmd.Context(), o)
 		},

@@ -41,31 +41,11 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 	var window time.Duration
 	var burst, delay int64
 	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Run the reference rate-limited HTTP server",
-		Long: `Run rlprobe's reference server: every algorithm, header dialect and classic
-mistake of a rate limiter, to watch one behave or to test rlprobe itself.
-
-With flags, one policy limits every path. With --config FILE (YAML or JSON),
-each route (exact path; 404 otherwise) has its own policy, with keys named
-like the flags:
-
-  routes:
-    - {path: /fixed, algorithm: fixed-window, limit: 5, window: 2s}
-    - {path: /nginx, algorithm: leaky-bucket, rate: 1r/s, burst: 3, nodelay: true}
-
-Window algorithms (fixed-window, sliding-log, sliding-window-counter) take
---limit and --window; buckets (token-bucket, gcra, leaky-bucket) take --rate
-and --capacity or --burst (capacity = burst + 1; default capacity 1).
-Buckets advertise q=capacity; w=max(1, ceil(capacity/rate)).
-
-The first line on stdout is "listening on http://ADDR". The server stops
-gracefully and exits 0 on SIGINT or SIGTERM.`,
-		Example: `  rlprobe serve --algorithm fixed-window --limit 5 --window 2s
-  rlprobe serve --algorithm leaky-bucket --rate 1r/s --burst 3 --nodelay --status 503
-  rlprobe serve --algorithm gcra --rate 10/s --capacity 20 --headers draft-8,x-ratelimit --fault policy-lie
-  rlprobe serve --backend redis --atomic=false --race-gap 20ms --algorithm fixed-window --limit 10 --window 60s`,
-		Args: cobra.NoArgs,
+		Use:     "serve",
+		Short:   "Run the reference rate-limited HTTP server",
+		Long:    helpLong("serve"),
+		Example: helpExample("serve"),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fl := cmd.Flags()
 			o.Route.Rate = testserver.Rate(rate)
