@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -178,25 +179,25 @@ func writeParams(b *strings.Builder, inf *infer.Inference) {
 			return
 		}
 		if p.Low == p.High {
-			fmt.Fprintf(b, "%s: %s%s\n", label, FormatNumber(p.Value), unit)
+			fmt.Fprintf(b, "%s: %s%s\n", label, units.HumanNumber(p.Value), unit)
 			return
 		}
-		fmt.Fprintf(b, "%s: %s%s (fits from %s to %s)\n", label, FormatNumber(p.Value), unit, FormatNumber(p.Low), FormatNumber(p.High))
+		fmt.Fprintf(b, "%s: %s%s (fits from %s to %s)\n", label, units.HumanNumber(p.Value), unit, units.HumanNumber(p.Low), units.HumanNumber(p.High))
 	}
 	param("limit", inf.Params.Limit, " requests")
 	param("window", inf.Params.WindowS, " s")
 	param("rate", inf.Params.RatePerS, "/s")
 	param("capacity", inf.Params.Capacity, "")
 	if c := inf.Params.Capacity; c != nil && (inf.Algorithm == infer.TokenBucket || inf.Algorithm == infer.LeakyBucketQueue) {
-		fmt.Fprintf(b, "  (nginx burst=%s)\n", FormatNumber(c.Value-1))
+		fmt.Fprintf(b, "  (nginx burst=%s)\n", units.HumanNumber(c.Value-1))
 	}
 	param("served at once", inf.Params.Undelayed, "")
 	if u := inf.Params.Undelayed; u != nil {
-		fmt.Fprintf(b, "  (nginx delay=%s)\n", FormatNumber(u.Value-1))
+		fmt.Fprintf(b, "  (nginx delay=%s)\n", units.HumanNumber(u.Value-1))
 	}
 	param("queued", inf.Params.Queue, "")
 	if inf.MaxRatePerS != nil {
-		fmt.Fprintf(b, "no limiting observed: up to %s accepted requests per second\n", FormatNumber(*inf.MaxRatePerS))
+		fmt.Fprintf(b, "no limiting observed: up to %s accepted requests per second\n", units.HumanNumber(*inf.MaxRatePerS))
 	}
 	if inf.Alignment != nil {
 		fmt.Fprintf(b, "windows aligned to: %s\n", *inf.Alignment)
@@ -204,9 +205,4 @@ func writeParams(b *strings.Builder, inf *infer.Inference) {
 	if inf.CountsRejected != nil {
 		fmt.Fprintf(b, "rejected requests count: %v\n", *inf.CountsRejected)
 	}
-}
-
-// FormatNumber formats a number without needless digits: 4, 1.5, 0.3333.
-func FormatNumber(v float64) string {
-	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.4f", v), "0"), ".")
 }

@@ -100,8 +100,12 @@ func (s *Session) Check(ctx context.Context, policy *verify.Policy, opts CheckOp
 			// The preflight asks the first rule's endpoint: with a policy
 			// file the targets are base URLs, and the base itself may
 			// well be a 404.
-			declared = policy.Endpoints[0].Status
-			preOpt, _ = s.ruleOptions(policy.Endpoints[0])
+			first := policy.Endpoints[0]
+			declared = first.Status
+			preOpt.URLs = ruleURLs(preOpt.URLs, first)
+			if first.Method != "" {
+				preOpt.Method = first.Method
+			}
 		}
 	}
 	if err := s.confirm(plan, false); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/report"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -186,7 +187,7 @@ func describeParamErrors(r SelftestRow) string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	num := report.FormatNumber
+	num := units.HumanNumber
 	var parts []string
 	for _, n := range names {
 		want := r.Case.Want.Params[n]
