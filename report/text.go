@@ -5,7 +5,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/units"
@@ -140,7 +139,7 @@ func WriteInference(w io.Writer, inf *infer.Inference, identities int) error {
 			fmt.Fprintf(&b, "  %s (%.1f%%): %s\n", a.Algorithm, a.Confidence*100, a.RuledOutBy)
 		}
 	}
-	fmt.Fprintf(&b, "%d requests in %s", inf.Requests, time.Duration(inf.DurationS*float64(time.Second)).Round(time.Millisecond))
+	fmt.Fprintf(&b, "%d requests in %s", inf.Requests, units.HumanDuration(units.Seconds(inf.DurationS)))
 	if !inf.Complete {
 		b.WriteString(" — incomplete: the budget ended first")
 	}

@@ -11,6 +11,11 @@ import (
 	"github.com/rlprobe/rlprobe/record"
 )
 
+// ErrIncomplete is wrapped by Infer's error when the budget ended before
+// the candidates were told apart: the inference it returns is the best so
+// far, marked "complete": false.
+var ErrIncomplete = errors.New("the budget ended before the candidates were told apart")
+
 // InferOptions choose how Infer runs. The zero value infers with the
 // preflight, no expectation and infer's defaults.
 type InferOptions struct {
@@ -106,7 +111,7 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 		return inf, Errorf(Findings, "expected %s, inferred %s (confidence %.1f%%)", opts.Expect, inf.Algorithm, inf.Confidence*100)
 	}
 	if err == nil && !inf.Complete {
-		err = Errorf(Aborted, "the budget ended before the candidates were told apart: the result is incomplete (see %s)", s.rec.path)
+		err = Errorf(Aborted, "%w: the result is incomplete (see %s)", ErrIncomplete, s.rec.path)
 	}
 	return inf, err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/session"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 func init() {
@@ -240,7 +241,7 @@ func printRunSummary(f *Factory, g *GlobalOptions, sess *session.Session, plan *
 	}
 	w := f.IO.Out
 	fmt.Fprintf(w, "rlprobe run: %d of %d requests sent to %s in %s (%s)\n\n",
-		sum.Sent, sum.Scheduled, strings.Join(sess.Targets(), ", "), fmtSeconds(sum.DurationS), reason)
+		sum.Sent, sum.Scheduled, strings.Join(sess.Targets(), ", "), units.HumanDuration(units.Seconds(sum.DurationS)), reason)
 	if err := writeRunSummary(w, sum); err != nil {
 		return err
 	}
@@ -254,8 +255,4 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
-}
-
-func fmtSeconds(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
 }
