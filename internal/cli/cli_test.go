@@ -29,7 +29,7 @@ func testFactory(env map[string]string) (*Factory, *bytes.Buffer, *bytes.Buffer)
 // runCLI runs the CLI in-process and returns exit code, stdout and stderr.
 func runCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
-	return runCLIWith(t, nil, args...)
+	return runCLIWith(t, func(f *Factory) { f.Getenv = func(k string) string { return env[k] } }, args...)
 }
 
 // runCLIWith runs the CLI in-process with a factory that hook adjusts

@@ -59,7 +59,7 @@ func TestSelftestMissExits1(t *testing.T) {
 		t.Errorf("document %s", stdout)
 	}
 	// The text form shows the miss in the table and the matrix.
-	code, stdout, _ = runCLI(t, nil, "selftest", "-q")
+	code, stdout, _ = runCLIWith(t, hook, "selftest", "-q")
 	if code != ExitFindings || !strings.Contains(stdout, "MISS: family none, want token-bucket") || !strings.Contains(stdout, "0 of 1 cases right: FAIL") {
 		t.Errorf("text: exit %d\n%s", code, stdout)
 	}
