@@ -29,8 +29,8 @@ type CheckOptions struct {
 	// preflight then reads the advertised one); 0 means 429 or 503.
 	Status int
 	// Advertised, when set, turns the rules the target advertises into the
-	// policy to check (a front end applies its modifier flags); nil takes
-	// them as they are.
+	// policy to check (a front end applies its modifier flags, as
+	// PolicySpec.Apply does); nil takes them as they are.
 	Advertised func(rules []verify.Endpoint) (*verify.Policy, error)
 }
 
@@ -184,15 +184,13 @@ func (s *Session) advertised(pre record.Result, opts CheckOptions) (*verify.Poli
 	if len(adv) == 0 {
 		return nil, NoPolicyError(s.Targets()[0])
 	}
-	var pol *verify.Policy
-	if opts.Advertised != nil {
-		var err error
-		if pol, err = opts.Advertised(adv); err != nil {
-			return nil, err
-		}
-	} else {
-		p := verify.Policy{Version: verify.PolicyVersion, Endpoints: adv}.Normalize()
-		pol = &p
+	apply := opts.Advertised
+	if apply == nil {
+		apply = (&PolicySpec{}).Apply
+	}
+	pol, err := apply(adv)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.checkClients(pol); err != nil {
 		return nil, err

@@ -175,3 +175,33 @@ func TestClassOf(t *testing.T) {
 		t.Error("precedence is not 2, 4, 1, 3, 0")
 	}
 }
+
+// TestInferRecord: the preflight and every experiment of Infer share the
+// record's Seq space (the preflight first), and the inference is written
+// before the end line.
+func TestInferRecord(t *testing.T) {
+	opt := memServer(t, testserver.Route{Policy: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.TokenBucket, Rate: 5, Capacity: 5}}})("/")
+	out := filepath.Join(t.TempDir(), "infer.jsonl")
+	s, _ := New(Config{Probe: opt, Out: out, Command: "infer", Caps: Caps{MaxRequests: 2000, MaxDuration: time.Minute}})
+	inf, err := s.Infer(context.Background(), InferOptions{MaxWindow: 2 * time.Second})
+	if err != nil || inf == nil {
+		t.Fatalf("Infer = %v, %v", inf, err)
+	}
+	run := s.Record()
+	for i, r := range run.Results {
+		if r.Seq != int64(i) {
+			t.Fatalf("result %d has seq %d; want 0…n−1 in order", i, r.Seq)
+		}
+	}
+	if run.Results[0].Phase != probe.PhasePreflight || run.End.Scheduled != int64(len(run.Results)) || inf.RecordFile != out {
+		t.Errorf("first phase %q, end %+v for %d results, record file %q", run.Results[0].Phase, run.End, len(run.Results), inf.RecordFile)
+	}
+	data, _ := os.ReadFile(out)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if n := len(lines); !strings.HasPrefix(lines[n-1], `{"type":"end"`) || !strings.HasPrefix(lines[n-2], `{"type":"inference"`) {
+		t.Errorf("the file does not end with the inference and the end line")
+	}
+	if !strings.Contains(lines[0], `"plan":{"command":"infer","max_requests":2000`) {
+		t.Errorf("header %s: want the plan", lines[0])
+	}
+}
