@@ -14,8 +14,8 @@ import (
 type ServeSpec struct {
 	Route RouteSpec
 	// RouteFlags are the route options given (flag names), refused beside
-	// ConfigFile; RedisFlags the Redis options given, refused with the
-	// memory backend.
+	// ConfigFile; RedisFlags the Redis options given (redis, redis-prefix,
+	// atomic, race-gap), the first two refused with the memory backend.
 	RouteFlags []string
 	RedisFlags []string
 
@@ -55,15 +55,18 @@ func (o ServeSpec) Config() (Config, error) {
 	cfg.Handler.Log = o.Log
 	switch o.Backend {
 	case "memory":
-		if len(o.RedisFlags) > 0 {
-			return cfg, fmt.Errorf("--%s means nothing with --backend memory (add --backend redis)", o.RedisFlags[0])
+		for _, name := range o.RedisFlags {
+			if name == "redis" || name == "redis-prefix" {
+				return cfg, fmt.Errorf("--%s means nothing with --backend memory (add --backend redis)", name)
+			}
 		}
+		cfg.Memory = MemoryConfig{NonAtomic: !o.Atomic, RaceGap: o.RaceGap}
 	case "redis":
-		if o.RaceGap != 0 && o.Atomic {
-			return cfg, fmt.Errorf("--race-gap means nothing with --atomic=true: the gap is between the read and the write-back of --atomic=false")
-		}
 	default:
 		return cfg, fmt.Errorf("--backend %q: use memory or redis", o.Backend)
+	}
+	if o.RaceGap != 0 && o.Atomic {
+		return cfg, fmt.Errorf("--race-gap means nothing with --atomic=true: the gap is between the read and the write-back of --atomic=false")
 	}
 	if o.RaceGap < 0 {
 		return cfg, fmt.Errorf("--race-gap %v is negative", o.RaceGap)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -213,30 +214,21 @@ func runProgress(f *Factory, g *GlobalOptions, sess **session.Session) *reporter
 	return p
 }
 
-// runDoc is the --json document of `rlprobe run` (schema rlprobe.run/v1):
-// the run's identity, then probe.Summary's fields, then the record file.
-type runDoc struct {
-	Schema   string         `json:"schema"`
-	Tool     string         `json:"tool"`
-	Complete bool           `json:"complete"`
-	Reason   string         `json:"reason"`
-	Targets  []string       `json:"targets"`
-	Seed     uint64         `json:"seed"`
-	Plan     *patterns.Plan `json:"plan"`
-	probe.Summary
-	RecordFile string `json:"record_file"`
-}
-
 // printRunSummary prints the summary on stdout: a table, or the JSON
 // document with --json.
 func printRunSummary(f *Factory, g *GlobalOptions, sess *session.Session, plan *patterns.Plan, sum probe.Summary, reason string) error {
 	path := sess.RecordFile()
 	if g.JSON {
-		return writeJSON(f.IO.Out, runDoc{
-			Schema: "rlprobe.run/v1", Tool: f.tool(),
+		planJSON, err := json.Marshal(plan)
+		if err != nil {
+			return err
+		}
+		seed := sess.Config().Seed
+		return writeJSON(f.IO.Out, record.RunDoc{
+			Schema: record.SchemaRun, Tool: f.tool(),
 			Complete: reason == record.ReasonCompleted, Reason: reason,
-			Targets: sess.Targets(), Seed: sess.Config().Seed, Plan: plan,
-			Summary: sum, RecordFile: path,
+			Targets: sess.Targets(), Seed: &seed, Plan: planJSON,
+			RunSummary: sum, RecordFile: path,
 		})
 	}
 	w := f.IO.Out

@@ -95,7 +95,7 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 	fl.StringVar(&o.Backend, "backend", "memory", "where limiter state lives: memory or redis")
 	fl.StringVar(&o.RedisURL, "redis", testserver.DefaultRedisURL, "Redis URL (--backend redis)")
 	fl.StringVar(&o.RedisPrefix, "redis-prefix", testserver.DefaultRedisPrefix, "prefix of every Redis key (--backend redis)")
-	fl.BoolVar(&o.Atomic, "atomic", true, "decide atomically in Redis; false reads, decides and writes back in separate steps (the classic race)")
+	fl.BoolVar(&o.Atomic, "atomic", true, "decide atomically; false reads, decides and writes back in separate steps (the classic race), in Redis or in memory")
 	fl.Var((*units.Duration)(&o.RaceGap), "race-gap", "with --atomic=false: sleep between read and write-back, to make the race reproducible")
 	fl.StringVar(&o.OnBackendError, "on-backend-error", "deny", "when Redis fails: deny (503 with Retry-After: 1) or allow")
 	fl.StringVar(&o.Listen, "listen", testserver.DefaultListen, "address to listen on (port 0 picks a free port)")
