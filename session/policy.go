@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -140,7 +139,7 @@ func (p *PolicySpec) applyModifiers(e *verify.Endpoint) {
 		e.WindowType = verify.WindowType(p.WindowType)
 	}
 	if p.set("align") {
-		e.Align = limiter.Align(p.Align)
+		setString(&e.Align, p.Align)
 	}
 	if p.set("key") {
 		e.Key = p.Key
@@ -155,6 +154,9 @@ func (p *PolicySpec) applyModifiers(e *verify.Endpoint) {
 		e.RetryAfter = p.RetryAfter
 	}
 }
+
+// setString sets a string-typed field (limiter.Align) from its spelling.
+func setString[T ~string](dst *T, s string) { *dst = T(s) }
 
 // checkModifiers validates the modifier flags on a stand-in quota.
 func (p *PolicySpec) checkModifiers() error {

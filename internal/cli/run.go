@@ -16,6 +16,7 @@ import (
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/report"
 	"github.com/rlprobe/rlprobe/session"
 	"github.com/rlprobe/rlprobe/units"
 )
@@ -52,12 +53,7 @@ func NewCmdRun(f *Factory, g *GlobalOptions, runF func(context.Context, *RunOpti
 		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Target.targetChanged(cmd, args)
-			o.patternSet = nil
-			for _, name := range patternFlags {
-				if cmd.Flags().Changed(name) {
-					o.patternSet = append(o.patternSet, "--"+name)
-				}
-			}
+			o.patternSet = changedFlags(cmd, patternFlags, "--")
 			o.Phase.Pattern = o.Pattern
 			return runOr(runF, runRun)(cmd.Context(), o)
 		},
@@ -234,7 +230,7 @@ func printRunSummary(f *Factory, g *GlobalOptions, sess *session.Session, plan *
 	w := f.IO.Out
 	fmt.Fprintf(w, "rlprobe run: %d of %d requests sent to %s in %s (%s)\n\n",
 		sum.Sent, sum.Scheduled, strings.Join(sess.Targets(), ", "), units.HumanDuration(units.Seconds(sum.DurationS)), reason)
-	if err := writeRunSummary(w, sum); err != nil {
+	if err := report.WriteRunSummary(w, sum, probe.LateThreshold); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "record file: %s\n", path)

@@ -37,8 +37,6 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 	o := &ServeOptions{f: f}
 	var headersFlag string
 	var faults []string
-	var rate float64
-	var window time.Duration
 	var burst, delay int64
 	cmd := &cobra.Command{
 		Use:     "serve",
@@ -48,8 +46,6 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fl := cmd.Flags()
-			o.Route.Rate = testserver.Rate(rate)
-			o.Route.Window = testserver.Duration(window)
 			if fl.Changed("burst") {
 				o.Route.Burst = &burst
 			}
@@ -62,24 +58,16 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 			for _, s := range faults {
 				o.Route.Fault = append(o.Route.Fault, testserver.SplitList(s)...)
 			}
-			for _, name := range serveRouteFlags {
-				if fl.Changed(name) {
-					o.RouteFlags = append(o.RouteFlags, name)
-				}
-			}
-			for _, name := range []string{"redis", "redis-prefix", "atomic", "race-gap"} {
-				if fl.Changed(name) {
-					o.RedisFlags = append(o.RedisFlags, name)
-				}
-			}
+			o.RouteFlags = changedFlags(cmd, serveRouteFlags, "")
+			o.RedisFlags = changedFlags(cmd, []string{"redis", "redis-prefix", "atomic", "race-gap"}, "")
 			return runOr(runF, serveRun)(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Route.Algorithm, "algorithm", "", "fixed-window, sliding-log, sliding-window-counter, token-bucket, gcra or leaky-bucket")
 	fl.Int64Var(&o.Route.Limit, "limit", 0, "requests admitted per window (window algorithms)")
-	fl.Var((*units.Duration)(&window), "window", "window length, such as 60s (window algorithms)")
-	fl.Var((*units.Rate)(&rate), "rate", "refill rate, such as 10/s, 1r/s, 30/m (bucket algorithms)")
+	fl.Var(&o.Route.Window, "window", "window length, such as 60s (window algorithms)")
+	fl.Var(&o.Route.Rate, "rate", "refill rate, such as 10/s, 1r/s, 30/m (bucket algorithms)")
 	fl.Int64Var(&o.Route.Capacity, "capacity", 0, "requests a full bucket admits at once (default 1; excludes --burst)")
 	fl.Int64Var(&burst, "burst", 0, "nginx burst: requests beyond the first admitted at once (capacity - 1)")
 	fl.BoolVar(&o.Route.NoDelay, "nodelay", false, "leaky-bucket: reject or pass at once, never delay (nginx nodelay)")

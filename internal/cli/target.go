@@ -58,6 +58,17 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.BoolVar(&o.Yes, "yes", false, "do not ask for confirmation before probing a target that is not on this machine")
 }
 
+// changedFlags returns the names of the flags the user set, prefixed.
+func changedFlags(cmd *cobra.Command, names []string, prefix string) []string {
+	var set []string
+	for _, name := range names {
+		if cmd.Flags().Changed(name) {
+			set = append(set, prefix+name)
+		}
+	}
+	return set
+}
+
 // targetChanged records which target flags the user set (in RunE).
 func (o *targetOptions) targetChanged(cmd *cobra.Command, urls []string) {
 	o.URLs = urls

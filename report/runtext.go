@@ -1,4 +1,4 @@
-package cli
+package report
 
 import (
 	"fmt"
@@ -6,17 +6,17 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
-	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
-	"github.com/rlprobe/rlprobe/report"
 )
 
-// writeRunSummary prints the outcome, client, pacing and race parts of a
-// run's summary: the outcomes by status with their latency, the clients
-// when there are several, the pacing error and the races.
-func writeRunSummary(w io.Writer, sum probe.Summary) error {
-	us := report.FormatMicros
+// WriteRunSummary prints the plain-text summary `rlprobe run` ends with:
+// the outcomes by status with their latency, the clients when there are
+// several, the pacing error (late: sent more than lateThreshold after
+// schedule) and the races.
+func WriteRunSummary(w io.Writer, sum record.RunSummary, lateThreshold time.Duration) error {
+	us := FormatMicros
 	rows := [][]string{}
 	codes := slices.Sorted(maps.Keys(sum.Statuses))
 	for _, c := range codes {
@@ -32,7 +32,7 @@ func writeRunSummary(w io.Writer, sum probe.Summary) error {
 	for _, k := range slices.Sorted(maps.Keys(sum.NotSentReasons)) {
 		rows = append(rows, []string{"not-sent", k, strconv.Itoa(sum.NotSentReasons[k]), "", "", "", ""})
 	}
-	report.WriteTableFrom(w, []string{"outcome", "status", "count", "p50", "p90", "p99", "max"}, rows, 2)
+	WriteTableFrom(w, []string{"outcome", "status", "count", "p50", "p90", "p99", "max"}, rows, 2)
 	fmt.Fprintln(w)
 	if len(sum.Clients) > 1 {
 		rows = rows[:0]
@@ -40,12 +40,12 @@ func writeRunSummary(w io.Writer, sum probe.Summary) error {
 			rows = append(rows, []string{c.Client, strconv.Itoa(c.Sent), strconv.Itoa(c.Accepted), strconv.Itoa(c.Rejected),
 				strconv.Itoa(c.Other), strconv.Itoa(c.Errors), strconv.Itoa(c.NotSent)})
 		}
-		report.WriteTableFrom(w, []string{"client", "sent", "accepted", "rejected", "other", "errors", "not-sent"}, rows, 1)
+		WriteTableFrom(w, []string{"client", "sent", "accepted", "rejected", "other", "errors", "not-sent"}, rows, 1)
 		fmt.Fprintln(w)
 	}
 	p := sum.Pacing
 	fmt.Fprintf(w, "pacing error (sent − scheduled): p50 %s, p99 %s, max %s; late (> %v): %d of %d\n",
-		us(p.P50US), us(p.P99US), us(p.MaxUS), probe.LateThreshold, sum.Late, sum.Sent)
+		us(p.P50US), us(p.P99US), us(p.MaxUS), lateThreshold, sum.Late, sum.Sent)
 	if sum.Races > 0 {
 		races := "1 release"
 		if sum.Races != 1 {
