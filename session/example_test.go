@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,7 +96,7 @@ func ExampleSession_Infer() {
 		panic(err)
 	}
 	inf, err := s.Infer(context.Background(), session.InferOptions{MaxWindow: 2 * time.Second})
-	if err != nil {
+	if err != nil && !errors.Is(err, session.ErrIncomplete) { // a loaded machine may cut it short
 		panic(err)
 	}
 	fmt.Println("algorithm:", inf.Algorithm)
