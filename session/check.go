@@ -95,7 +95,7 @@ func (s *Session) Check(ctx context.Context, policy *verify.Policy, opts CheckOp
 		if err := s.CheckPolicy(policy); err != nil {
 			return nil, err
 		}
-		plan = PlanLine(policy, opts.Only, opts.Skip)
+		plan = planLine(policy, opts.Only, opts.Skip)
 		if len(policy.Endpoints) > 0 {
 			// The preflight asks the first rule's endpoint: with a policy
 			// file the targets are base URLs, and the base itself may
@@ -141,7 +141,7 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	}
 	maxDur := s.cfg.Caps.MaxDuration
 	planned := verify.PlanDuration(*pol, opts.Only, opts.Skip)
-	s.line("plan: %s", PlanLine(pol, opts.Only, opts.Skip))
+	s.line("plan: %s", planLine(pol, opts.Only, opts.Skip))
 	if planned > maxDur {
 		s.line("warning: the plan needs %v, over --max-duration %v: the suite will stop early (complete: false)", planned, maxDur)
 	}
@@ -366,8 +366,8 @@ func DescribePolicy(p *verify.Policy) string {
 	return strings.Join(parts, "; ")
 }
 
-// PlanLine describes the suite's plan: its checks and planned duration.
-func PlanLine(p *verify.Policy, only, skip []string) string {
+// planLine describes the suite's plan: its checks and planned duration.
+func planLine(p *verify.Policy, only, skip []string) string {
 	var checks []string
 	for _, e := range p.Endpoints {
 		for _, st := range verify.PlanSuite(e, verify.SuiteOptions{Only: only, Skip: skip, Identities: 1, Spoofing: true}).Steps {

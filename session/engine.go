@@ -12,10 +12,10 @@ import (
 	"github.com/rlprobe/rlprobe/record"
 )
 
-// DefaultLead is how long after "now" a schedule's offset 0 is due when the
+// defaultLead is how long after "now" a schedule's offset 0 is due when the
 // schedule is not anchored to the clock: time for the engine to dial and
 // prepare connections before the first deadline.
-const DefaultLead = 100 * time.Millisecond
+const defaultLead = 100 * time.Millisecond
 
 // ErrRaceMode is returned (wrapped) for a schedule that races in a mode
 // other than the one its engine was built with.
@@ -69,7 +69,7 @@ func (s *Session) newEngine(opt probe.Options, zero time.Time, lead time.Duratio
 		rm = patterns.Barrier
 	}
 	if lead <= 0 {
-		lead = DefaultLead
+		lead = defaultLead
 	}
 	return &engine{s: s, pe: pe, raceMode: rm, lead: lead, zero: zero}, nil
 }

@@ -44,7 +44,9 @@ type Progress struct {
 }
 
 // Config is a resolved target and the choices of one session. Fill it with
-// Target.Resolve, or by hand (Probe.URLs is the one required field).
+// Target.Resolve, or by hand: Probe.URLs is the one required field, and
+// the zero value of every other field works (no caps, no record file, no
+// callbacks, the record's start when the operation begins).
 type Config struct {
 	// Command is run, check or infer: it names the session in the record
 	// header's plan (Infer).
@@ -105,9 +107,14 @@ func (c *Config) clientsChosen() bool { return c.ClientsSet || c.ClientsImplied 
 // Session is one probing session over a resolved target: it owns the
 // probe engines, the record file's life (its header, one Seq space across
 // every engine, the end line with the clock estimate), the preflight, the
-// caps and the progress callbacks. Call one of Run, Check or Infer once;
-// Record then returns what was recorded. Counts may be read concurrently;
-// the rest is for one goroutine.
+// caps and the progress callbacks. Between a probe engine and the
+// record.Writer there are two layers: the sink of each schedule run
+// (renumbering, counting, the "other" guard) and the session's recorder
+// (clock samples, the file).
+//
+// Call one of Run, Check or Infer once; a second call is an error. Record
+// then returns what was recorded. Counts may be read from any goroutine at
+// any time; the other methods are for one goroutine.
 type Session struct {
 	cfg  Config
 	used atomic.Bool
