@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // PolicyVersion is the only policy file version this package reads.
@@ -186,7 +187,7 @@ func cmp(s, def string) string {
 
 // FormatRate formats requests per second as the contract's "N/s", with the
 // shortest decimal that parses back to the same value.
-func FormatRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) + "/s" }
+func FormatRate(r float64) string { return units.FormatRate(r) }
 
 // Problem is one thing wrong with a policy.
 type Problem struct {
@@ -617,7 +618,7 @@ func decodeEndpoint(n *yaml.Node, prefix string, ps *problems) Endpoint {
 			e.Limit = scalarInt(v, field, ps)
 		case "window":
 			if s, ok := scalar(v, field, ps); ok {
-				d, err := parseDuration(s)
+				d, err := units.ParseDuration(s)
 				if err != nil {
 					ps.add(field, v.Line, "%v", err)
 				}
@@ -629,7 +630,7 @@ func decodeEndpoint(n *yaml.Node, prefix string, ps *problems) Endpoint {
 			e.Align = limiter.Align(scalarString(v, field, ps))
 		case "rate":
 			if s, ok := scalar(v, field, ps); ok {
-				r, err := parseRate(s)
+				r, err := units.ParseRate(s)
 				if err != nil {
 					ps.add(field, v.Line, "%v", err)
 				}
@@ -676,35 +677,6 @@ func SplitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// parseDuration parses a Go duration and refuses bare numbers.
-func parseDuration(s string) (time.Duration, error) {
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		return 0, fmt.Errorf("duration %q has no unit: write it like %ss", s, s)
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: use Go syntax such as 500ms, 1.5s, 2m", s)
-	}
-	return d, nil
-}
-
-// parseRate parses a contract rate, refusing bare numbers with a hint.
-func parseRate(s string) (r float64, err error) {
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		return 0, fmt.Errorf("rate %q has no unit: write it like %s/s or %s/m", s, s, s)
-	}
-	defer func() {
-		if p := recover(); p != nil { // guard against a parser panic on odd input
-			r, err = 0, fmt.Errorf("invalid rate %q", s)
-		}
-	}()
-	r, err = limiter.ParseRate(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid rate %q: use N/s, N/m, N/h, Nr/s or Nr/m", s)
-	}
-	return r, nil
 }
 
 // ParseDraftPolicy parses a policy in the syntax of the RateLimit-Policy
