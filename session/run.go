@@ -10,6 +10,7 @@ import (
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // Schedule returns the schedule of plan in this session: seeded with
@@ -57,13 +58,13 @@ func (s *Session) checkCaps(sc patterns.Schedule, sustained float64) error {
 		for _, n := range batch {
 			if float64(n) > c.MaxRate {
 				probs = append(probs, fmt.Sprintf("a race releases %d requests at once, over the cap --max-rate %s: raise it if you mean it",
-					n, patterns.FormatRate(c.MaxRate)))
+					n, units.FormatRate(c.MaxRate)))
 				break
 			}
 		}
 		if sustained > c.MaxRate*(1+1e-9) {
 			probs = append(probs, fmt.Sprintf("the plan sends %s, over the cap --max-rate %s: raise it if you mean it",
-				patterns.FormatRate(sustained), patterns.FormatRate(c.MaxRate)))
+				units.FormatRate(sustained), units.FormatRate(c.MaxRate)))
 		}
 	}
 	return problems(probs)

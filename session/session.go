@@ -11,6 +11,7 @@ import (
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // Caps are the safety caps of a session: a plan over one is refused before
@@ -196,7 +197,7 @@ func (s *Session) describe(plan string, rate bool) string {
 	c := s.cfg.Caps
 	fmt.Fprintf(&b, "caps: %d requests, %v", c.MaxRequests, c.MaxDuration)
 	if rate {
-		fmt.Fprintf(&b, ", %s", patterns.FormatRate(c.MaxRate))
+		fmt.Fprintf(&b, ", %s", units.FormatRate(c.MaxRate))
 	}
 	if plan != "" {
 		fmt.Fprintf(&b, "\nplan: %s", plan)
