@@ -79,11 +79,13 @@ var allowed = map[string]map[string]string{
 		"watch": "the watch daemon's flags and signals",
 	},
 	"watch": {
-		"verify":  "each cycle is judged against the declared policy; advertised rules",
-		"infer":   "the first cycle's inference is the drift baseline",
-		"record":  "cycles' results, classified by record.Classify",
-		"headers": "the dialects a cycle saw (a drift when they change)",
-		"units":   "one display format in messages",
+		"session":  "each cycle is a probing session of its own",
+		"patterns": "a cycle's plan (a spread burst, an exhausting burst)",
+		"verify":   "each cycle is judged against the declared policy; advertised rules",
+		"infer":    "the first cycle's inference is the drift baseline",
+		"record":   "cycles' results, classified by record.Classify",
+		"headers":  "the dialects a cycle saw (a drift when they change)",
+		"units":    "one display format in messages",
 	},
 	"cmd/rlprobe": {"internal/cli": "main only runs the CLI"},
 	// test-only helpers (StartRedis, StartNginx): imported from _test.go files only.
