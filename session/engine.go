@@ -193,26 +193,25 @@ func (k *runSink) finish(results []record.Result) error {
 // count counts r.
 func (c *counters) count(r record.Result, declared int) {
 	c.done.Add(1)
-	switch r.Outcome {
-	case record.OutcomeResponse:
-		c.sent.Add(1)
-		switch classify(r.Status, declared) {
-		case "accepted":
-			c.accepted.Add(1)
-		case "rejected":
-			c.rejected.Add(1)
-		default:
-			c.other.Add(1)
-			c.mu.Lock()
-			if c.otherStatus == nil {
-				c.otherStatus = map[int]int{}
-			}
-			c.otherStatus[r.Status]++
-			c.mu.Unlock()
+	class, _ := record.Classify(r, declared)
+	switch class {
+	case record.ClassAccepted:
+		c.accepted.Add(1)
+	case record.ClassRejected:
+		c.rejected.Add(1)
+	case record.ClassOther:
+		c.other.Add(1)
+		c.mu.Lock()
+		if c.otherStatus == nil {
+			c.otherStatus = map[int]int{}
 		}
-	case record.OutcomeError:
-		c.sent.Add(1)
+		c.otherStatus[r.Status]++
+		c.mu.Unlock()
+	case record.ClassError:
 		c.errs.Add(1)
+	}
+	if class != record.ClassNotSent {
+		c.sent.Add(1)
 	}
 	if r.Sent != 0 && time.Duration(r.Sent-r.Sched) > probe.LateThreshold {
 		c.late.Add(1)

@@ -31,8 +31,8 @@ type InferOptions struct {
 	Lead time.Duration
 }
 
-// inferPlan is the plan recorded in the header of an infer record file.
-type inferPlan struct {
+// InferPlan is the plan recorded in the header of an infer record file.
+type InferPlan struct {
 	Command      string  `json:"command"`
 	MaxRequests  int     `json:"max_requests"`
 	MaxDurationS float64 `json:"max_duration_s"`
@@ -56,8 +56,7 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 		return nil, err
 	}
 	c := s.cfg.Caps
-	plan := inferPlan{Command: s.cfg.Command, MaxRequests: c.MaxRequests, MaxDurationS: c.MaxDuration.Seconds(),
-		Clients: s.cfg.clients(), Expect: string(opts.Expect)}
+	plan := s.InferPlan(opts.Expect)
 	if err := s.confirm("adaptive experiments (bursts, recovery scans, designed probes) within 6·W + 30 s", true); err != nil {
 		return nil, err
 	}
@@ -110,6 +109,13 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 		err = Errorf(Aborted, "the budget ended before the candidates were told apart: the result is incomplete (see %s)", s.rec.path)
 	}
 	return inf, err
+}
+
+// InferPlan is the plan Infer records in the header, expecting expect.
+func (s *Session) InferPlan(expect infer.Family) InferPlan {
+	c := s.cfg.Caps
+	return InferPlan{Command: s.cfg.Command, MaxRequests: c.MaxRequests, MaxDurationS: c.MaxDuration.Seconds(),
+		Clients: s.cfg.clients(), Expect: string(expect)}
 }
 
 // inferOptions are infer's options for this session.
@@ -170,4 +176,3 @@ func RoundDuration(d time.Duration) time.Duration {
 	}
 	return d.Round(time.Millisecond)
 }
-

@@ -14,21 +14,7 @@ import (
 	"github.com/rlprobe/rlprobe/verify"
 )
 
-// classify says what an HTTP status means: accepted (2xx), rejected (the
-// declared status, 429 or 503) or other.
-func classify(status, declared int) string {
-	switch {
-	case status >= 200 && status < 300:
-		return "accepted"
-	case declared != 0 && status == declared:
-		return "rejected"
-	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
-		return "rejected"
-	}
-	return "other"
-}
-
-// preflight sends the one request Check and Infer begin with. A transport
+// checkedPreflight sends the one request Check and Infer begin with. A transport
 // failure, or an answer that is neither accepted nor rejected (401, 404,
 // 3xx…), is an Aborted error with the status, the first 200 bytes of the
 // body and a hint.
@@ -43,7 +29,7 @@ func (e *engine) checkedPreflight(ctx context.Context, declared int) (record.Res
 		}
 		return res, Errorf(Aborted, "preflight: cannot reach %s: %v (%s)\nhint: check the URL and that the target is up", res.URL, err, res.Err)
 	}
-	if classify(res.Status, declared) != "other" {
+	if c, _ := record.Classify(res, declared); c != record.ClassOther {
 		return res, nil
 	}
 	return res, Errorf(Aborted, "preflight: %s answered %d %s, neither accepted nor rejected\nbody: %q\nhint: %s",

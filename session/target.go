@@ -517,3 +517,8 @@ func IsLoopbackURL(s string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// Redact returns u with the secrets of t (and the default ones) redacted.
+func (t Target) Redact(u string) string {
+	return record.NewRedactor(splitAll(t.SecretHeaders), splitAll(t.SecretQuery)).URL(u)
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,15 +144,6 @@ func (e *Endpoint) Period() time.Duration {
 	return time.Duration(math.Ceil(float64(c) / e.Rate * 1e9))
 }
 
-// RejectStatuses returns the statuses counted as rejections: the declared
-// one, else 429 and 503.
-func (e *Endpoint) RejectStatuses() []int {
-	if e.Status != 0 {
-		return []int{e.Status}
-	}
-	return []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}
-}
-
 // PerClient reports whether each client has its own quota.
 func (e *Endpoint) PerClient() bool { return e.Key != "" && e.Key != KeyGlobal }
 
@@ -166,7 +156,7 @@ func (e *Endpoint) String() string {
 	}
 	switch {
 	case e.IsBucket():
-		fmt.Fprintf(&b, "rate %s, capacity %d", FormatRate(e.Rate), e.capacity())
+		fmt.Fprintf(&b, "rate %s, capacity %d", units.FormatRate(e.Rate), e.capacity())
 	case e.WindowType == Fixed:
 		fmt.Fprintf(&b, "%d per %s window (%s-aligned)", e.Limit, e.Window, cmp(string(e.Align), string(limiter.AlignFirstRequest)))
 	default:
@@ -185,8 +175,8 @@ func cmp(s, def string) string {
 	return s
 }
 
-// FormatRate formats requests per second as the contract's "N/s", with the
-// shortest decimal that parses back to the same value.
+// FormatRate formats requests per second in the contract's rate grammar,
+// exactly: units.FormatRate, kept for callers of verify.
 func FormatRate(r float64) string { return units.FormatRate(r) }
 
 // Problem is one thing wrong with a policy.
@@ -442,7 +432,7 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 		w.Window = e.Window.String()
 	}
 	if e.Rate != 0 {
-		w.Rate = FormatRate(e.Rate)
+		w.Rate = units.FormatRate(e.Rate)
 	}
 	return json.Marshal(w)
 }

@@ -59,7 +59,17 @@ var allowed = map[string]map[string]string{
 		"headers": "it emits every dialect through headers",
 		"units":   "rates and durations of its config",
 	},
+	"session": {
+		"probe":    "it owns the probing engines",
+		"verify":   "Check runs the suite and judges; policy types",
+		"infer":    "Infer runs the adaptive experiments",
+		"record":   "it owns the record file's life: header, one seq space, end line",
+		"patterns": "plans and schedules of Run",
+		"headers":  "the captured header names in the record header",
+		"units":    "rates and durations in its messages",
+	},
 	"internal/scenario": {
+		"session":    "the canned runs probe through a session",
 		"testserver": "the embedded reference server of demo and selftest",
 		"probe":      "the engine selftest drives",
 		"patterns":   "the demo's burst",
@@ -76,7 +86,7 @@ var allowed = map[string]map[string]string{
 		"patterns": "pattern flags and plans", "probe": "target flags to engine options",
 		"verify": "policy flags", "infer": "infer options", "report": "every output format",
 		"testserver": "serve", "internal/scenario": "demo and selftest", "units": "rate and duration flags",
-		"watch": "the watch daemon's flags and signals",
+		"watch": "the watch daemon's flags and signals", "session": "run, check and infer are session calls",
 	},
 	"watch": {
 		"session":  "each cycle is a probing session of its own",

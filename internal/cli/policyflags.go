@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -43,10 +44,10 @@ var (
 func addPolicyFlags(cmd *cobra.Command, o *policyOptions) {
 	fl := cmd.Flags()
 	fl.Int64Var(&o.limit, "limit", 0, "declared policy: at most `N` accepted requests per --window")
-	fl.Var(DurationValue(&o.window), "window", "declared policy: the window length (Go syntax: 60s, 1m)")
+	fl.Var((*units.Duration)(&o.window), "window", "declared policy: the window length (Go syntax: 60s, 1m)")
 	fl.StringVar(&o.windowType, "window-type", "", "sliding (N in any interval of length W; the default) or fixed (N per window)")
 	fl.StringVar(&o.align, "align", "", "where fixed windows start: epoch or first-request (the default)")
-	fl.Var(RateValue(&o.rate), "rate", "declared policy: a bucket refilled at this rate (N/s, N/m, N/h, Nr/s, Nr/m)")
+	fl.Var((*units.Rate)(&o.rate), "rate", "declared policy: a bucket refilled at this rate (N/s, N/m, N/h, Nr/s, Nr/m)")
 	fl.Int64Var(&o.capacity, "capacity", 0, "declared policy: the bucket's capacity (requests accepted at once from idle)")
 	fl.Int64Var(&o.burst, "burst", 0, "declared policy: nginx's burst, capacity − 1 (give --capacity or --burst)")
 	fl.StringVar(&o.key, "key", "", "who shares a quota: global (the default), ip or header:NAME")
@@ -211,10 +212,4 @@ func policyUsage(err error) error {
 		probs[i] = field + ": " + p.Message
 	}
 	return usageProblems(probs)
-}
-
-// errNoPolicy is exit 2 when nothing declares a policy and the target
-// advertises none.
-func errNoPolicy(what string) error {
-	return Usagef("declare a policy: %s advertises none (no RateLimit-Policy, no X-RateLimit-Limit with a window); give --limit N --window D, --rate R --capacity C, --policy or --policy-file", what)
 }

@@ -69,7 +69,7 @@ func TestPolicyFlags(t *testing.T) {
 		p, err := resolvePolicy(files, tt.args...)
 		if tt.err != "" {
 			var ee *ExitError
-			if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &ee) || ee.Code != ExitUsage {
+			if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &ee) || ee.ExitCode() != ExitUsage {
 				t.Errorf("%s: error %v, want a usage error containing %q", tt.name, err, tt.err)
 			}
 			continue

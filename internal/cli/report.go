@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 
@@ -11,18 +12,23 @@ import (
 )
 
 func init() {
-	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return newReportCmd(f, g) })
+	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return NewCmdReport(f, g, nil) })
 }
 
-// reportOptions are the flags of `rlprobe report`.
-type reportOptions struct {
-	format string
-	out    string
-	files  outputOptions
+// ReportOptions are the flags of `rlprobe report`.
+type ReportOptions struct {
+	f         *Factory
+	g         *GlobalOptions
+	Files     []string
+	Format    string
+	FormatSet bool
+	Out       string
+	Reports   outputOptions
 }
 
-func newReportCmd(f *Factory, g *GlobalOptions) *cobra.Command {
-	o := &reportOptions{}
+// NewCmdReport builds `rlprobe report`; runF (nil: the real one) runs it.
+func NewCmdReport(f *Factory, g *GlobalOptions, runF func(context.Context, *ReportOptions) error) *cobra.Command {
+	o := &ReportOptions{f: f, g: g}
 	cmd := &cobra.Command{
 		Use:   "report FILE... [--format table|json|junit|markdown|html] [-o FILE]",
 		Short: "Render stored runs with their findings and inferences, without re-running anything",
@@ -56,18 +62,20 @@ whenever the report is written, whatever the verdict.`,
   rlprobe report run.jsonl --html report.html --junit rlprobe.xml --markdown summary.md`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(f, g, args, cmd.Flags().Changed("format"))
+			o.Files, o.FormatSet = args, cmd.Flags().Changed("format")
+			return runOr(runF, reportRun)(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.format, "format", "table", "`FORMAT` of the report: table, json, junit, markdown or html")
-	fl.StringVarP(&o.out, "output", "o", "", "write the report to `FILE` instead of stdout")
-	addOutputFlags(cmd, &o.files)
+	fl.StringVar(&o.Format, "format", "table", "`FORMAT` of the report: table, json, junit, markdown or html")
+	fl.StringVarP(&o.Out, "output", "o", "", "write the report to `FILE` instead of stdout")
+	addOutputFlags(cmd, &o.Reports)
 	return cmd
 }
 
-func (o *reportOptions) run(f *Factory, g *GlobalOptions, args []string, formatSet bool) error {
-	format, err := report.ParseFormat(o.format)
+func reportRun(_ context.Context, o *ReportOptions) error {
+	f, g, args, formatSet := o.f, o.g, o.Files, o.FormatSet
+	format, err := report.ParseFormat(o.Format)
 	if err != nil {
 		return UsageErr(err)
 	}
@@ -81,13 +89,13 @@ func (o *reportOptions) run(f *Factory, g *GlobalOptions, args []string, formatS
 	if err != nil {
 		return err
 	}
-	in.Tool = "rlprobe " + f.Version
+	in.Tool = f.tool()
 	if format != report.FormatTable && !g.Quiet {
 		for _, w := range in.Warnings {
 			fmt.Fprintf(f.IO.ErrOut, "rlprobe: warning: %s\n", w)
 		}
 	}
-	toStdout := o.out == "" || o.out == "-"
+	toStdout := o.Out == "" || o.Out == "-"
 	var b bytes.Buffer
 	opt := report.TableOptions{Width: f.IO.Width, Color: g.UseColor(f, toStdout && f.IO.OutTTY)}
 	if err := report.Render(&b, format, in, opt); err != nil {
@@ -97,10 +105,10 @@ func (o *reportOptions) run(f *Factory, g *GlobalOptions, args []string, formatS
 		if _, err := f.IO.Out.Write(b.Bytes()); err != nil {
 			return err
 		}
-	} else if err := os.WriteFile(o.out, b.Bytes(), 0o644); err != nil {
+	} else if err := os.WriteFile(o.Out, b.Bytes(), 0o644); err != nil {
 		return UsageErr(fmt.Errorf("-o: %w", err))
 	}
-	return o.files.write(f, in)
+	return o.Reports.write(f, in)
 }
 
 // readReportInput reads the record files named by args ("-" is stdin,

@@ -11,10 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/testserver"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 func init() {
-	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return newServeCmd(f, g, nil) })
+	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return NewCmdServe(f, g, nil) })
 }
 
 // shutdownGrace bounds the graceful stop of `serve` after a signal.
@@ -45,8 +46,7 @@ type ServeOptions struct {
 
 	// redisFlags are the Redis flags the user set.
 	redisFlags []string
-	// ready, when not nil, receives the server once it listens (tests).
-	ready func(*testserver.Server)
+	f          *Factory
 }
 
 // serveRouteFlags are the flags that describe the single route; --config
@@ -54,8 +54,9 @@ type ServeOptions struct {
 var serveRouteFlags = []string{"algorithm", "limit", "window", "rate", "capacity", "burst", "nodelay", "delay",
 	"align", "count-rejected", "key", "status", "headers", "retry-after", "retry-after-format", "fault"}
 
-func newServeCmd(f *Factory, g *GlobalOptions, runF func(context.Context, *ServeOptions) error) *cobra.Command {
-	o := &ServeOptions{}
+// NewCmdServe builds `rlprobe serve`; runF (nil: the real one) runs it.
+func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *ServeOptions) error) *cobra.Command {
+	o := &ServeOptions{f: f}
 	var headersFlag string
 	var faults []string
 	var rate float64
@@ -113,17 +114,14 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 					o.redisFlags = append(o.redisFlags, name)
 				}
 			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return serveRun(cmd.Context(), f, o)
+			return runOr(runF, serveRun)(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Route.Algorithm, "algorithm", "", "fixed-window, sliding-log, sliding-window-counter, token-bucket, gcra or leaky-bucket")
 	fl.Int64Var(&o.Route.Limit, "limit", 0, "requests admitted per window (window algorithms)")
-	fl.Var(DurationValue(&window), "window", "window length, such as 60s (window algorithms)")
-	fl.Var(RateValue(&rate), "rate", "refill rate, such as 10/s, 1r/s, 30/m (bucket algorithms)")
+	fl.Var((*units.Duration)(&window), "window", "window length, such as 60s (window algorithms)")
+	fl.Var((*units.Rate)(&rate), "rate", "refill rate, such as 10/s, 1r/s, 30/m (bucket algorithms)")
 	fl.Int64Var(&o.Route.Capacity, "capacity", 0, "requests a full bucket admits at once (default 1; excludes --burst)")
 	fl.Int64Var(&burst, "burst", 0, "nginx burst: requests beyond the first admitted at once (capacity - 1)")
 	fl.BoolVar(&o.Route.NoDelay, "nodelay", false, "leaky-bucket: reject or pass at once, never delay (nginx nodelay)")
@@ -140,7 +138,7 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 	fl.StringVar(&o.RedisURL, "redis", testserver.DefaultRedisURL, "Redis URL (--backend redis)")
 	fl.StringVar(&o.RedisPrefix, "redis-prefix", testserver.DefaultRedisPrefix, "prefix of every Redis key (--backend redis)")
 	fl.BoolVar(&o.Atomic, "atomic", true, "decide atomically in Redis; false reads, decides and writes back in separate steps (the classic race)")
-	fl.Var(DurationValue(&o.RaceGap), "race-gap", "with --atomic=false: sleep between read and write-back, to make the race reproducible")
+	fl.Var((*units.Duration)(&o.RaceGap), "race-gap", "with --atomic=false: sleep between read and write-back, to make the race reproducible")
 	fl.StringVar(&o.OnBackendError, "on-backend-error", "deny", "when Redis fails: deny (503 with Retry-After: 1) or allow")
 	fl.StringVar(&o.Listen, "listen", testserver.DefaultListen, "address to listen on (port 0 picks a free port)")
 	fl.BoolVar(&o.Public, "public", false, "allow a --listen address that is not loopback")
@@ -227,7 +225,8 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-func serveRun(ctx context.Context, f *Factory, o *ServeOptions) error {
+func serveRun(ctx context.Context, o *ServeOptions) error {
+	f := o.f
 	redis.SetLogger(quietRedis{})
 	cfg, err := serveConfig(f, o)
 	if err != nil {
@@ -251,8 +250,8 @@ func serveRun(ctx context.Context, f *Factory, o *ServeOptions) error {
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
-	if o.ready != nil {
-		o.ready(srv)
+	if f.ServeReady != nil {
+		f.ServeReady(srv)
 	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
