@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/testserver"
+)
+
+func TestWatchFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--budget", "2"}, "write a percentage such as 2%"},
+		{[]string{"--budget", "150%"}, "at most 100"},
+		{[]string{"--metrics-listen", "0.0.0.0:9464"}, "not loopback"},
+		{[]string{"--metrics-listen", "9464"}, "want host:port"},
+		{[]string{"--every", "60"}, "has no unit"},
+		{[]string{"--limit", "10", "--window", "1m", "--budget", "2%", "--every", "5m"}, "budget cannot fit"},
+	} {
+		args := append([]string{"watch", "http://127.0.0.1:1/", "--dir", t.TempDir(), "--once"}, tc.args...)
+		code, _, errOut := runCLI(t, nil, args...)
+		if code != ExitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestWatchOnceJSON: one cycle against a reference server that keeps its
+// advertised policy: exit 0, one event a line on stdout (start, cycle,
+// stop), a record file in --dir, and the verdict pass.
+func TestWatchOnceJSON(t *testing.T) {
+	url := startServer(t, testserver.Policy{
+		Limiter:  limiter.Config{Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Second},
+		Dialects: []headers.Dialect{headers.Draft8},
+	})
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, nil, "watch", url, "--limit", "10", "--window", "1s", "--window-type", "fixed",
+		"--budget", "20%", "--every", "1s", "--once", "--dir", dir, "--json")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var kinds []string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var ev struct{ Schema, Kind, Verdict string }
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("not a JSON line: %q", sc.Text())
+		}
+		if ev.Schema != "rlprobe.watch-event/v1" {
+			t.Fatalf("schema %q", ev.Schema)
+		}
+		kinds = append(kinds, ev.Kind)
+		if ev.Kind == "cycle" && ev.Verdict != "pass" {
+			t.Errorf("verdict %q on an honest server", ev.Verdict)
+		}
+	}
+	if strings.Join(kinds, ",") != "start,cycle,stop" {
+		t.Errorf("events %v", kinds)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "rlprobe-watch-*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("%d record files", len(files))
+	}
+	if b, _ := os.ReadFile(files[0]); !strings.Contains(string(b), `"type":"end"`) || !strings.Contains(string(b), `"type":"finding"`) {
+		t.Errorf("the cycle's record lacks its end line or verdict")
+	}
+}
+
+// TestWatchStopsOnSignal: cancelling the context (SIGTERM) stops a
+// running watch promptly with exit 0 and an end line in the record.
+func TestWatchStopsOnSignal(t *testing.T) {
+	url := startServer(t, testserver.Policy{
+		Limiter:  limiter.Config{Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Second},
+		Dialects: []headers.Dialect{headers.Draft8},
+	})
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := runCLICtx(ctx, nil, "watch", url, "--limit", "10", "--window", "1s", "--budget", "20%", "--every", "1s", "--dir", dir)
+		done <- code
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		files, _ := filepath.Glob(filepath.Join(dir, "rlprobe-watch-*.jsonl"))
+		if len(files) >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Fatalf("exit %d after SIGTERM, want 0", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not stop after its context was cancelled")
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "rlprobe-watch-*.jsonl"))
+	for _, f := range files {
+		if b, _ := os.ReadFile(f); !strings.Contains(string(b), `"type":"end"`) {
+			t.Errorf("%s has no end line", f)
+		}
+	}
+}
