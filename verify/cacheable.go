@@ -23,7 +23,7 @@ func (r *rule) cacheable(t *traffic) []Finding {
 	}
 	return []Finding{r.finding(IDCacheable429, Certain, t.g, bad, Finding{
 		Check:    CheckHeaders,
-		Message:  fmt.Sprintf("%d rejections may be cached (Cache-Control: %s)", len(bad), bad[0].res.Headers.Get("Cache-Control")),
+		Message:  fmt.Sprintf("%d rejections may be cached (Cache-Control: %s)", len(bad), headers.Get(bad[0].res.Headers, "Cache-Control")),
 		Evidence: Evidence{Headers: bad[0].res.Headers},
 	})}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dunglas/httpsfv"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/units"
 )
@@ -46,8 +47,15 @@ const (
 	RetryAfterOptional = "optional" // ... a warning (the default)
 )
 
-// dialects are the header dialect names of the contract, in its order.
-var dialects = []string{"none", "x-ratelimit", "x-ratelimit-epoch", "draft-6", "draft-7", "draft-8"}
+// dialects are the header dialect names of the contract, in its order
+// (headers.Dialects: the served ones and the vendor dialects read).
+var dialects = func() []string {
+	out := make([]string, len(headers.Dialects))
+	for i, d := range headers.Dialects {
+		out[i] = string(d)
+	}
+	return out
+}()
 
 // Policy is a declared rate-limit policy: one rule per endpoint (several
 // rules may name the same endpoint: each must hold). It is plain data: the

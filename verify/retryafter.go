@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/record"
 )
 
@@ -18,7 +19,7 @@ func (r *rule) retryAfter(t *traffic) []Finding {
 	var out []Finding
 	var missing []*obs
 	for _, o := range rej {
-		if len(o.res.Headers.Values("Retry-After")) == 0 {
+		if len(headers.Values(o.res.Headers, "Retry-After")) == 0 {
 			missing = append(missing, o)
 		}
 	}
@@ -50,7 +51,7 @@ func (r *rule) retryAfter(t *traffic) []Finding {
 		ev := early[0]
 		out = append(out, r.finding(IDRetryAfterEarly, Certain, t.g, flatten(early), Finding{
 			Message: fmt.Sprintf("Retry-After: %s was too early: both retries at or after the advertised moment were rejected (%d times)",
-				ev[0].res.Headers.Get("Retry-After"), len(early)),
+				headers.Get(ev[0].res.Headers, "Retry-After"), len(early)),
 			Evidence: Evidence{Count: len(early), Headers: ev[0].res.Headers},
 		}))
 	}
@@ -58,7 +59,7 @@ func (r *rule) retryAfter(t *traffic) []Finding {
 		ev := late[0]
 		out = append(out, r.finding(IDRetryAfterLate, Certain, t.g, flatten(late), Finding{
 			Message: fmt.Sprintf("Retry-After: %s was late: a request was accepted %s before the advertised moment (%d times)",
-				ev[0].res.Headers.Get("Retry-After"), dur(ev[0].iv.Lo+int64(*ev[0].ph.RetryAfter)-ev[1].iv.Hi), len(late)),
+				headers.Get(ev[0].res.Headers, "Retry-After"), dur(ev[0].iv.Lo+int64(*ev[0].ph.RetryAfter)-ev[1].iv.Hi), len(late)),
 			Evidence: Evidence{Count: len(late), Headers: ev[0].res.Headers},
 		}))
 	}
@@ -114,17 +115,20 @@ func earlyRetries(t *traffic, x *obs, moment int64) []*obs {
 }
 
 // lateAccept returns [x, a] when a request a (outside the probes) surely
-// decided after x was accepted at least RetryAfterLateMargin(d) before
-// x's advertised moment (counted from x's earliest decision); nil
-// otherwise. Requests whose order with x the evidence leaves open prove
-// nothing.
+// decided after x was accepted so early that GradeRetryAfter finds x's
+// advertised delay d late by the finding's margin: the true wait, counted
+// from x's earliest decision, is at most a's latest decision. Requests
+// whose order with x the evidence leaves open prove nothing.
 func lateAccept(t *traffic, x *obs, d int64) []*obs {
 	limit := x.iv.Lo + d - int64(RetryAfterLateMargin(time.Duration(d)))
 	for _, o := range t.from(x.iv.Lo) {
 		if o.iv.Lo > limit {
 			break
 		}
-		if o.class == record.ClassAccepted && o.iv.Hi <= limit && o.check != CheckRace && o.check != CheckKeySpoof && surelyAfter(x, o) {
+		if o.class != record.ClassAccepted || o.check == CheckRace || o.check == CheckKeySpoof || !surelyAfter(x, o) {
+			continue
+		}
+		if GradeRetryAfter(time.Duration(d), 0, time.Duration(o.iv.Hi-x.iv.Lo)).LateFinding {
 			return []*obs{x, o}
 		}
 	}

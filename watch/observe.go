@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,7 +55,7 @@ func Observe(results []record.Result, declared int, start time.Time, exhaustPhas
 			o.Accepted++
 		case record.ClassRejected:
 			o.Rejected++
-			has := hasHeader(r.Headers, "Retry-After")
+			has := len(headers.Values(r.Headers, "Retry-After")) > 0
 			if o.RetryAfter == nil || has {
 				o.RetryAfter = &has
 			}
@@ -90,16 +89,6 @@ func Observe(results []record.Result, declared int, start time.Time, exhaustPhas
 	}
 	slices.Sort(o.Dialects)
 	return o
-}
-
-// hasHeader reports whether h has a field named name, in any spelling.
-func hasHeader(h http.Header, name string) bool {
-	for k := range h {
-		if http.CanonicalHeaderKey(k) == http.CanonicalHeaderKey(name) {
-			return true
-		}
-	}
-	return false
 }
 
 // Drift is one change of the limiter beyond its bounds.

@@ -307,3 +307,35 @@ func mustRead(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// TestExampleAlertRules: examples/prometheus-rules.yml passes promtool and
+// names only metrics that watch serves.
+func TestExampleAlertRules(t *testing.T) {
+	path := "../examples/prometheus-rules.yml"
+	out, err := exec.Command(testenv.Promtool(t), "check", "rules", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	m := NewMetrics()
+	m.Results([]record.Result{resp(200, 0, "watch")}, 0, nil)
+	m.Cycle(false, time.Now())
+	m.Drift([]Drift{{Field: "limit"}})
+	m.Verdict(verify.Report{Policy: verify.Policy{Endpoints: []verify.Endpoint{{Limit: 1, Window: time.Second}}}, Findings: []verify.Finding{{ID: "retry-after-missing"}}})
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for _, f := range fams {
+		served[f.GetName()] = true
+	}
+	text := mustRead(t, path)
+	for _, name := range []string{"rlprobe_rule_pass", "rlprobe_drift_events_total", "rlprobe_findings", "rlprobe_last_cycle_timestamp_seconds", "rlprobe_cycles_total"} {
+		if !strings.Contains(text, name) {
+			t.Errorf("the rules do not use %s", name)
+		}
+		if !served[name] {
+			t.Errorf("the rules use %s, which watch does not serve", name)
+		}
+	}
+}
