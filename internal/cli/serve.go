@@ -82,7 +82,9 @@ and --capacity or --burst (capacity = burst + 1; default capacity 1).
 Buckets advertise q=capacity; w=max(1, ceil(capacity/rate)).
 
 The first line on stdout is "listening on http://ADDR". The server stops
-gracefully and exits 0 on SIGINT or SIGTERM.`,
+gracefully and exits 0 on SIGINT or SIGTERM. With --config, SIGHUP reloads
+the file as nginx -s reload does: later requests are decided under the new
+routes, with fresh state; a file that does not load keeps the old routes.`,
 		Example: `  rlprobe serve --algorithm fixed-window --limit 5 --window 2s
   rlprobe serve --algorithm leaky-bucket --rate 1r/s --burst 3 --nodelay --status 503
   rlprobe serve --algorithm gcra --rate 10/s --capacity 20 --headers draft-8,x-ratelimit --fault policy-lie
@@ -221,6 +223,38 @@ func serveConfig(f *Factory, o *ServeOptions) (testserver.Config, error) {
 	return cfg, nil
 }
 
+// reloadOnHangup re-reads the config file on each hang-up (SIGHUP) and
+// swaps the server's routes, as nginx -s reload does; a file that does
+// not load leaves the running routes as they were.
+func reloadOnHangup(ctx context.Context, f *Factory, srv *testserver.Server, path string, hup <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		err := reloadConfig(srv, path)
+		if err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: reload of %s failed, the previous routes stay: %v\n", path, err)
+			continue
+		}
+		fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: reloaded %s\n", path)
+	}
+}
+
+func reloadConfig(srv *testserver.Server, path string) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	routes, err := testserver.LoadConfig(path, file)
+	if err != nil {
+		return err
+	}
+	return srv.Reload(testserver.Config{Routes: routes})
+}
+
 // quietRedis drops go-redis's own log lines (its pool's dial retries, on
 // stderr): serve reports an unreachable Redis once, in its own words, and
 // a backend failure while serving is answered per --on-backend-error.
@@ -255,6 +289,11 @@ func serveRun(ctx context.Context, o *ServeOptions) error {
 	}
 	if f.ServeReady != nil {
 		f.ServeReady(srv)
+	}
+	if o.ConfigFile != "" {
+		hup, stop := f.hangups()
+		defer stop()
+		go reloadOnHangup(ctx, f, srv, o.ConfigFile, hup)
 	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)

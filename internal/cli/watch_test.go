@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +113,76 @@ func TestWatchStopsOnSignal(t *testing.T) {
 		if b, _ := os.ReadFile(f); !strings.Contains(string(b), `"type":"end"`) {
 			t.Errorf("%s has no end line", f)
 		}
+	}
+}
+
+// TestServeReloadsOnHangup: serve --config reloads the file on a hang-up
+// (SIGHUP): the limit doubles for later requests; a broken file keeps the
+// running routes.
+func TestServeReloadsOnHangup(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "routes.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(conf, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("routes:\n  - {path: /, algorithm: fixed-window, limit: 2, window: 1h}\n")
+	hup := make(chan struct{})
+	ready := make(chan *testserver.Server, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, _, _ := testFactory(nil)
+	errOut := &lockedBuffer{}
+	f.IO.ErrOut = errOut
+	f.Hangups = hup
+	f.ServeReady = func(s *testserver.Server) { ready <- s }
+	done := make(chan int, 1)
+	go func() { done <- Run(ctx, f, []string{"serve", "--config", conf, "--listen", "127.0.0.1:0"}) }()
+	srv := <-ready
+	accepted := func(n int) int {
+		ok := 0
+		for range n {
+			resp, err := http.Get(srv.URL() + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				ok++
+			}
+		}
+		return ok
+	}
+	if got := accepted(4); got != 2 {
+		t.Fatalf("%d accepted before the reload, want 2", got)
+	}
+	write("routes: [oops")
+	hup <- struct{}{}
+	waitFor(t, errOut, "reload of "+conf+" failed")
+	if got := accepted(1); got != 0 {
+		t.Fatalf("a broken file changed the routes: %d accepted", got)
+	}
+	write("routes:\n  - {path: /, algorithm: fixed-window, limit: 4, window: 1h}\n")
+	hup <- struct{}{}
+	waitFor(t, errOut, "reloaded "+conf)
+	if got := accepted(6); got != 4 {
+		t.Fatalf("%d accepted after the reload, want 4", got)
+	}
+	cancel()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+// waitFor polls b until it holds want (bounded).
+func waitFor(t *testing.T, b *lockedBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(b.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr never said %q:\n%s", want, b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
