@@ -4,10 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,5 +189,112 @@ func waitFor(t *testing.T, b *lockedBuffer, want string) {
 			t.Fatalf("stderr never said %q:\n%s", want, b.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWatchCatchesReloadedLimit: the reference server's limit doubled by a
+// reload under a running watch reaches the webhook as a policy-drift event
+// and the metrics within two cycles — through advertised headers, and with
+// --headers none on a per-key limit.
+func TestWatchCatchesReloadedLimit(t *testing.T) {
+	for _, tc := range []struct{ name, route, key string }{
+		{"advertised headers", "algorithm: fixed-window, window: 1s, headers: draft-8", "global"},
+		{"per-key, no headers", "algorithm: fixed-window, window: 1s, headers: none, key: 'header:X-Api-Key'", "header:X-Api-Key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			conf := filepath.Join(dir, "routes.yaml")
+			write := func(limit int) {
+				text := fmt.Sprintf("routes:\n  - {path: /, limit: %d, %s}\n", limit, tc.route)
+				if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(10)
+			hup := make(chan struct{})
+			ready := make(chan *testserver.Server, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			sf, _, _ := testFactory(nil)
+			serr := &lockedBuffer{}
+			sf.IO.ErrOut, sf.Hangups = serr, hup
+			sf.ServeReady = func(s *testserver.Server) { ready <- s }
+			go Run(ctx, sf, []string{"serve", "--config", conf, "--listen", "127.0.0.1:0"})
+			srv := <-ready
+
+			var mu sync.Mutex
+			var hooks []map[string]any
+			hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var ev map[string]any
+				_ = json.NewDecoder(r.Body).Decode(&ev)
+				mu.Lock()
+				hooks = append(hooks, ev)
+				mu.Unlock()
+			}))
+			defer hook.Close()
+			kinds := func(kind string) []map[string]any {
+				mu.Lock()
+				defer mu.Unlock()
+				var out []map[string]any
+				for _, ev := range hooks {
+					if ev["kind"] == kind {
+						out = append(out, ev)
+					}
+				}
+				return out
+			}
+			l, _ := net.Listen("tcp", "127.0.0.1:0")
+			maddr := l.Addr().String()
+			l.Close()
+			wdir := t.TempDir()
+			wf, _, _ := testFactory(nil)
+			werr := &lockedBuffer{}
+			wf.IO.ErrOut = werr
+			wdone := make(chan int, 1)
+			go func() {
+				wdone <- Run(ctx, wf, []string{"watch", srv.URL() + "/", "--limit", "10", "--window", "1s", "--window-type", "fixed",
+					"--key", tc.key, "--budget", "20%", "--every", "1s", "--dir", wdir, "--webhook", hook.URL, "--metrics-listen", maddr})
+			}()
+			waitCycles := func(n int) {
+				deadline := time.Now().Add(30 * time.Second)
+				for len(kinds("cycle")) < n {
+					if time.Now().After(deadline) {
+						t.Fatalf("fewer than %d cycles reached the webhook; watch said:\n%s", n, werr.String())
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			waitCycles(2)
+			if d := kinds("drift"); len(d) != 0 {
+				t.Fatalf("drift before the reload: %v", d)
+			}
+			write(20)
+			hup <- struct{}{}
+			waitFor(t, serr, "reloaded "+conf)
+			before := len(kinds("cycle"))
+			waitCycles(before + 2)
+			drifts := kinds("drift")
+			if len(drifts) == 0 {
+				t.Fatalf("no policy-drift within two cycles of the reload; watch said:\n%s", werr.String())
+			}
+			d, _ := drifts[0]["drift"].(map[string]any)
+			f, _ := drifts[0]["finding"].(map[string]any)
+			if d["field"] != "limit" || d["before"] != "10" || d["after"] != "20" || f["id"] != "policy-drift" {
+				t.Errorf("drift event %v", drifts[0])
+			}
+			resp, err := http.Get("http://" + maddr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(body), `rlprobe_drift_events_total{field="limit"} 1`) {
+				t.Errorf("the metrics do not count the drift:\n%s", body)
+			}
+			cancel()
+			if code := <-wdone; code != ExitOK {
+				t.Errorf("watch exit %d after its context ended", code)
+			}
+		})
 	}
 }
