@@ -98,6 +98,9 @@ type watcher struct {
 	targets  []string
 	started  bool
 	first    int // the first budgeted cycle
+	// lastExhaust is when the last exhausting burst's last answer came:
+	// the next may start only once its quota is fresh again.
+	lastExhaust time.Time
 }
 
 // Run watches until ctx ends (a daemon's normal stop: the cycle under way
@@ -359,6 +362,16 @@ func (w *watcher) probe(ctx context.Context, n int) (*record.Run, string, error)
 			cfg.Probe.ClientHeader, cfg.Probe.ClientValues = name, []string{w.cfg.OwnValue}
 		}
 	}
+	if w.mode == ModeExhaust && !w.lastExhaust.IsZero() {
+		// A fresh quota: the previous burst's window (or log) must be over,
+		// counted from its last answer, with a margin for clock and decision.
+		ready := w.lastExhaust.Add(w.rule.Period() + max(100*time.Millisecond, w.rule.Period()/10))
+		select {
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		case <-time.After(time.Until(ready)):
+		}
+	}
 	total := w.budget.PerCycle + w.budget.Exhaust
 	cfg.Caps.MaxRequests = max(cfg.Caps.MaxRequests, total)
 	cfg.Caps.MaxRate = max(cfg.Caps.MaxRate, float64(total))
@@ -368,10 +381,24 @@ func (w *watcher) probe(ctx context.Context, n int) (*record.Run, string, error)
 	}
 	_, err = s.Run(ctx, plan)
 	run := s.Record()
+	if run != nil && w.mode == ModeExhaust {
+		for _, r := range run.Results {
+			if r.Phase == PhaseExhaust && r.Done != 0 {
+				w.lastExhaust = later(w.lastExhaust, run.Header.Start.Add(time.Duration(r.Done)))
+			}
+		}
+	}
 	if run == nil && err == nil {
 		err = errors.New("watch: the cycle recorded nothing")
 	}
 	return run, cfg.Out, err
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // appendDoc appends a verdict (or an inference) to a cycle's record file;

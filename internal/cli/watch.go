@@ -88,7 +88,7 @@ unreachable), for cron and CI.`,
 	fl := cmd.Flags()
 	fl.Var((*units.Duration)(&o.Every), "every", "time from one cycle's start to the next (default 5m)")
 	fl.StringVar(&o.Budget, "budget", "2%", "share of the binding rule's quota per window that the cycles may spend, as a percentage")
-	fl.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on `ADDR` (host:port; loopback unless --public)")
+	fl.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on `ADDR` (host:port, port 0 picks one; loopback unless --public)")
 	fl.BoolVar(&o.Public, "public", false, "allow --metrics-listen on an address other than loopback")
 	fl.StringVar(&o.Webhook, "webhook", "", "POST every event (rlprobe.watch-event/v1) to `URL`")
 	fl.StringVar(&o.Dir, "dir", "rlprobe-watch", "directory of the cycles' record files")
@@ -177,14 +177,12 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 	}
 	if maddr != "" {
 		cfg.Metrics = watch.NewMetrics()
-		stop, err := serveMetrics(maddr, cfg.Metrics)
+		bound, stop, err := serveMetrics(maddr, cfg.Metrics)
 		if err != nil {
 			return UsageErr(err)
 		}
 		defer stop()
-		if !g.Quiet {
-			fmt.Fprintf(f.IO.ErrOut, "rlprobe watch: metrics on http://%s/metrics\n", maddr)
-		}
+		fmt.Fprintf(f.IO.ErrOut, "rlprobe watch: metrics on http://%s/metrics\n", bound)
 	}
 	res, err := watch.Run(ctx, cfg)
 	if err != nil {
@@ -212,11 +210,12 @@ func watchLogger(f *Factory, g *GlobalOptions) func(watch.Event) {
 	}
 }
 
-// serveMetrics serves the metrics on addr until stop is called.
-func serveMetrics(addr string, m *watch.Metrics) (stop func(), err error) {
+// serveMetrics serves the metrics on addr (port 0 picks one) until stop
+// is called, and returns the address bound.
+func serveMetrics(addr string, m *watch.Metrics) (bound string, stop func(), err error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
+		return "", nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
@@ -226,7 +225,7 @@ func serveMetrics(addr string, m *watch.Metrics) (stop func(), err error) {
 			_ = err // the listener closed under us: nothing to report
 		}
 	}()
-	return func() {
+	return l.Addr().String(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -243,9 +242,6 @@ func TestWatchCatchesReloadedLimit(t *testing.T) {
 				}
 				return out
 			}
-			l, _ := net.Listen("tcp", "127.0.0.1:0")
-			maddr := l.Addr().String()
-			l.Close()
 			wdir := t.TempDir()
 			wf, _, _ := testFactory(nil)
 			werr := &lockedBuffer{}
@@ -253,11 +249,16 @@ func TestWatchCatchesReloadedLimit(t *testing.T) {
 			wdone := make(chan int, 1)
 			go func() {
 				wdone <- Run(ctx, wf, []string{"watch", srv.URL() + "/", "--limit", "10", "--window", "1s", "--window-type", "fixed",
-					"--key", tc.key, "--budget", "20%", "--every", "1s", "--dir", wdir, "--webhook", hook.URL, "--metrics-listen", maddr})
+					"--key", tc.key, "--budget", "20%", "--every", "1s", "--dir", wdir, "--webhook", hook.URL, "--metrics-listen", "127.0.0.1:0"})
 			}()
 			waitCycles := func(n int) {
 				deadline := time.Now().Add(30 * time.Second)
 				for len(kinds("cycle")) < n {
+					select {
+					case code := <-wdone:
+						t.Fatalf("watch exited %d; it said:\n%s", code, werr.String())
+					default:
+					}
 					if time.Now().After(deadline) {
 						t.Fatalf("fewer than %d cycles reached the webhook; watch said:\n%s", n, werr.String())
 					}
@@ -282,6 +283,8 @@ func TestWatchCatchesReloadedLimit(t *testing.T) {
 			if d["field"] != "limit" || d["before"] != "10" || d["after"] != "20" || f["id"] != "policy-drift" {
 				t.Errorf("drift event %v", drifts[0])
 			}
+			_, maddr, _ := strings.Cut(werr.String(), "metrics on http://")
+			maddr, _, _ = strings.Cut(maddr, "/metrics")
 			resp, err := http.Get("http://" + maddr + "/metrics")
 			if err != nil {
 				t.Fatal(err)
