@@ -91,11 +91,13 @@ var allowed = map[string]map[string]string{
 		"session":   "run, check and infer are session calls",
 	},
 	"watch": {
-		"verify":  "each cycle is judged against the declared policy; advertised rules",
-		"infer":   "the first cycle's inference is the drift baseline",
-		"record":  "cycles' results, classified by record.Classify",
-		"headers": "the dialects a cycle saw (a drift when they change)",
-		"units":   "one display format in messages",
+		"session":  "each cycle is a probing session of its own",
+		"patterns": "a cycle's plan (a spread burst, an exhausting burst)",
+		"verify":   "each cycle is judged against the declared policy; advertised rules",
+		"infer":    "the first cycle's inference is the drift baseline",
+		"record":   "cycles' results, classified by record.Classify",
+		"headers":  "the dialects a cycle saw (a drift when they change)",
+		"units":    "one display format in messages",
 	},
 	"limitconf": {
 		"verify": "configs become verify.Policy endpoints; lint findings reuse verify.Finding",

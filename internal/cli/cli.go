@@ -93,6 +93,9 @@ type Factory struct {
 	// ServeReady, when set, receives the reference server of serve once it
 	// listens.
 	ServeReady func(*testserver.Server)
+	// Hangups, when set, replaces SIGHUP for serve --config's reload: each
+	// value received reloads the file.
+	Hangups <-chan struct{}
 }
 
 // Env returns the named environment variable.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -98,6 +99,37 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 	return cmd
 }
 
+// reloadOnHangup re-reads the config file on each hang-up (SIGHUP) and
+// swaps the server's routes, as nginx -s reload does; a file that does
+// not load leaves the running routes as they were.
+func reloadOnHangup(ctx context.Context, f *Factory, srv *testserver.Server, path string, hup <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		if err := reloadConfig(srv, path); err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: reload of %s failed, the previous routes stay: %v\n", path, err)
+			continue
+		}
+		fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: reloaded %s\n", path)
+	}
+}
+
+func reloadConfig(srv *testserver.Server, path string) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	routes, err := testserver.LoadConfig(path, file)
+	if err != nil {
+		return err
+	}
+	return srv.Reload(testserver.Config{Routes: routes})
+}
+
 // quietRedis drops go-redis's own log lines (its pool's dial retries, on
 // stderr): serve reports an unreachable Redis once, in its own words, and
 // a backend failure while serving is answered per --on-backend-error.
@@ -135,6 +167,11 @@ func serveRun(ctx context.Context, o *ServeOptions) error {
 	}
 	if f.ServeReady != nil {
 		f.ServeReady(srv)
+	}
+	if o.ConfigFile != "" {
+		hup, stop := f.hangups()
+		defer stop()
+		go reloadOnHangup(ctx, f, srv, o.ConfigFile, hup)
 	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
