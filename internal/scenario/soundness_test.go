@@ -170,11 +170,11 @@ func decodeCase(seed uint64) (*soundCase, error) {
 		return nil, fmt.Errorf("seed %d: fault %d out of range", seed, c.fault)
 	}
 	rng := rand.New(rand.NewPCG(seed>>(seedLevelBits+seedFaultBits), 0x5eed))
-	c.limit = 2 + rng.Int64N(5)                              // 2…6
-	c.window = time.Duration(1+rng.IntN(3)) * time.Second    // 1…3 s
-	c.rate = []float64{1, 2, 4, 5, 10}[rng.IntN(5)]          // per second
-	c.capacity = 1 + rng.Int64N(5)                           // 1…5
-	c.phase = time.Duration(rng.Int64N(int64(time.Second)))  // any phase
+	c.limit = 2 + rng.Int64N(5)                             // 2…6
+	c.window = time.Duration(1+rng.IntN(3)) * time.Second   // 1…3 s
+	c.rate = []float64{1, 2, 4, 5, 10}[rng.IntN(5)]         // per second
+	c.capacity = 1 + rng.Int64N(5)                          // 1…5
+	c.phase = time.Duration(rng.Int64N(int64(time.Second))) // any phase
 	c.reorderMax = []time.Duration{5, 20, 50}[rng.IntN(3)] * time.Millisecond
 	c.jitterMax = []time.Duration{2, 10, 30}[rng.IntN(3)] * time.Millisecond
 	c.lateMax = time.Duration(200+rng.IntN(1300)) * time.Millisecond
