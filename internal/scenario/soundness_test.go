@@ -65,6 +65,7 @@ const (
 	fEcho
 	fDisorder
 	fPattern
+	fChecks
 	nFactors
 )
 
@@ -79,30 +80,70 @@ var soundFactors = [nFactors]soundFactor{
 	fEcho:      {"echo", []string{"on", "off"}},
 	fDisorder:  {"disorder", []string{"none", "reorder", "jitter", "late", "all"}},
 	fPattern:   {"pattern", []string{"burst", "steady", "edge", "recovery", "race", "ramp"}},
+	// The suite's checks: all, one alone (--only), or none (the pattern
+	// alone, as run + analyze).
+	fChecks: {"checks", append([]string{"all", "none"}, verify.Checks...)},
 }
 
 // soundFault is a deliberate defect and the finding that must catch it.
 type soundFault struct {
 	name string
 	want string
+	// also are further findings the fault makes true.
+	also []string
 	// fits reports whether the fault can show in a case (a header fault
 	// needs headers).
 	fits func(c *soundCase) bool
 }
 
 var soundFaults = []soundFault{
-	{"malformed-ratelimit", verify.IDRateLimitHeaderMalformed, withHeaders},
-	{"malformed-retry-after", verify.IDRetryAfterMalformed, always},
-	{"remaining-stuck", verify.IDRateLimitHeaderInconsistent, func(c *soundCase) bool { return withHeaders(c) && rejectsAtOnce(c) }},
-	{"policy-lie", verify.IDRateLimitPolicyMismatch, withHeaders},
-	{"cacheable-reject", verify.IDCacheable429, always},
-	{"retry-after=missing", verify.IDRetryAfterMissing, always},
-	{"retry-after=early", verify.IDRetryAfterEarly, rejectsAtOnce},
-	{"retry-after=late", verify.IDRetryAfterLate, rejectsAtOnce},
-	{"non-atomic", verify.IDRaceOverAdmission, always},
+	{"malformed-ratelimit", verify.IDRateLimitHeaderMalformed, nil, withHeaders},
+	{"malformed-retry-after", verify.IDRetryAfterMalformed, nil, suiteOr(verify.CheckRetryAfter)},
+	{"remaining-stuck", verify.IDRateLimitHeaderInconsistent, nil, func(c *soundCase) bool { return withHeaders(c) && rejectsAtOnce(c) }},
+	{"policy-lie", verify.IDRateLimitPolicyMismatch, nil, withHeaders},
+	{"cacheable-reject", verify.IDCacheable429, nil, rejects},
+	{"retry-after=missing", verify.IDRetryAfterMissing, nil, rejects},
+	{"retry-after=early", verify.IDRetryAfterEarly, []string{verify.IDRateLimitHeaderInconsistent}, func(c *soundCase) bool {
+		return rejectsAtOnce(c) && suiteOr(verify.CheckRetryAfter)(c)
+	}},
+	{"retry-after=late", verify.IDRetryAfterLate, nil, func(c *soundCase) bool {
+		return rejectsAtOnce(c) && suiteOr(verify.CheckRetryAfter)(c)
+	}},
+	{"non-atomic", verify.IDRaceOverAdmission, []string{verify.IDWindowLimitExceeded, verify.IDBurstLimitExceeded, verify.IDRateLimitExceeded},
+		// Only a rejection (the suite's burst) or remaining values prove
+		// that the racers met a limit at all.
+		func(c *soundCase) bool {
+			return c.level(fChecks) == "all" || (withHeaders(c) && (c.level(fChecks) == verify.CheckRace || c.level(fPattern) == "race"))
+		}},
+	// Keyed on a header any client can set, under a per-IP policy; the
+	// requests without it share one quota, which a per-IP policy does not
+	// grant (under-admission is true).
+	{"spoofable-key", verify.IDKeySpoofable, []string{verify.IDUnderAdmission}, func(c *soundCase) bool {
+		return c.level(fKey) == "ip" && (c.level(fChecks) == "all" || c.level(fChecks) == verify.CheckKeySpoof)
+	}},
 }
 
-func always(*soundCase) bool        { return true }
+// rejects: the case's traffic surely meets rejections: a suite step that
+// exceeds the quota, or a pattern other than the edge (quota on each side).
+func rejects(c *soundCase) bool {
+	switch ch := c.level(fChecks); {
+	case c.level(fPattern) != "edge", ch == "all":
+		return true
+	case ch == verify.CheckEdge:
+		return !c.isBucket() // a bucket has no edge: the step is skipped
+	case ch == verify.CheckKeySpoof:
+		return c.level(fKey) == "ip"
+	case ch == "none":
+		return false
+	}
+	return true
+}
+
+// suiteOr: the checks run include check (the suite entire or check
+// alone), or one that needs a rejection.
+func suiteOr(check string) func(c *soundCase) bool {
+	return func(c *soundCase) bool { return c.level(fChecks) == "all" || c.level(fChecks) == check }
+}
 func withHeaders(c *soundCase) bool { return c.level(fDialect) != "none" }
 
 // rejectsAtOnce: not the delaying leaky bucket, which queues excess
@@ -111,13 +152,13 @@ func withHeaders(c *soundCase) bool { return c.level(fDialect) != "none" }
 // a retry can measure; its faults are caught on the other algorithms.
 func rejectsAtOnce(c *soundCase) bool { return c.level(fAlg) != "leaky-bucket" }
 
-// Seed layout: bits 0–16 the factor levels (mixed radix, factor 0 least
-// significant), bits 17–20 the fault (0 = honest, k = soundFaults[k-1]),
-// bits 21–63 the case's random parameters.
+// Seed layout: bits 0–20 the factor levels (mixed radix, factor 0 least
+// significant), bits 21–24 the fault (0 = honest, k = soundFaults[k-1]),
+// bits 25–63 the case's random parameters.
 // The product of the factors' sizes must fit in seedLevelBits (a test
 // checks it).
 const (
-	seedLevelBits = 17
+	seedLevelBits = 21
 	seedFaultBits = 4
 )
 
@@ -294,6 +335,8 @@ func (c *soundCase) server() (testserver.Policy, testserver.MemoryConfig) {
 	case "":
 	case "non-atomic":
 		mem = testserver.MemoryConfig{NonAtomic: true, RaceGap: 20 * time.Millisecond}
+	case "spoofable-key":
+		p.Key = testserver.KeyHeaderPrefix + "X-Forwarded-For"
 	default:
 		if mode, ok := strings.CutPrefix(f, "retry-after="); ok {
 			p.RetryAfter = testserver.RetryAfterMode(mode)
@@ -341,7 +384,7 @@ func (c *soundCase) policy() (verify.Endpoint, []string) {
 type soundOutcome struct {
 	c        *soundCase
 	findings []verify.Finding
-	bad      []verify.Finding // certain, warning or above, not allowed (honest cases)
+	bad      []verify.Finding // certain, warning or above, neither allowed nor the fault's
 	found    bool             // the fault's finding is certain (fault cases)
 	err      error
 }
@@ -399,11 +442,11 @@ func factorSizes() []int {
 }
 
 // soundCaseList builds the cases: rounds covering arrays of honest cases,
-// and for each fault the first eight fitting rows of the first array at
-// zero disorder, and eight with disorder.
+// and for each fault the first eight fitting rows of the arrays at zero
+// disorder, and eight with disorder.
 func soundCaseList(rounds int) []*soundCase {
 	var cases []*soundCase
-	var first [][nFactors]int
+	var first [][nFactors]int // every row, in order
 	for r := range rounds {
 		rng := rand.New(rand.NewPCG(uint64(r)+1, 0xa11))
 		for _, row := range allPairs(factorSizes(), rng) {
@@ -411,9 +454,7 @@ func soundCaseList(rounds int) []*soundCase {
 			copy(lv[:], row)
 			c, _ := decodeCase(encodeSeed(lv, 0, rng.Uint64()>>(seedLevelBits+seedFaultBits)))
 			cases = append(cases, c)
-			if r == 0 {
-				first = append(first, lv)
-			}
+			first = append(first, lv)
 		}
 	}
 	rng := rand.New(rand.NewPCG(0xfa, 0x17))
@@ -450,13 +491,18 @@ func judgeSound(t *testing.T, o soundOutcome) {
 	switch {
 	case o.err != nil:
 		t.Errorf("case %s\n  seed=%d: %v\n  replay: %s", c, c.seed, o.err, replay(c.seed))
-	case c.fault == 0 && len(o.bad) > 0:
+	case len(o.bad) > 0:
 		var lines []string
 		for _, f := range o.bad {
 			lines = append(lines, fmt.Sprintf("    %s %s %s [%s]: %s", f.Severity, f.Certainty, f.ID, f.Check, f.Message))
 		}
-		t.Errorf("honest server, certain finding:\n  case %s\n  seed=%d\n%s\n  replay: %s", c, c.seed, strings.Join(lines, "\n"), replay(c.seed))
-	case c.fault > 0 && !o.found && c.level(fDisorder) == "none":
+		what := "honest server, certain finding"
+		if c.fault > 0 {
+			what = "server with fault " + c.faultName() + ", a certain finding the fault does not explain"
+		}
+		t.Errorf("%s:\n  case %s\n  seed=%d\n%s\n  replay: %s", what, c, c.seed, strings.Join(lines, "\n"), replay(c.seed))
+	}
+	if c.fault > 0 && !o.found && c.level(fDisorder) == "none" {
 		var ids []string
 		for _, f := range o.findings {
 			ids = append(ids, fmt.Sprintf("%s/%s", f.ID, f.Certainty))
@@ -482,9 +528,11 @@ func logSoundShares(t *testing.T, outs []soundOutcome) {
 			if len(o.bad) > 0 || o.err != nil {
 				fp++
 			}
-			for _, f := range o.bad {
-				byID[f.ID]++
-			}
+		}
+		for _, f := range o.bad {
+			byID[f.ID]++
+		}
+		if o.c.fault == 0 {
 			continue
 		}
 		s := &per[o.c.fault-1]
@@ -500,7 +548,7 @@ func logSoundShares(t *testing.T, outs []soundOutcome) {
 			}
 		}
 	}
-	t.Logf("soundness: %d cases, %d honest; %d honest cases with a certain finding at warning or above %v", len(outs), honest, fp, byID)
+	t.Logf("soundness: %d cases, %d honest; %d honest cases with a certain finding at warning or above; such findings (faulty servers' included) by id: %v", len(outs), honest, fp, byID)
 	for k, s := range per {
 		t.Logf("  fault %-22s found %d/%d at zero disorder, %d/%d under disorder", soundFaults[k].name, s.calmFound, s.calm, s.roughFound, s.rough)
 	}
@@ -531,6 +579,9 @@ func runSoundCase(t *testing.T, c *soundCase) (out soundOutcome) {
 			}
 			if c.fault > 0 && f.ID == soundFaults[c.fault-1].want {
 				out.found = true
+			}
+			if c.fault > 0 && (f.ID == soundFaults[c.fault-1].want || slices.Contains(soundFaults[c.fault-1].also, f.ID)) {
+				continue
 			}
 			if f.Severity.AtLeast(verify.SeverityWarning) && !slices.Contains(allowed, f.ID) {
 				out.bad = append(out.bad, f)
@@ -607,11 +658,17 @@ func soundRun(ctx context.Context, c *soundCase) (*record.Run, error) {
 			return newEngine(o)
 		}
 	}
-	sr, err := s.Run(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("suite: %w", err)
+	var results []record.Result
+	if ch := c.level(fChecks); ch != "none" {
+		if ch != "all" {
+			s.Options.Only = []string{ch}
+		}
+		sr, err := s.Run(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("suite: %w", err)
+		}
+		results = sr.Results
 	}
-	results := sr.Results
 	ps, err := c.pattern(e, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("pattern: %w", err)
