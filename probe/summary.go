@@ -16,8 +16,9 @@ import (
 // is the body of `rlprobe run`'s document; every number carries its unit
 // in its JSON name.
 //
-// Accepted is 2xx and Rejected 429 or 503 (a run knows no declared
-// policy); Other is every other status. Every distribution is in
+// Accepted, Rejected and Other are record.Classify's classes with no
+// declared reject status (a run knows no policy): Rejected is 429 or 503,
+// Other every other status and every cache hit. Every distribution is in
 // microseconds, estimated by an HDR histogram of three significant digits.
 type Summary struct {
 	Scheduled int `json:"scheduled"`
@@ -147,11 +148,11 @@ func Summarize(results []record.Result) Summary {
 			s.Responses++
 			code := strconv.Itoa(r.Status)
 			s.Statuses[code]++
-			switch {
-			case r.Status >= 200 && r.Status < 300:
+			switch cls, _ := record.Classify(r, 0); cls {
+			case record.ClassAccepted:
 				s.Accepted++
 				c.Accepted++
-			case r.Status == 429 || r.Status == 503:
+			case record.ClassRejected:
 				s.Rejected++
 				c.Rejected++
 			default:

@@ -134,12 +134,13 @@ type Result struct {
 	// the arrival on the reference clock; unlike the times above, no clock
 	// offset is to be subtracted. Nil when there was no echo.
 	Arrival *int64 `json:"arrival,omitempty"`
-	// Decision is the reference server's number of this request's limiter
-	// decision, in the order its limiter decided (1, 2, …): of two
-	// requests of one key, the one with the lower number was decided
-	// first, whatever their arrival stamps say. Nil when the server does
-	// not report its decision order (every server but rlprobe serve with
-	// --echo-arrival).
+	// Decision is the reference server's decision sequence number: the
+	// order in which its limiter decided the requests it received (0 for
+	// the first decision after the server started, then 1, 2 …; one
+	// counter per server). Arrival stamps do not fix that order — a server
+	// stamps before it decides — so only a Decision makes the order of two
+	// close requests evidence. Nil when the server sent none (every server
+	// but rlprobe's own).
 	Decision *int64 `json:"decision,omitempty"`
 }
 

@@ -126,8 +126,8 @@ func TestReadTimeline(t *testing.T) {
 				in.Agents[q.agent].Name, r.Sent, r.TTFB, r.Agent)
 		}
 	}
-	if got := []string{in.Agents[0].Name, in.Agents[1].Name}; !slices.Equal(got, []string{"a1", "a2"}) {
-		t.Errorf("agent names = %v, want a1 a2", got)
+	if got := []string{in.Agents[0].Name, in.Agents[1].Name}; !slices.Equal(got, []string{"x", "x-2"}) {
+		t.Errorf("agent names = %v, want x x-2 (merge keeps names, numbering repeats)", got)
 	}
 }
 

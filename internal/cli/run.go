@@ -22,6 +22,7 @@ import (
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/report"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 func init() {
@@ -280,7 +281,7 @@ func (o *runOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, urls
 func planSummary(t *target, s patterns.Schedule) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "targets: %s\n", strings.Join(redactedTargets(t), ", "))
-	fmt.Fprintf(&b, "caps: %d requests, %v, %s\n", t.o.maxRequests, t.o.maxDuration, patterns.FormatRate(t.o.maxRate))
+	fmt.Fprintf(&b, "caps: %d requests, %v, %s\n", t.o.maxRequests, t.o.maxDuration, units.FormatRate(t.o.maxRate))
 	fmt.Fprintf(&b, "plan: %d requests over %v", len(s.Sends), s.Duration)
 	for _, ph := range s.Phases {
 		if ph.Pattern == patterns.PatternPause {
@@ -619,6 +620,6 @@ func printDryRun(f *Factory, g *GlobalOptions, t *target, plan *patterns.Plan, s
 	if !s.Start.IsZero() {
 		fmt.Fprintf(w, ", starting at %s", s.Start.Format(time.RFC3339Nano))
 	}
-	fmt.Fprintf(w, "\nseed %d; caps %d requests, %v, %s\n", t.seed, t.o.maxRequests, t.o.maxDuration, patterns.FormatRate(t.o.maxRate))
+	fmt.Fprintf(w, "\nseed %d; caps %d requests, %v, %s\n", t.seed, t.o.maxRequests, t.o.maxDuration, units.FormatRate(t.o.maxRate))
 	return nil
 }
