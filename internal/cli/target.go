@@ -76,6 +76,7 @@ type targetOptions struct {
 	sourceIPs     string
 	secretHeaders []string
 	secretQuery   []string
+	noDefSecrets  bool
 	seed          uint64
 	out           string
 	force         bool
@@ -130,7 +131,8 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.StringVar(&o.clientValues, "client-values", "", "`FILE` of client identity values, one a line (for --client-header)")
 	fl.StringVar(&o.sourceIPs, "source-ips", "", "source addresses of the clients: a comma-separated `LIST` or a CIDR (127.0.0.2,127.0.0.3 or 127.0.0.0/29)")
 	fl.StringArrayVar(&o.secretHeaders, "secret-header", nil, "header `NAME` whose values are never written (repeatable; Authorization, cookies and API keys always are)")
-	fl.StringArrayVar(&o.secretQuery, "secret-query", nil, "query parameter `NAME` whose values are never written (repeatable)")
+	fl.StringArrayVar(&o.secretQuery, "secret-query", nil, "query parameter `NAME` whose values are never written (repeatable; api_key, key, token, sig, password, session… are by default)")
+	fl.BoolVar(&o.noDefSecrets, "no-default-secrets", false, "write the default secret query parameters (api_key, key, token…) as they are; only --secret-query names are redacted")
 	fl.Uint64Var(&o.seed, "seed", 0, "seed of every randomised choice (default: random, recorded in the file)")
 	fl.StringVar(&o.out, "out", "", "record `FILE` (default ./rlprobe-"+o.command+"-<UTC time>.jsonl); never overwritten without --force")
 	fl.BoolVar(&o.force, "force", false, "overwrite the --out file if it exists")
@@ -194,6 +196,9 @@ func (o *targetOptions) resolve(f *Factory, urls []string, now time.Time) (*targ
 		}
 	}
 	t.redactor = record.NewRedactor(splitAll(o.secretHeaders), splitAll(o.secretQuery))
+	if o.noDefSecrets {
+		t.redactor = t.redactor.WithoutDefaultQuery()
+	}
 
 	// Targets.
 	if len(urls) == 0 {
