@@ -116,8 +116,11 @@ var soundFaults = []soundFault{
 	// Lost updates over-admit (a race, or requests closer than the gap),
 	// and their remaining values repeat. Only a rejection (the suite's
 	// burst) or remaining values prove that the racers met a limit.
+	// Lost updates also let the key-spoof check's requests through,
+	// whatever address they claim.
 	{name: "non-atomic", want: verify.IDRaceOverAdmission, found: true,
-		also: []string{verify.IDWindowLimitExceeded, verify.IDBurstLimitExceeded, verify.IDRateLimitExceeded, verify.IDRateLimitHeaderInconsistent},
+		also: []string{verify.IDWindowLimitExceeded, verify.IDBurstLimitExceeded, verify.IDRateLimitExceeded,
+			verify.IDRateLimitHeaderInconsistent, verify.IDKeySpoofable},
 		fits: func(c *soundCase) bool {
 			return c.level(fChecks) == "all" || (withHeaders(c) && (c.level(fChecks) == verify.CheckRace || c.level(fPattern) == "race"))
 		}},
@@ -251,9 +254,10 @@ func decodeCase(seed uint64) (*soundCase, error) {
 	case "retry-after=early":
 		// Half the wait, truncated, is visibly early only for waits of a
 		// few seconds: an HTTP date rounds a wait under a second up to the
-		// next whole second, which a 1 s epoch window ends at anyway.
+		// next whole second, which a 1 s epoch window ends at anyway (a
+		// bucket's wait is one refill: 4 s at 0.25/s).
 		c.window = 3 * time.Second
-		c.capacity, c.rate = max(c.capacity, 3), 1
+		c.capacity, c.rate = max(c.capacity, 3), 0.25
 	case "remaining-stuck", "non-atomic":
 		// A remaining stuck at quota − 1 is within the verifier's ±1 of
 		// the truth for a quota of 2; a race needs room to over-admit.
