@@ -15,7 +15,7 @@ func TestSoundSeeds(t *testing.T) {
 	if prod > 1<<seedLevelBits {
 		t.Fatalf("factor levels need %d codes, seedLevelBits holds %d", prod, 1<<seedLevelBits)
 	}
-	cases := soundCaseList(soundRounds(soundCases))
+	cases := soundCaseList(soundRounds(soundCases), 8)
 	honest := 0
 	for _, c := range cases {
 		d, err := decodeCase(c.seed)
