@@ -60,20 +60,9 @@ func Summarize(results []record.Result) Summary {
 	s := Summary{Statuses: make(map[string]int), Latency: make(map[string]record.Dist)}
 	clients := make(map[string]*ClientSummary)
 	latency := make(map[string]*hist)
-	var pacing, wroteSpread, arrivalSpread hist
-	type releaseKey struct {
-		phase string
-		sched int64
-	}
-	type release struct {
-		n                  int
-		wroteLo, wroteHi   int64
-		arrivals           int
-		arriveLo, arriveHi int64
-	}
-	releases := make(map[releaseKey]*release)
+	var pacing hist
+	races := raceSet{}
 	first, last := int64(math.MaxInt64), int64(math.MinInt64)
-
 	for _, r := range results {
 		s.Scheduled++
 		c := clients[r.Client]
@@ -81,40 +70,9 @@ func Summarize(results []record.Result) Summary {
 			c = &ClientSummary{Client: r.Client}
 			clients[r.Client] = c
 		}
-		switch r.Outcome {
-		case record.OutcomeNotSent:
-			s.NotSent++
-			c.NotSent++
-			if s.NotSentReasons == nil {
-				s.NotSentReasons = make(map[string]int)
-			}
-			s.NotSentReasons[r.Err]++
-			continue
-		case record.OutcomeError:
-			s.Errors++
-			c.Errors++
-			if s.ErrorClasses == nil {
-				s.ErrorClasses = make(map[string]int)
-			}
-			s.ErrorClasses[r.Err]++
-		case record.OutcomeResponse:
-			s.Responses++
-			code := strconv.Itoa(r.Status)
-			s.Statuses[code]++
-			switch cls, _ := record.Classify(r, 0); cls {
-			case record.ClassAccepted:
-				s.Accepted++
-				c.Accepted++
-			case record.ClassRejected:
-				s.Rejected++
-				c.Rejected++
-			default:
-				s.Other++
-				c.Other++
-			}
+		if !countOutcome(&s, c, r) {
+			continue // never sent
 		}
-		s.Sent++
-		c.Sent++
 		if r.Done != 0 {
 			last = max(last, r.Done)
 		}
@@ -129,46 +87,18 @@ func Summarize(results []record.Result) Summary {
 		}
 		if lat, ok := r.Latency(); ok {
 			code := strconv.Itoa(r.Status)
-			h := latency[code]
-			if h == nil {
-				h = &hist{}
-				latency[code] = h
+			if latency[code] == nil {
+				latency[code] = &hist{}
 			}
-			h.add(lat)
+			latency[code].add(lat)
 		}
-		k := releaseKey{r.Phase, r.Sched}
-		rel := releases[k]
-		if rel == nil {
-			rel = &release{wroteLo: math.MaxInt64, wroteHi: math.MinInt64, arriveLo: math.MaxInt64, arriveHi: math.MinInt64}
-			releases[k] = rel
-		}
-		rel.n++
-		if r.Wrote != 0 {
-			rel.wroteLo, rel.wroteHi = min(rel.wroteLo, r.Wrote), max(rel.wroteHi, r.Wrote)
-		}
-		if r.Arrival != nil {
-			rel.arrivals++
-			rel.arriveLo, rel.arriveHi = min(rel.arriveLo, *r.Arrival), max(rel.arriveHi, *r.Arrival)
-		}
+		races.add(r)
 	}
-	for _, rel := range releases {
-		if rel.n < 2 {
-			continue
-		}
-		s.Races++
-		if rel.wroteHi >= rel.wroteLo {
-			wroteSpread.add(rel.wroteHi - rel.wroteLo)
-		}
-		if rel.arrivals >= 2 {
-			arrivalSpread.add(rel.arriveHi - rel.arriveLo)
-		}
-	}
+	s.Races, s.RaceWroteSpread, s.RaceArrivalSpread = races.spreads()
 	for code, h := range latency {
 		s.Latency[code] = h.dist()
 	}
 	s.Pacing = pacing.dist()
-	s.RaceWroteSpread = wroteSpread.dist()
-	s.RaceArrivalSpread = arrivalSpread.dist()
 	for _, c := range clients {
 		s.Clients = append(s.Clients, *c)
 	}
@@ -178,4 +108,98 @@ func Summarize(results []record.Result) Summary {
 		s.SentPerS = math.Round(float64(s.Sent)/s.DurationS*10) / 10
 	}
 	return s
+}
+
+// countOutcome counts r in the run's and its client's tallies, by
+// record.Classify's classes with no declared reject status; it reports
+// whether r was sent.
+func countOutcome(s *Summary, c *ClientSummary, r record.Result) (sent bool) {
+	switch r.Outcome {
+	case record.OutcomeNotSent:
+		s.NotSent++
+		c.NotSent++
+		if s.NotSentReasons == nil {
+			s.NotSentReasons = make(map[string]int)
+		}
+		s.NotSentReasons[r.Err]++
+		return false
+	case record.OutcomeError:
+		s.Errors++
+		c.Errors++
+		if s.ErrorClasses == nil {
+			s.ErrorClasses = make(map[string]int)
+		}
+		s.ErrorClasses[r.Err]++
+	case record.OutcomeResponse:
+		s.Responses++
+		s.Statuses[strconv.Itoa(r.Status)]++
+		switch cls, _ := record.Classify(r, 0); cls {
+		case record.ClassAccepted:
+			s.Accepted++
+			c.Accepted++
+		case record.ClassRejected:
+			s.Rejected++
+			c.Rejected++
+		default:
+			s.Other++
+			c.Other++
+		}
+	}
+	s.Sent++
+	c.Sent++
+	return true
+}
+
+// raceSet gathers the requests released together: same phase, same
+// scheduled instant.
+type raceSet map[raceKey]*release
+
+type raceKey struct {
+	phase string
+	sched int64
+}
+
+// release is one batch: how many, and the spread of their last bytes
+// written and of their echoed arrivals.
+type release struct {
+	n                  int
+	wroteLo, wroteHi   int64
+	arrivals           int
+	arriveLo, arriveHi int64
+}
+
+func (rs raceSet) add(r record.Result) {
+	k := raceKey{r.Phase, r.Sched}
+	rel := rs[k]
+	if rel == nil {
+		rel = &release{wroteLo: math.MaxInt64, wroteHi: math.MinInt64, arriveLo: math.MaxInt64, arriveHi: math.MinInt64}
+		rs[k] = rel
+	}
+	rel.n++
+	if r.Wrote != 0 {
+		rel.wroteLo, rel.wroteHi = min(rel.wroteLo, r.Wrote), max(rel.wroteHi, r.Wrote)
+	}
+	if r.Arrival != nil {
+		rel.arrivals++
+		rel.arriveLo, rel.arriveHi = min(rel.arriveLo, *r.Arrival), max(rel.arriveHi, *r.Arrival)
+	}
+}
+
+// spreads counts the batches of two or more and the distributions of their
+// write and arrival spreads.
+func (rs raceSet) spreads() (races int, wrote, arrival record.Dist) {
+	var w, a hist
+	for _, rel := range rs {
+		if rel.n < 2 {
+			continue
+		}
+		races++
+		if rel.wroteHi >= rel.wroteLo {
+			w.add(rel.wroteHi - rel.wroteLo)
+		}
+		if rel.arrivals >= 2 {
+			a.add(rel.arriveHi - rel.arriveLo)
+		}
+	}
+	return races, w.dist(), a.dist()
 }

@@ -22,20 +22,6 @@ const SchemaReport = "rlprobe.report/v1"
 // VerdictFail or VerdictIncomplete).
 const VerdictNone = "none"
 
-// defaultCheck is the check a finding id belongs to when its finding names
-// none (as package verify assigns them).
-var defaultCheck = map[string]string{
-	verify.IDWindowLimitExceeded: verify.CheckBurst, verify.IDBurstLimitExceeded: verify.CheckBurst,
-	verify.IDRateLimitExceeded: verify.CheckSustained, verify.IDNoLimitingObserved: verify.CheckSustained,
-	verify.IDRaceOverAdmission: verify.CheckRace, verify.IDRejectStatusMismatch: verify.CheckHeaders,
-	verify.IDRetryAfterMalformed: verify.CheckHeaders, verify.IDRateLimitHeaderMalformed: verify.CheckHeaders,
-	verify.IDRetryAfterEarly: verify.CheckRetryAfter, verify.IDRateLimitHeaderInconsistent: verify.CheckHeaders,
-	verify.IDRateLimitPolicyMismatch: verify.CheckHeaders, verify.IDCacheable429: verify.CheckHeaders,
-	verify.IDKeySpoofable: verify.CheckKeySpoof, verify.IDRetryAfterMissing: verify.CheckRetryAfter,
-	verify.IDRetryAfterLate: verify.CheckRetryAfter, verify.IDUnderAdmission: verify.CheckBurst,
-	verify.IDRateLimitHeaderMissing: verify.CheckHeaders,
-}
-
 // Verdict is one stored verdict: a check or analyze document as package
 // verify wrote it, with when and where it was stored. Verdicts are never
 // added up: each is shown with its own policy and time.
@@ -126,6 +112,12 @@ func (in *Input) policyOf(raw json.RawMessage, what string) verify.Policy {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return verify.Policy{}
+	}
+	var peek struct {
+		Endpoints json.RawMessage `json:"endpoints"`
+	}
+	if json.Unmarshal(raw, &peek) == nil && string(peek.Endpoints) == "null" {
+		return verify.Policy{} // a zero verify.Policy, as a document without one writes it
 	}
 	var p verify.Policy
 	if err := json.Unmarshal(raw, &p); err != nil {

@@ -139,10 +139,10 @@ func (in *Input) junitVerdict(v *Verdict, i int) []junitSuite {
 		order = append(order, k)
 		return s
 	}
-	ids := slices.Clone(verify.FindingIDs)
+	ids := slices.Clone(verify.SuiteFindingIDs)
 	for i := range fs {
 		if !slices.Contains(ids, fs[i].ID) {
-			ids = append(ids, fs[i].ID) // an id this rlprobe's verify does not raise (watch's policy-drift)
+			ids = append(ids, fs[i].ID) // an id the suite does not raise (limitconf's, watch's)
 		}
 	}
 	for _, ep := range endpoints {
@@ -190,7 +190,7 @@ func checksOf(fs []verify.Finding, ep, id string) []string {
 		}
 	}
 	if len(checks) == 0 {
-		checks = []string{defaultCheck[id]}
+		checks = []string{verify.DefaultCheck(id)}
 	}
 	return checks
 }
@@ -272,7 +272,7 @@ func checkOf(f *verify.Finding) string {
 	if f.Check != "" {
 		return f.Check
 	}
-	if c := defaultCheck[f.ID]; c != "" {
+	if c := verify.DefaultCheck(f.ID); c != "" {
 		return c
 	}
 	return "other"

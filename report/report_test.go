@@ -357,11 +357,16 @@ func TestStoredPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A verify.Report without a policy writes the zero Policy: no policy,
+	// no warning.
+	if err := in.AddDocument(verify.Report{Schema: verify.SchemaCheck, Tool: "rlprobe x", Verdict: "pass", Complete: true}); err != nil {
+		t.Fatal(err)
+	}
 	var got []string
 	for i := range in.Verdicts {
 		got = append(got, in.Verdicts[i].Report.Verdict+" "+describePolicy(&in.Verdicts[i].Report.Policy))
 	}
-	want := []string{"pass no policy", "fail no policy", "pass GET /a: capacity 4, 5/s per ip"}
+	want := []string{"pass no policy", "pass no policy", "fail no policy", "pass GET /a: capacity 4, 5/s per ip"}
 	if !slices.Equal(got, want) {
 		t.Errorf("verdicts, latest first = %q, want %q", got, want)
 	}

@@ -109,7 +109,7 @@ func TestFindingIDsMatchSchema(t *testing.T) {
 		t.Errorf("verify.Checks = %v, the schema lists %v", verify.Checks, checks)
 	}
 	for _, id := range verify.FindingIDs {
-		if !slices.Contains(verify.Checks, defaultCheck[id]) {
+		if !slices.Contains(verify.Checks, verify.DefaultCheck(id)) {
 			t.Errorf("finding %s has no default check", id)
 		}
 	}

@@ -71,6 +71,9 @@ const (
 	IDRetryAfterLate              = "retry-after-late"
 	IDUnderAdmission              = "under-admission"
 	IDRateLimitHeaderMissing      = "ratelimit-header-missing"
+	IDConfigNotEnforced           = "config-not-enforced"
+	IDConfigMismatch              = "config-mismatch"
+	IDPolicyDrift                 = "policy-drift"
 )
 
 // findingSpec is one row of the finding table: what every finding of an id
@@ -108,7 +111,17 @@ var findingTable = []findingSpec{
 	{IDRetryAfterLate, SeverityWarning, CheckRetryAfter, "Retry-After asks clients to wait much longer than needed: advertise the real wait."},
 	{IDUnderAdmission, SeverityWarning, CheckBurst, "Requests were rejected well below the declared limit: check for rejected requests counting against the quota, a smaller configured limit, or a key shared with other traffic; a sliding-window counter also rejects early after a busy window, as it weighs in the previous window's traffic."},
 	{IDRateLimitHeaderMissing, SeverityInfo, CheckHeaders, "Send rate-limit headers (e.g. RateLimit and RateLimit-Policy) so that clients can pace themselves."},
+	// Raised beside the check suite: by limitconf (a config held against
+	// the live target) and by watch (drift).
+	{IDConfigNotEnforced, SeverityError, CheckSustained, "The config limits this location, but the limiter never runs for it: a 'return' (or another rewrite-phase answer) comes before limit_req; serve the response from a handler that runs after it (proxy_pass, try_files)."},
+	{IDConfigMismatch, SeverityError, CheckBurst, "The live limiter's family or parameters fall outside what the config declares: a stale reload, another layer limiting first, or units misread (r/s vs r/m)."},
+	{IDPolicyDrift, SeverityError, CheckHeaders, "The limiter's behaviour changed since the watch began: check recent config reloads, deploys and failovers."},
 }
+
+// SuiteFindingIDs lists the ids the check suite itself raises, in the
+// contract's order: FindingIDs without config-not-enforced,
+// config-mismatch and policy-drift, which limitconf and watch raise.
+var SuiteFindingIDs = FindingIDs[:slices.Index(FindingIDs, IDConfigNotEnforced)]
 
 // FindingIDs lists every finding id in the contract's order.
 var FindingIDs = func() []string {
@@ -118,6 +131,17 @@ var FindingIDs = func() []string {
 	}
 	return ids
 }()
+
+// DefaultCheck returns the check a finding of id belongs to when the
+// finding names none ("" for an id not in the table).
+func DefaultCheck(id string) string {
+	for _, f := range findingTable {
+		if f.id == id {
+			return f.check
+		}
+	}
+	return ""
+}
 
 // specOf returns the table row of id.
 func specOf(id string) findingSpec {

@@ -39,7 +39,7 @@ const (
 var Kinds = []string{KindStart, KindCycle, KindFinding, KindDrift, KindCycleError, KindStop}
 
 // IDPolicyDrift is the finding id of a drift (contract.md's findings).
-const IDPolicyDrift = "policy-drift"
+const IDPolicyDrift = verify.IDPolicyDrift
 
 // Event is one watch event: a log line, a webhook POST, a metrics update.
 type Event struct {
