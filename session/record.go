@@ -120,7 +120,7 @@ func (s *Session) measureClock(ctx context.Context, h *record.Header) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	off, unc, err := probe.MeasureClock(ctx, c, ref, clockSamples)
 	if err != nil {
-		s.warn("clock offset not measured against %s: %v", s.redact(ref), err)
+		s.warn("clock offset not measured against %s: %s", s.redact(ref), s.redactText(err.Error()))
 		return
 	}
 	h.ClockOffsetNS, h.ClockUncertaintyNS = int64(off), int64(unc)

@@ -154,6 +154,15 @@ func (s *Session) Targets() []string {
 	return out
 }
 
+// redactText redacts URLs inside an error's text (a *url.Error quotes the
+// whole URL).
+func (s *Session) redactText(t string) string {
+	if s.cfg.Probe.Redactor == nil {
+		return record.NewRedactor(nil, nil).Text(t)
+	}
+	return s.cfg.Probe.Redactor.Text(t)
+}
+
 func (s *Session) redact(u string) string {
 	if s.cfg.Probe.Redactor == nil {
 		return record.NewRedactor(nil, nil).URL(u)

@@ -71,6 +71,11 @@ type Target struct {
 	SourceIPs     string // a comma-separated list or CIDR
 	SecretHeaders []string
 	SecretQuery   []string
+	// NoDefaultSecrets leaves the default secret query parameters
+	// (record.DefaultSecretQuery) unredacted: only SecretQuery names are
+	// (--no-default-secrets). Secret headers and URL passwords stay
+	// redacted.
+	NoDefaultSecrets bool
 	// Seed is used when SeedSet; else a random one is drawn (and recorded).
 	Seed    uint64
 	SeedSet bool
@@ -147,7 +152,7 @@ func (r *resolver) secretsAndURLs() {
 			r.bad("--secret-header %q is not a valid header name", n)
 		}
 	}
-	p.Redactor = record.NewRedactor(splitAll(t.SecretHeaders), splitAll(t.SecretQuery))
+	p.Redactor = t.redactor()
 	if len(t.URLs) == 0 {
 		r.bad("give at least one target URL")
 	}
@@ -520,5 +525,15 @@ func IsLoopbackURL(s string) bool {
 
 // Redact returns u with the secrets of t (and the default ones) redacted.
 func (t Target) Redact(u string) string {
-	return record.NewRedactor(splitAll(t.SecretHeaders), splitAll(t.SecretQuery)).URL(u)
+	return t.redactor().URL(u)
+}
+
+// redactor is the target's redactor: the default secrets and the
+// --secret-header and --secret-query names.
+func (t Target) redactor() *record.Redactor {
+	r := record.NewRedactor(splitAll(t.SecretHeaders), splitAll(t.SecretQuery))
+	if t.NoDefaultSecrets {
+		r = r.WithoutDefaultQuery()
+	}
+	return r
 }

@@ -44,7 +44,8 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.StringVar(&t.ClientValues, "client-values", "", "`FILE` of client identity values, one a line (for --client-header)")
 	fl.StringVar(&t.SourceIPs, "source-ips", "", "source addresses of the clients: a comma-separated `LIST` or a CIDR (127.0.0.2,127.0.0.3 or 127.0.0.0/29)")
 	fl.StringArrayVar(&t.SecretHeaders, "secret-header", nil, "header `NAME` whose values are never written (repeatable; Authorization, cookies and API keys always are)")
-	fl.StringArrayVar(&t.SecretQuery, "secret-query", nil, "query parameter `NAME` whose values are never written (repeatable)")
+	fl.StringArrayVar(&t.SecretQuery, "secret-query", nil, "query parameter `NAME` whose values are never written (repeatable; api_key, key, token, sig, password, session… are by default)")
+	fl.BoolVar(&t.NoDefaultSecrets, "no-default-secrets", false, "write the default secret query parameters (api_key, key, token…) as they are; only --secret-query names are redacted")
 	fl.Uint64Var(&t.Seed, "seed", 0, "seed of every randomised choice (default: random, recorded in the file)")
 	fl.StringVar(&t.Out, "out", "", "record `FILE` (default ./rlprobe-"+t.Command+"-<UTC time>.jsonl); never overwritten without --force")
 	fl.BoolVar(&t.Force, "force", false, "overwrite the --out file if it exists")
@@ -113,7 +114,7 @@ func (o *targetOptions) confirm(f *Factory, summary string) error {
 		return nil
 	}
 	var remote []string
-	red := session.Target{SecretHeaders: o.SecretHeaders, SecretQuery: o.SecretQuery}
+	red := session.Target{SecretHeaders: o.SecretHeaders, SecretQuery: o.SecretQuery, NoDefaultSecrets: o.NoDefaultSecrets}
 	for _, u := range o.URLs {
 		if !session.IsLoopbackURL(u) {
 			remote = append(remote, red.Redact(u))

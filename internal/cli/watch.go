@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/session"
 	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
@@ -147,8 +146,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 	cfg.Session.Progress = session.Progress{}
 	cfg.ConfirmInfer = cfg.Session.Confirm
 	if o.Webhook != "" {
-		red := record.NewRedactor(o.Target.SecretHeaders, o.Target.SecretQuery)
-		cfg.Webhook = watch.NewWebhook(o.Webhook, red)
+		cfg.Webhook = watch.NewWebhook(o.Webhook, cfg.Session.Probe.Redactor)
 	}
 	if maddr != "" {
 		cfg.Metrics = watch.NewMetrics()
