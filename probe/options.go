@@ -148,6 +148,9 @@ type Options struct {
 	// Captured are the response header names recorded verbatim; nil means
 	// headers.Captured.
 	Captured []string
+	// Proxy chooses the forward proxy of each target (see Proxy); the
+	// zero value reaches every target directly.
+	Proxy Proxy
 	// Redactor replaces secrets in result URLs, captured headers and
 	// identity values; nil redacts the record package's defaults.
 	Redactor *record.Redactor
@@ -181,6 +184,7 @@ type target struct {
 	tlsAny     *tls.Config
 	tlsH1      *tls.Config
 	tlsH2      *tls.Config
+	proxy      *proxyRoute // nil: reached directly (proxy.go)
 }
 
 // validate checks opt, fills defaults into a copy and parses the URLs; it
@@ -327,6 +331,9 @@ func parseTarget(raw string, opt Options) (*target, error) {
 		t.host = h
 	}
 	t.requestURI = u.RequestURI()
+	if err := t.setProxy(opt.Proxy); err != nil {
+		return nil, usageErr("%v", err)
+	}
 	if t.tls {
 		base := &tls.Config{}
 		if opt.TLSConfig != nil {

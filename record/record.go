@@ -95,6 +95,7 @@ const (
 	ErrReset   = "reset"
 	ErrDNS     = "dns"
 	ErrTLS     = "tls"
+	ErrProxy   = "proxy" // the proxy could not be reached, or refused the tunnel
 	ErrOther   = "other"
 )
 
