@@ -97,9 +97,9 @@ func parseProxy(raw string) (*proxyRoute, error) {
 	}
 	u, err := url.Parse(s)
 	if err != nil || u.Hostname() == "" {
-		return nil, fmt.Errorf("proxy %s is not a URL with a host", record.NewRedactor(nil, nil).URL(raw))
+		return nil, fmt.Errorf("proxy %s is not a URL with a host", record.NewRedactor(nil, nil).URL(s))
 	}
-	pr := &proxyRoute{raw: raw, user: u.User}
+	pr := &proxyRoute{raw: s, user: u.User}
 	port := "80"
 	switch strings.ToLower(u.Scheme) {
 	case "http":
@@ -107,9 +107,9 @@ func parseProxy(raw string) (*proxyRoute, error) {
 		pr.socks, pr.remoteDNS, port = true, strings.EqualFold(u.Scheme, "socks5h"), "1080"
 	case "https":
 		return nil, fmt.Errorf("proxy %s: https:// proxies are not supported; use http:// (a CONNECT tunnel still carries https targets encrypted end to end) or socks5://",
-			record.NewRedactor(nil, nil).URL(raw))
+			record.NewRedactor(nil, nil).URL(s))
 	default:
-		return nil, fmt.Errorf("proxy %s: the scheme must be http, socks5 or socks5h, not %s", record.NewRedactor(nil, nil).URL(raw), u.Scheme)
+		return nil, fmt.Errorf("proxy %s: the scheme must be http, socks5 or socks5h, not %s", record.NewRedactor(nil, nil).URL(s), u.Scheme)
 	}
 	if u.Port() != "" {
 		port = u.Port()

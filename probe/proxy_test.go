@@ -54,7 +54,7 @@ func TestNoProxyMatch(t *testing.T) {
 func TestProxyFor(t *testing.T) {
 	p := Proxy{HTTP: "127.0.0.1:3128", HTTPS: "socks5://u:p@127.0.0.1:1080", NoProxy: "direct.test"}
 	for _, tt := range []struct{ target, want string }{
-		{"http://127.0.0.1/", "127.0.0.1:3128"}, // loopback is proxied when asked
+		{"http://127.0.0.1/", "http://127.0.0.1:3128"}, // loopback is proxied when asked
 		{"https://a.test/", "socks5://u:p@127.0.0.1:1080"},
 		{"https://direct.test/", ""},
 	} {

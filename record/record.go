@@ -76,6 +76,10 @@ type Header struct {
 	ClockUncertaintyNS int64 `json:"clock_uncertainty_ns"`
 	// Captured lists the response header names kept in results.
 	Captured []string `json:"captured"`
+	// Proxy is the forward proxy the targets were reached through, its
+	// secrets redacted (several, comma-separated, when targets differ);
+	// empty when every target was reached directly.
+	Proxy string `json:"proxy,omitempty"`
 }
 
 // Outcome says what became of one scheduled request.

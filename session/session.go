@@ -131,7 +131,12 @@ func New(cfg Config) (*Session, error) {
 	if cfg.Probe.Agent == "" {
 		cfg.Probe.Agent = DefaultAgent
 	}
-	return &Session{cfg: cfg}, nil
+	s := &Session{cfg: cfg}
+	if px := cfg.Proxies(); len(px) > 0 {
+		s.warn("probing through the proxy %s: race releases lose their timing (the proxy forwards each request on its own), "+
+			"and the target sees the proxy's address, so per-address keys (--key ip) cannot be told apart", strings.Join(px, ", "))
+	}
+	return s, nil
 }
 
 // Config returns the session's configuration.
