@@ -14,6 +14,7 @@ import (
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -143,7 +144,7 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	planned := verify.PlanDuration(*pol, opts.Only, opts.Skip)
 	s.line("plan: %s", planLine(pol, opts.Only, opts.Skip))
 	if planned > maxDur {
-		s.line("warning: the plan needs %v, over --max-duration %v: the suite will stop early (complete: false)", planned, maxDur)
+		s.line("warning: the plan needs %s, over --max-duration %s: the suite will stop early (complete: false)", units.HumanDuration(planned), units.HumanDuration(maxDur))
 	}
 	budget, cancel := context.WithDeadline(ctx, start.Add(maxDur))
 	defer cancel()
@@ -376,5 +377,5 @@ func planLine(p *verify.Policy, only, skip []string) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s for %s, at most %v", strings.Join(checks, ", "), DescribePolicy(p), verify.PlanDuration(*p, only, skip).Round(time.Millisecond))
+	return fmt.Sprintf("%s for %s, at most %v", strings.Join(checks, ", "), DescribePolicy(p), units.HumanDuration(verify.PlanDuration(*p, only, skip)))
 }

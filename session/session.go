@@ -216,9 +216,9 @@ func (s *Session) describe(plan string, rate bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "targets: %s\n", strings.Join(s.Targets(), ", "))
 	c := s.cfg.Caps
-	fmt.Fprintf(&b, "caps: %d requests, %v", c.MaxRequests, c.MaxDuration)
+	fmt.Fprintf(&b, "caps: %d requests, %s", c.MaxRequests, units.HumanDuration(c.MaxDuration))
 	if rate {
-		fmt.Fprintf(&b, ", %s", units.FormatRate(c.MaxRate))
+		fmt.Fprintf(&b, ", %s", units.HumanRate(c.MaxRate))
 	}
 	if plan != "" {
 		fmt.Fprintf(&b, "\nplan: %s", plan)

@@ -227,3 +227,24 @@ func TestCheckClients(t *testing.T) {
 		})
 	}
 }
+
+// rawFloat matches a number with more digits after the point than any
+// display format shows: 40.90909090909091, 3.666666666s.
+var rawFloat = regexp.MustCompile(`\d\.\d{5,}`)
+
+// TestProgressNumbersAreHuman: a policy whose rates are not round (9 per
+// 22 s) gives progress and plan lines in the one display format, never a
+// raw float (the sustained step printed 0.8181818181818182/s).
+func TestProgressNumbersAreHuman(t *testing.T) {
+	code, stdout, stderr := memCheck(t, testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 9, Window: 22 * time.Second}},
+		"check", memURL, "--limit", "9", "--window", "22s", "--only", "sustained", "--out", filepath.Join(t.TempDir(), "r.jsonl"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "sustained: 0.8409/s for 44s") {
+		t.Errorf("no sustained line in the display format:\n%s", stderr)
+	}
+	if m := rawFloat.FindAllString(stderr+stdout, -1); len(m) > 0 {
+		t.Errorf("raw floats %q in\n%s%s", m, stderr, stdout)
+	}
+}
