@@ -126,7 +126,7 @@ func printVerdict(f *Factory, g *GlobalOptions, rep *verify.Report) error {
 	if g.JSON {
 		return writeJSON(f.IO.Out, rep)
 	}
-	return report.WriteVerdict(f.IO.Out, rep, session.DescribePolicy(&rep.Policy))
+	return report.WriteVerdict(f.IO.Out, rep, session.DescribePolicy(&rep.Policy), textOptions(f, g))
 }
 
 // withOutputError returns the error of a verdict (err, from
