@@ -138,8 +138,14 @@ func TestThroughTinyproxy(t *testing.T) {
 		s.EnableHTTP2 = true
 		s.StartTLS()
 	})
+	h2c := startServer(t, nil, func(s *httptest.Server) {
+		s.Config.Protocols = new(http.Protocols)
+		s.Config.Protocols.SetHTTP1(true)
+		s.Config.Protocols.SetUnencryptedHTTP2(true)
+		s.Start()
+	})
 	bypassed := startServer(t, nil, nil)
-	proxyURL, logPath := testenv.StartTinyproxy(t, port(t, secure.URL))
+	proxyURL, logPath := testenv.StartTinyproxy(t, port(t, secure.URL), port(t, h2c.URL))
 	roots := x509.NewCertPool()
 	roots.AddCert(secure.Certificate())
 	px := Proxy{HTTP: proxyURL, HTTPS: proxyURL, NoProxy: "localhost"}
@@ -149,15 +155,17 @@ func TestThroughTinyproxy(t *testing.T) {
 		name, url, mode string
 		srv             *seenServer
 		proto           string
+		h2c             bool
 	}{
-		{"http", plain.URL + "/plain", "", plain, "HTTP/1.1"},
-		{"https-h2", secure.URL + "/tunnel-h2", "", secure, "HTTP/2.0"},
-		{"https-last-byte", secure.URL + "/tunnel-h1", RaceLastByte, secure, "HTTP/1.1"},
-		{"no-proxy", bypassURL + "/direct", "", bypassed, "HTTP/1.1"},
+		{"http", plain.URL + "/plain", "", plain, "HTTP/1.1", false},
+		{"https-h2", secure.URL + "/tunnel-h2", "", secure, "HTTP/2.0", false},
+		{"https-last-byte", secure.URL + "/tunnel-h1", RaceLastByte, secure, "HTTP/1.1", false},
+		{"h2c", h2c.URL + "/h2c", "", h2c, "HTTP/2.0", true}, // a tunnel: prior knowledge cannot be forwarded
+		{"no-proxy", bypassURL + "/direct", "", bypassed, "HTTP/1.1", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before, _ := tt.srv.seen()
-			e := newEngine(t, Options{URLs: []string{tt.url}, Proxy: px, RaceMode: tt.mode, TLSConfig: &tls.Config{RootCAs: roots}})
+			e := newEngine(t, Options{URLs: []string{tt.url}, Proxy: px, RaceMode: tt.mode, H2C: tt.h2c, TLSConfig: &tls.Config{RootCAs: roots}})
 			sends := steady(3, 0, 10*ms)
 			if tt.mode != "" {
 				sends = batch(3, 1)
@@ -173,7 +181,8 @@ func TestThroughTinyproxy(t *testing.T) {
 			}
 		})
 	}
-	log := waitLog(t, logPath, "GET "+plain.URL+"/plain", "CONNECT 127.0.0.1:"+strconv.Itoa(port(t, secure.URL)))
+	log := waitLog(t, logPath, "GET "+plain.URL+"/plain", "CONNECT 127.0.0.1:"+strconv.Itoa(port(t, secure.URL)),
+		"CONNECT 127.0.0.1:"+strconv.Itoa(port(t, h2c.URL)))
 	if strings.Contains(log, "/direct") || strings.Contains(log, "localhost:"+strconv.Itoa(port(t, bypassed.URL))) {
 		t.Errorf("the proxy saw the target NO_PROXY names:\n%s", log)
 	}
