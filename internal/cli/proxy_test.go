@@ -223,3 +223,15 @@ func TestAgentFlag(t *testing.T) {
 		t.Errorf("--agent 'a b': exit %d, stderr %s; want 2 naming --agent", code, stderr)
 	}
 }
+
+// TestProxyRefusedAtPreflight: a proxy that refuses the tunnel stops check
+// at the preflight (exit 3) with the proxy's answer and a hint about it.
+func TestProxyRefusedAtPreflight(t *testing.T) {
+	tlsSrv := refServer(t, "", nginxDemo(), func(c *testserver.Config, _ *testserver.Policy) { c.TLS = true })
+	proxyURL, _ := testenv.StartTinyproxy(t, 1) // CONNECT to port 1 only
+	code, _, stderr := runCLI(t, map[string]string{"https_proxy": proxyURL}, "check", tlsSrv.URL()+"/", "--insecure",
+		"--rate", "1/s", "--burst", "3", "--out", filepath.Join(t.TempDir(), "r.jsonl"))
+	if code != ExitUnreachable || !strings.Contains(stderr, "the proxy answered 403") || !strings.Contains(stderr, "(proxy)") || !strings.Contains(stderr, "NO_PROXY") {
+		t.Errorf("exit %d, stderr %s; want 3, the proxy's 403 and a hint about the proxy", code, stderr)
+	}
+}
