@@ -132,9 +132,8 @@ func New(cfg Config) (*Session, error) {
 		cfg.Probe.Agent = DefaultAgent
 	}
 	s := &Session{cfg: cfg}
-	if px := cfg.Proxies(); len(px) > 0 {
-		s.warn("probing through the proxy %s: race releases lose their timing (the proxy forwards each request on its own), "+
-			"and the target sees the proxy's address, so per-address keys (--key ip) cannot be told apart", strings.Join(px, ", "))
+	if msg := cfg.ProxyWarning(); msg != "" {
+		s.warn("%s", msg)
 	}
 	return s, nil
 }

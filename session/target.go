@@ -297,6 +297,17 @@ func (r *resolver) proxy(getenv func(string) string) {
 	}
 }
 
+// ProxyWarning is the warning New gives when some target of c goes
+// through a proxy ("" when none does): what a proxy hides from a probe.
+func (c *Config) ProxyWarning() string {
+	px := c.Proxies()
+	if len(px) == 0 {
+		return ""
+	}
+	return "probing through the proxy " + strings.Join(px, ", ") + ": race releases lose their timing (the proxy forwards each request on its own), " +
+		"and the target sees the proxy's address, so per-address keys (--key ip) cannot be told apart"
+}
+
 // Proxies returns the proxy URLs (secrets redacted) through which some
 // target of c goes, in target order, without repeats; empty when every
 // target is reached directly.

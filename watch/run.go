@@ -126,6 +126,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return w.res, err
 	}
+	if msg, warn := cfg.Session.ProxyWarning(), cfg.Session.Warn; msg != "" && warn != nil {
+		// Given once, above: not again by every cycle's session.
+		w.cfg.Session.Warn = func(m string) {
+			if m != msg {
+				warn(m)
+			}
+		}
+	}
 	w.targets = s.Targets()
 	if cfg.Policy != nil {
 		w.rule = binding(cfg.Policy)
