@@ -157,13 +157,49 @@ func (s *session) quietQueue(ctx context.Context, d drain, size int) (refused bo
 	for i := range sends {
 		sends[i].At = units.Seconds(float64(i) / offered)
 	}
+	if s.opts.Clients >= 2 {
+		// The key test: two requests of a second identity half way, when
+		// a shared queue holds them as long as the stream's, and a queue
+		// of their own serves them at once.
+		half := sends[n/2].At
+		sends = append(sends, patterns.Send{At: half, Client: 1, Phase: "key"}, patterns.Send{At: half, Client: 1, Phase: "key"})
+		slices.SortStableFunc(sends, func(a, b patterns.Send) int { return int(a.At - b.At) })
+		s.keySent = true
+	}
 	at := s.now().Add(time.Duration(d.held+d.undelayed+1)*d.t + s.opts.lead())
 	res, err := s.run(ctx, phaseSteady, at, sends)
 	if err != nil {
 		return false, res, err
 	}
+	s.quietKey()
 	_, rej := s.counts(res)
 	return rej > 0, res, nil
+}
+
+// quietKey decides the key test of a steady stream into a queue: the
+// second identity's requests held (beyond the delay tolerance) share the
+// queue, a global key; served at once, they have their own. Undecided
+// when they were not both answered alike.
+func (s *session) quietKey() {
+	o := s.observe()
+	held, fast := 0, 0
+	results := s.fitted()
+	for _, ob := range o.list {
+		if results[ob.ref].Phase != "key" || !ob.accepted {
+			continue
+		}
+		if ob.delay > o.tol {
+			held++
+		} else {
+			fast++
+		}
+	}
+	switch {
+	case held == 2:
+		s.keyTested, s.perClient = true, false
+	case fast == 2:
+		s.keyTested, s.perClient = true, true
+	}
 }
 
 // maxQuietBurst bounds the bursts at a queue that never rejects (the

@@ -446,6 +446,8 @@ func (s *session) addKeyTest(sends *[]patterns.Send, after time.Duration) {
 		return
 	}
 	gap := min(max(after, 3*time.Millisecond), 50*time.Millisecond)
+	// Paced, the burst lasts len·pace: the key test follows its end.
+	gap += time.Duration(len(*sends)) * s.pace
 	for range 2 {
 		*sends = append(*sends, patterns.Send{At: gap, Client: 1, Phase: "key"})
 	}
