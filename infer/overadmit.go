@@ -132,7 +132,7 @@ func (s *session) goPaced(ctx context.Context, res []record.Result, ev string) e
 		s.stopped = true // paced, nothing was refused: no limit to fit
 		return nil
 	}
-	_, hi, err := s.scan(ctx, "scan", s.lastSent(ex), scanStart)
+	_, hi, err := s.scan(ctx, "scan", s.lastSent(ex), scanStart, s.advertisedReturn(ex))
 	if err != nil {
 		return err
 	}

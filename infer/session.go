@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
 )
@@ -262,15 +263,39 @@ func (s *session) lastSent(res []record.Result) time.Time {
 	return s.opts.Origin.Add(time.Duration(t))
 }
 
-// scan sends single probes at from + 20 ms·√2^k (those still ahead) until
+// scan sends single probes at from + first·√2^k (those still ahead) until
 // one is accepted; it returns the offsets of the last refused probe and of
-// the accepted one, and the accepted probe's results.
-func (s *session) scan(ctx context.Context, phase string, from time.Time, first time.Duration) (lo, hi time.Duration, err error) {
+// the accepted one. When the rejections before it advertised when quota
+// returns (hint: Retry-After, or a rate-limit header's reset, at least
+// minHint ahead), the geometric probes stop short of it and a comb of
+// probes refines the second before the advertised moment instead (the
+// advertisement is checked, not trusted: the geometric scan goes on beyond
+// the comb when nothing there was accepted).
+func (s *session) scan(ctx context.Context, phase string, from time.Time, first time.Duration, hint time.Time) (lo, hi time.Duration, err error) {
 	horizon := 2*s.opts.maxWindow() + 10*time.Second
+	var combLo, combHi time.Duration
+	if h := hint.Sub(from); !hint.IsZero() && h >= minHint {
+		step := combStep(h)
+		combLo, combHi = h-time.Second-step, h+2*step
+	}
 	for k := 0; ; k++ {
 		off := time.Duration(float64(first) * math.Pow(math.Sqrt2, float64(k)))
+		if combHi > 0 && off >= combLo {
+			acc, l, h, err := s.comb(ctx, phase, from, combLo, combHi, combStep(hint.Sub(from)))
+			if err != nil || acc {
+				if l == 0 {
+					l = lo
+				}
+				return l, h, err
+			}
+			lo, combHi = combHi, 0
+			continue
+		}
 		if off > horizon {
 			return lo, 0, nil
+		}
+		if off <= lo {
+			continue
 		}
 		at := from.Add(off)
 		if at.Before(s.now().Add(s.opts.lead())) {
@@ -285,6 +310,73 @@ func (s *session) scan(ctx context.Context, phase string, from time.Time, first 
 		}
 		lo = off
 	}
+}
+
+// minHint is the shortest advertised wait a scan refines with a comb (a
+// shorter one is scanned finely enough by the geometric probes).
+const minHint = 5 * time.Second
+
+// combStep is the spacing of a comb refining an advertised wait h: a
+// hundredth of it, from 20 to 100 ms.
+func combStep(h time.Duration) time.Duration {
+	return min(max(h/100, 20*time.Millisecond), 100*time.Millisecond)
+}
+
+// comb sends single probes every step over [lo, hi] after from (those
+// still ahead), as one schedule; it reports whether one was accepted, with
+// the offsets of the last refused probe before the first accepted one
+// (0 when the first was accepted) and of that one.
+func (s *session) comb(ctx context.Context, phase string, from time.Time, lo, hi, step time.Duration) (accepted bool, last, first time.Duration, err error) {
+	start := max(lo, s.now().Add(s.opts.lead()).Sub(from))
+	var sends []patterns.Send
+	for off := start; off <= hi; off += step {
+		sends = append(sends, patterns.Send{At: off - start})
+	}
+	res, err := s.run(ctx, phase, from.Add(start), sends)
+	if err != nil {
+		return false, 0, 0, err
+	}
+	for i, r := range res {
+		off := start + sends[i].At
+		switch c, _ := record.Classify(r, s.opts.RejectStatus); c {
+		case record.ClassAccepted:
+			return true, last, off, nil
+		case record.ClassRejected:
+			last = off
+		}
+	}
+	return false, last, 0, nil
+}
+
+// advertisedReturn returns when the rejections among res say quota
+// returns: the median over them of the receipt plus the advertised wait
+// (Retry-After, else the reset of a rate-limit header); zero when none
+// says.
+func (s *session) advertisedReturn(res []record.Result) time.Time {
+	var ts []time.Time
+	for _, r := range res {
+		if c, _ := record.Classify(r, s.opts.RejectStatus); c != record.ClassRejected {
+			continue
+		}
+		received := s.opts.Origin.Add(time.Duration(r.TTFB))
+		p := headers.Parse(r.Headers, received)
+		switch {
+		case p.RetryAfter != nil:
+			ts = append(ts, received.Add(*p.RetryAfter))
+		default:
+			for _, l := range p.Limits {
+				if l.HasReset {
+					ts = append(ts, received.Add(l.Reset))
+					break
+				}
+			}
+		}
+	}
+	if len(ts) == 0 {
+		return time.Time{}
+	}
+	slices.SortFunc(ts, time.Time.Compare)
+	return ts[len(ts)/2]
 }
 
 // infer runs the experiments and concludes.
@@ -385,7 +477,7 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 	a0 := quotaEstimate(o)
 	exhausted := s.lastSent(last)
 	// Recovery scan.
-	lo1, hi1, err := s.scan(ctx, "scan", exhausted, scanStart)
+	lo1, hi1, err := s.scan(ctx, "scan", exhausted, scanStart, s.advertisedReturn(last))
 	if err != nil || hi1 == 0 {
 		// No recovery within the horizon: the time scale is beyond what
 		// infer looks for (or the budget ended first).
@@ -400,7 +492,7 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 	if err != nil {
 		return s.firstFit(lo1, hi1, a0), err
 	}
-	lo2, hi2, err := s.scan(ctx, "scan2", s.lastSent(res[:a0+3]), min(scanStart, max(hi1/16, time.Millisecond)))
+	lo2, hi2, err := s.scan(ctx, "scan2", s.lastSent(res[:a0+3]), min(scanStart, max(hi1/16, time.Millisecond)), s.advertisedReturn(res[:a0+3]))
 	if err != nil || hi2 == 0 {
 		s.stopped = true
 		return s.firstFit(min(lo1, lo2), max(hi1, lo2), a0), err
@@ -532,13 +624,20 @@ func (s *session) announce(f *fit) {
 		return
 	}
 	s.budgetSet = true
-	W := min(w.h.scale(), s.opts.maxWindow())
+	// W is the longest time scale still plausible: the first fit rests on
+	// a scan whose gaps may hide the true edge, and a budget sized by the
+	// shortest candidate would end before the truth is found.
+	W := w.h.scale()
+	for _, p := range f.plausible(designSlack) {
+		W = max(W, p.h.scale())
+	}
+	W = min(W, s.opts.maxWindow())
 	budget := min(6*W+budgetSlack, s.opts.maxDuration())
 	if d := s.start.Add(budget); d.Before(s.deadline) {
 		s.deadline = d
 	}
 	if s.opts.OnBudget != nil {
-		s.opts.OnBudget(w.h.scale(), budget)
+		s.opts.OnBudget(W, budget)
 	}
 }
 
