@@ -448,14 +448,14 @@ func splitPoints(ts []time.Time, qs ...float64) []time.Time {
 // combTeeth is the number of probes of a comb.
 const combTeeth = 10
 
-// combOf returns combTeeth instants evenly over the central 90 % of the
-// sorted recovery times ts, at least margin apart; ok is false when they
-// span less than two margins.
+// combOf returns combTeeth instants evenly over the sorted recovery times
+// ts, from the first to the last (a tooth at each end), at least margin
+// apart; ok is false when they span less than two margins.
 func combOf(ts []time.Time, margin time.Duration) (comb []time.Time, ok bool) {
 	if len(ts) < 2 {
 		return nil, false
 	}
-	lo, hi := ts[len(ts)/20], ts[len(ts)-1-len(ts)/20]
+	lo, hi := ts[0], ts[len(ts)-1]
 	span := hi.Sub(lo)
 	if span < 2*margin {
 		return nil, false

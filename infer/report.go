@@ -35,14 +35,15 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		concludeQuiet(inf, results, o, opts.RejectStatus)
 		return inf
 	}
-	w, ok := f.winner()
+	a, _ := advertOf(results, origin, opts.RejectStatus)
+	w, ok := f.winnerFor(a)
 	if !ok {
 		inf.Algorithm = None
 		return inf
 	}
 	inf.Algorithm = w.h.v.fam
 	inf.Confidence = share(f.total-w.miss, f.total)
-	fillParams(inf, f, w)
+	fillParams(inf, f, w, a)
 	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
 	inf.Alternatives = alternatives(f, w, origin, o)
 	return inf
@@ -50,8 +51,9 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 
 // fillParams sets the winner's parameters, with the ranges over which
 // they fit as well, and the switches the data settled (alignment, counting
-// rejected requests); a switch the data could not settle is unknown.
-func fillParams(inf *Inference, f *fit, w scored) {
+// rejected requests); a switch the data could not settle is unknown, unless
+// the advertisement a names the winner.
+func fillParams(inf *Inference, f *fit, w scored, a advert) {
 	n, x, d := f.estimate(w)
 	switch w.h.v.fam {
 	case FixedWindow, SlidingLog, SlidingWindowCounter:
@@ -75,11 +77,11 @@ func fillParams(inf *Inference, f *fit, w scored) {
 	}
 	switch w.h.v.fam {
 	case FixedWindow, SlidingWindowCounter:
-		a := string(w.h.v.align)
-		if len(aligns) > 1 {
-			a = AlignUnknown
+		al := string(w.h.v.align)
+		if len(aligns) > 1 && !a.names(w.h) {
+			al = AlignUnknown
 		}
-		inf.Alignment = &a
+		inf.Alignment = &al
 	}
 	switch w.h.v.fam {
 	case SlidingLog, SlidingWindowCounter:

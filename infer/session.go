@@ -484,8 +484,15 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 		s.stopped = true
 		return s.firstFit(lo1, max(hi1, lo1), a0), err
 	}
-	// Exhaust again, then (with several identities) test the key.
+	// Exhaust again, then (with several identities) test the key. A long
+	// time scale is exhausted half of it after the recovery: a window
+	// aligned to the clock then recovers at its next edge, one started by
+	// a request or a log of requests half a time scale later, so that the
+	// second scan already tells them apart.
 	x1 := s.now().Add(s.opts.lead())
+	if hi1 >= minHint {
+		x1 = x1.Add(hi1 / 2)
+	}
 	sends := burstSends(a0 + 3)
 	s.addKeyTest(&sends, hi1/8)
 	res, err := s.run(ctx, "exhaust", x1, sends)
@@ -698,6 +705,10 @@ func (s *session) queueOpening(ctx context.Context, o *observations, last []reco
 func (s *session) design(ctx context.Context, f *fit) (*fit, error) {
 	for range maxRounds {
 		p := f.plausible(designSlack)
+		if a, ok := advertOf(s.fitted(), s.opts.Origin, s.opts.RejectStatus); ok && a.settles(p) {
+			trace("settled by the advertised %d per %v, epoch-aligned", a.quota, a.window)
+			return f, nil
+		}
 		if resolved(p) {
 			trace("resolved: %d plausible, first %v: %s", len(p), p[0].h, summarize(p))
 			return f, nil

@@ -175,11 +175,11 @@ func TestSelftestGrid(t *testing.T) {
 func logReport(t *testing.T, rep *SelftestReport) {
 	t.Helper()
 	for _, r := range rep.Rows {
-		got, n := "-", 0
+		got, n, d := "-", 0, 0.0
 		if r.Got != nil {
-			got, n = string(r.Got.Algorithm), r.Got.Requests
+			got, n, d = string(r.Got.Algorithm), r.Got.Requests, r.Got.DurationS
 		}
-		t.Logf("%-38s → %-22s %7v %5d requests %v %v", r.Case.Name, got, r.Duration.Round(time.Millisecond), n, r.Problems, r.Err)
+		t.Logf("%-38s → %-22s %7v (infer %6.1fs) %5d requests %v %v", r.Case.Name, got, r.Duration.Round(time.Millisecond), d, n, r.Problems, r.Err)
 	}
 }
 
