@@ -210,6 +210,31 @@ const (
 	maxSteady     = 400
 )
 
+// steadyCheck offers, after bursts that were never refused nor held in a
+// staircase, a steady stream at half the highest rate of accepted answers
+// seen (at most half of maxRate; maxSteady requests at most): none is said
+// only when such a load is served as offered with flat latency.
+func (s *session) steadyCheck(ctx context.Context) error {
+	rate := min(s.observe().maxRatePerSecond(), s.maxRate()) / 2
+	n := min(maxSteady, s.opts.maxRequests()-s.sent)
+	if !(rate > 0) || n < 20 {
+		return nil
+	}
+	n = min(n, max(int(rate*2), 20)) // at most about two seconds
+	sends := make([]patterns.Send, n)
+	for i := range sends {
+		sends[i].At = units.Seconds(float64(i) / rate)
+	}
+	res, err := s.run(ctx, phaseSteady, s.now().Add(s.opts.lead()), sends)
+	if err != nil {
+		return err
+	}
+	if _, rej := s.counts(res); rej > 0 {
+		trace("the steady stream was refused: a limiter after all")
+	}
+	return nil
+}
+
 // phaseSteady names the steady stream of quietQueue.
 const phaseSteady = "steady"
 

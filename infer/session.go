@@ -457,6 +457,9 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 		}
 	}
 	if !refused {
+		if !s.stopped {
+			return nil, s.steadyCheck(ctx)
+		}
 		return nil, nil
 	}
 	o := s.observe()
