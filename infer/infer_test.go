@@ -271,8 +271,8 @@ func TestInferNone(t *testing.T) {
 	if inf.Algorithm != None || inf.MaxRatePerS == nil || *inf.MaxRatePerS < 1000 || !inf.Complete || inf.RejectStatus != nil {
 		t.Errorf("inference %+v, want none with a max rate of at least 1000/s", inf)
 	}
-	if inf.Requests != 16+64+256+1024+400 {
-		t.Errorf("requests %d, want the four bursts and a steady stream of 400 (1760)", inf.Requests)
+	if inf.Requests != 16+64+256+1024+200 {
+		t.Errorf("requests %d, want the four bursts and two seconds of a steady stream at 100/s (1560)", inf.Requests)
 	}
 }
 

@@ -202,6 +202,15 @@ func (s *session) quietKey() {
 	}
 }
 
+// maxCheckRate bounds the rate of steadyCheck's stream, and
+// maxQueueRate the drain rate taken for a queue's: a faster "drain" is a
+// server answering a burst as fast as it can, which a stream infer can
+// offer (at most maxRate) would not saturate.
+const (
+	maxCheckRate = 100.0
+	maxQueueRate = 250.0
+)
+
 // maxQuietBurst bounds the bursts at a queue that never rejects (the
 // opening's largest); maxSteady the steady stream, whose requests are kept
 // in reserve.
@@ -211,16 +220,17 @@ const (
 )
 
 // steadyCheck offers, after bursts that were never refused nor held in a
-// staircase, a steady stream at half the highest rate of accepted answers
-// seen (at most half of maxRate; maxSteady requests at most): none is said
-// only when such a load is served as offered with flat latency.
+// staircase, a steady stream for about two seconds at half the highest
+// rate of accepted answers seen, at most maxCheckRate (and half of
+// maxRate): none is said only when such a load is served as offered with
+// flat latency.
 func (s *session) steadyCheck(ctx context.Context) error {
-	rate := min(s.observe().maxRatePerSecond(), s.maxRate()) / 2
+	rate := min(s.observe().maxRatePerSecond()/2, s.maxRate()/2, maxCheckRate)
 	n := min(maxSteady, s.opts.maxRequests()-s.sent)
 	if !(rate > 0) || n < 20 {
 		return nil
 	}
-	n = min(n, max(int(rate*2), 20)) // at most about two seconds
+	n = min(n, max(int(rate*2), 20)) // about two seconds
 	sends := make([]patterns.Send, n)
 	for i := range sends {
 		sends[i].At = units.Seconds(float64(i) / rate)
@@ -315,6 +325,9 @@ func concludeQuiet(inf *Inference, results []record.Result, o *observations, rej
 	rate, flat, ok := served(judged, rejectStatus)
 	best := o.maxRatePerSecond()
 	d, queue := drainOf(o)
+	if v, _, _ := d.rate(); queue && v > maxQueueRate {
+		queue = false // a server answering a burst as fast as it can
+	}
 	if queue && !(len(steady) > 0 && flat) {
 		inf.Algorithm = LeakyBucketQueue
 		v, lo, hi := d.rate()

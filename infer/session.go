@@ -439,7 +439,7 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 				return s.opening(ctx)
 			}
 		}
-		if d, ok := drainOf(s.observe()); ok && !refused {
+		if d, ok := drainOf(s.observe()); ok && !refused && d.t >= time.Duration(float64(time.Second)/min(maxQueueRate, s.maxRate()/4)) {
 			// Held without a rejection: a queue, perhaps one that only
 			// delays. Bursts bounded by the timeout from here on.
 			trace("held %d without rejecting: drain interval %v", d.held, d.t)
