@@ -414,47 +414,9 @@ func (s *session) conclude(f *fit) *Inference {
 // opening runs the fixed first experiments and the first fit. It returns
 // a nil fit when nothing was refused (no limiting observed).
 func (s *session) opening(ctx context.Context) (*fit, error) {
-	// Bursts from idle, growing until one is refused.
-	refused := false
-	size := firstBurst
-	var last []record.Result
-	for i := 0; i < maxBursts && !refused; i, size = i+1, size*burstGrowth {
-		size = min(size, s.opts.maxRequests()-s.sent)
-		if size <= 0 {
-			s.stopped = true
-			break
-		}
-		res, err := s.run(ctx, "burst", s.now().Add(s.opts.lead()), burstSends(size))
-		if err != nil {
-			return nil, err
-		}
-		last = res
-		_, rej := s.counts(res)
-		refused = rej > 0
-		if s.over == nil {
-			if ev := lostUpdates(res, s.opts.Origin, s.opts.RejectStatus); ev != "" {
-				if err := s.goPaced(ctx, res, ev); err != nil || s.stopped {
-					return nil, err
-				}
-				return s.opening(ctx)
-			}
-		}
-		if d, ok := drainOf(s.observe()); ok && !refused && d.t >= time.Duration(float64(time.Second)/min(maxQueueRate, s.maxRate()/4)) {
-			// Held without a rejection: a queue, perhaps one that only
-			// delays. Bursts bounded by the timeout from here on.
-			trace("held %d without rejecting: drain interval %v", d.held, d.t)
-			refused, res, err = s.quietQueue(ctx, d, size)
-			if err != nil || !refused {
-				return nil, err
-			}
-			last = res
-			if res[0].Phase == phaseSteady {
-				// The steady stream was rejected: a limiter after all; its
-				// fit starts from the observations as they are.
-				return s.firstFit(0, 0, quotaEstimate(s.observe())), nil
-			}
-			break
-		}
+	refused, last, f, done, err := s.bursts(ctx)
+	if done || err != nil {
+		return f, err
 	}
 	if !refused {
 		if !s.stopped {
@@ -508,6 +470,54 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 		return s.firstFit(min(lo1, lo2), max(hi1, lo2), a0), err
 	}
 	return s.firstFit(min(lo1, lo2), max(hi1, hi2), a0), nil
+}
+
+// bursts sends the bursts from idle, growing until one is refused; it
+// returns whether one was, and its results. A burst that shows lost
+// updates restarts the opening paced, and one held in a staircase without
+// a rejection goes to quietQueue: done then reports that the opening is
+// over, with its fit (nil: none).
+func (s *session) bursts(ctx context.Context) (refused bool, last []record.Result, f *fit, done bool, err error) {
+	size := firstBurst
+	for i := 0; i < maxBursts && !refused; i, size = i+1, size*burstGrowth {
+		size = min(size, s.opts.maxRequests()-s.sent)
+		if size <= 0 {
+			s.stopped = true
+			break
+		}
+		res, err := s.run(ctx, "burst", s.now().Add(s.opts.lead()), burstSends(size))
+		if err != nil {
+			return false, nil, nil, true, err
+		}
+		last = res
+		_, rej := s.counts(res)
+		refused = rej > 0
+		if s.over == nil {
+			if ev := lostUpdates(res, s.opts.Origin, s.opts.RejectStatus); ev != "" {
+				if err := s.goPaced(ctx, res, ev); err != nil || s.stopped {
+					return false, nil, nil, true, err
+				}
+				f, err := s.opening(ctx)
+				return false, nil, f, true, err
+			}
+		}
+		if d, ok := drainOf(s.observe()); ok && !refused && d.t >= time.Duration(float64(time.Second)/min(maxQueueRate, s.maxRate()/4)) {
+			// Held without a rejection: a queue, perhaps one that only
+			// delays. Bursts bounded by the timeout from here on.
+			trace("held %d without rejecting: drain interval %v", d.held, d.t)
+			refused, res, err = s.quietQueue(ctx, d, size)
+			if err != nil || !refused {
+				return false, nil, nil, true, err
+			}
+			if res[0].Phase == phaseSteady {
+				// The steady stream was rejected: a limiter after all; its
+				// fit starts from the observations as they are.
+				return true, res, s.firstFit(0, 0, quotaEstimate(s.observe())), true, nil
+			}
+			return true, res, nil, false, nil
+		}
+	}
+	return refused, last, nil, false, nil
 }
 
 // clientOf records the main identity's name from results of client 0.
