@@ -43,7 +43,7 @@ type Wild struct {
 // wildCases are the cases of issue 13: a queue that only delays, a
 // non-atomic fixed window, 60 s epoch windows with and without headers
 // entered at several phases, every Retry-After lie and the accurate one,
-// and foreign traffic at 20 % of the limit on four families.
+// and foreign traffic at 20 % of the limit on six algorithms.
 func wildCases() []SelftestCase {
 	pol := func(lc limiter.Config, d headers.Dialect) *testserver.Policy {
 		return &testserver.Policy{Name: "selftest", Limiter: lc, Key: testserver.KeyGlobal, Status: 429, Dialects: []headers.Dialect{d}}
@@ -90,6 +90,9 @@ func wildCases() []SelftestCase {
 		{"sliding-log", limiter.Config{Algorithm: limiter.SlidingLog, Limit: 10, Window: 2 * time.Second}, infer.SlidingLog},
 		{"token-bucket", limiter.Config{Algorithm: limiter.TokenBucket, Rate: 5, Capacity: 8}, infer.TokenBucket},
 		{"leaky-bucket", limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 5, Capacity: 8}, infer.LeakyBucketQueue},
+		{"fixed-window-first", fw(10, 2*time.Second, limiter.AlignFirstRequest), infer.FixedWindow},
+		{"sliding-window-counter", limiter.Config{Algorithm: limiter.SlidingWindowCounter, Limit: 10, Window: 2 * time.Second, Align: limiter.AlignEpoch}, infer.SlidingWindowCounter},
+		{"gcra", limiter.Config{Algorithm: limiter.GCRA, Rate: 4, Capacity: 6}, infer.TokenBucket},
 	}
 	for _, f := range foreign {
 		cs = append(cs, SelftestCase{Name: f.name + "-foreign-20pct", Policy: pol(f.lc, headers.None),
