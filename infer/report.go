@@ -275,7 +275,7 @@ func advertised(r record.Result, origin time.Time, ob observation) (time.Duratio
 	if ob.accepted {
 		return 0, false
 	}
-	v := r.Headers.Get("Retry-After")
+	v := headers.Get(r.Headers, "Retry-After")
 	if v == "" {
 		return 0, false
 	}

@@ -13,64 +13,17 @@ import (
 
 // Summary condenses a run's results: counts per outcome, status, error
 // class and client, latency per status, pacing error and race spread. It
-// is the body of `rlprobe run`'s document; every number carries its unit
-// in its JSON name.
+// is the body of `rlprobe run`'s document (record.RunDoc); every number
+// carries its unit in its JSON name.
 //
 // Accepted, Rejected and Other are record.Classify's classes with no
 // declared reject status (a run knows no policy): Rejected is 429 or 503,
 // Other every other status and every cache hit. Every distribution is in
 // microseconds, estimated by an HDR histogram of three significant digits.
-type Summary struct {
-	Scheduled int `json:"scheduled"`
-	Sent      int `json:"sent"` // responses + errors
-	Responses int `json:"responses"`
-	Errors    int `json:"errors"`
-	NotSent   int `json:"not_sent"`
-	Accepted  int `json:"accepted"`
-	Rejected  int `json:"rejected"`
-	Other     int `json:"other"`
-	// Statuses counts responses by status code ("200": n).
-	Statuses map[string]int `json:"statuses"`
-	// ErrorClasses counts errors by class (record.ErrRefused …).
-	ErrorClasses map[string]int `json:"error_classes,omitempty"`
-	// NotSentReasons counts not-sent results by reason (NotSentAbort …).
-	NotSentReasons map[string]int `json:"not_sent_reasons,omitempty"`
-	// Clients has one entry per client identity, in order of their labels.
-	Clients []ClientSummary `json:"clients"`
-	// Latency is the distribution, per status code, of done − sent (for a
-	// race member whose head went out early: done − wrote).
-	Latency map[string]record.Dist `json:"latency"`
-	// Pacing is the distribution of the send error: sent − sched, or, for a
-	// race member whose head went out before its release, wrote − sched.
-	// Negative errors count as 0.
-	Pacing record.Dist `json:"pacing_error"`
-	// Late counts sends whose pacing error exceeds LateThreshold.
-	Late int `json:"late"`
-	// Races counts releases: two or more sent results of one phase with the
-	// same sched.
-	Races int `json:"races"`
-	// RaceWroteSpread is the distribution over releases of max − min of
-	// wrote: how closely the client released its requests.
-	RaceWroteSpread record.Dist `json:"race_wrote_spread"`
-	// RaceArrivalSpread is the distribution over releases of max − min of
-	// the server-echoed arrival (releases with at least two echoes).
-	RaceArrivalSpread record.Dist `json:"race_arrival_spread"`
-	// DurationS is the span from the first send to the last completion.
-	DurationS float64 `json:"duration_s"`
-	// SentPerS is Sent / DurationS (0 when the span is empty).
-	SentPerS float64 `json:"sent_per_s"`
-}
+type Summary = record.RunSummary
 
 // ClientSummary counts one client's results.
-type ClientSummary struct {
-	Client   string `json:"client"`
-	Sent     int    `json:"sent"`
-	Accepted int    `json:"accepted"`
-	Rejected int    `json:"rejected"`
-	Other    int    `json:"other"`
-	Errors   int    `json:"errors"`
-	NotSent  int    `json:"not_sent"`
-}
+type ClientSummary = record.ClientSummary
 
 // histMaxUS is the largest value a histogram holds: one hour.
 const histMaxUS = 3600 * 1_000_000

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/dunglas/httpsfv"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/units"
 )
@@ -47,8 +47,15 @@ const (
 	RetryAfterOptional = "optional" // ... a warning (the default)
 )
 
-// dialects are the header dialect names of the contract, in its order.
-var dialects = []string{"none", "x-ratelimit", "x-ratelimit-epoch", "draft-6", "draft-7", "draft-8"}
+// dialects are the header dialect names of the contract, in its order
+// (headers.Dialects: the served ones and the vendor dialects read).
+var dialects = func() []string {
+	out := make([]string, len(headers.Dialects))
+	for i, d := range headers.Dialects {
+		out[i] = string(d)
+	}
+	return out
+}()
 
 // Policy is a declared rate-limit policy: one rule per endpoint (several
 // rules may name the same endpoint: each must hold). It is plain data: the
@@ -145,15 +152,6 @@ func (e *Endpoint) Period() time.Duration {
 	return time.Duration(math.Ceil(float64(c) / e.Rate * 1e9))
 }
 
-// RejectStatuses returns the statuses counted as rejections: the declared
-// one, else 429 and 503.
-func (e *Endpoint) RejectStatuses() []int {
-	if e.Status != 0 {
-		return []int{e.Status}
-	}
-	return []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}
-}
-
 // PerClient reports whether each client has its own quota.
 func (e *Endpoint) PerClient() bool { return e.Key != "" && e.Key != KeyGlobal }
 
@@ -166,7 +164,7 @@ func (e *Endpoint) String() string {
 	}
 	switch {
 	case e.IsBucket():
-		fmt.Fprintf(&b, "rate %s, capacity %d", FormatRate(e.Rate), e.capacity())
+		fmt.Fprintf(&b, "rate %s, capacity %d", units.FormatRate(e.Rate), e.capacity())
 	case e.WindowType == Fixed:
 		fmt.Fprintf(&b, "%d per %s window (%s-aligned)", e.Limit, e.Window, cmp(string(e.Align), string(limiter.AlignFirstRequest)))
 	default:
@@ -185,8 +183,8 @@ func cmp(s, def string) string {
 	return s
 }
 
-// FormatRate formats requests per second as the contract's "N/s", with the
-// shortest decimal that parses back to the same value.
+// FormatRate formats requests per second in the contract's rate grammar,
+// exactly: units.FormatRate, kept for callers of verify.
 func FormatRate(r float64) string { return units.FormatRate(r) }
 
 // Problem is one thing wrong with a policy.
@@ -442,7 +440,7 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 		w.Window = e.Window.String()
 	}
 	if e.Rate != 0 {
-		w.Rate = FormatRate(e.Rate)
+		w.Rate = units.FormatRate(e.Rate)
 	}
 	return json.Marshal(w)
 }

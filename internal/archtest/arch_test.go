@@ -76,6 +76,19 @@ var allowed = map[string]map[string]string{
 		"patterns": "pattern flags and plans", "probe": "target flags to engine options",
 		"verify": "policy flags", "infer": "infer options", "report": "every output format",
 		"testserver": "serve", "internal/scenario": "demo and selftest", "units": "rate and duration flags",
+		"watch":     "the watch daemon's flags and signals",
+		"limitconf": "policy import and lint",
+	},
+	"watch": {
+		"verify":  "each cycle is judged against the declared policy; advertised rules",
+		"infer":   "the first cycle's inference is the drift baseline",
+		"record":  "cycles' results, classified by record.Classify",
+		"headers": "the dialects a cycle saw (a drift when they change)",
+		"units":   "one display format in messages",
+	},
+	"limitconf": {
+		"verify": "configs become verify.Policy endpoints; lint findings reuse verify.Finding",
+		"units":  "one grammar for the rates and durations configs write",
 	},
 	"cmd/rlprobe": {"internal/cli": "main only runs the CLI"},
 	// test-only helpers (StartRedis, StartNginx): imported from _test.go files only.

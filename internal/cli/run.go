@@ -442,30 +442,21 @@ func newRunProgress(f *Factory, g *GlobalOptions, sink *runSink, s patterns.Sche
 	return p
 }
 
-// runDoc is the --json document of `rlprobe run` (schema rlprobe.run/v1):
-// the run's identity, then probe.Summary's fields, then the record file.
-type runDoc struct {
-	Schema   string         `json:"schema"`
-	Tool     string         `json:"tool"`
-	Complete bool           `json:"complete"`
-	Reason   string         `json:"reason"`
-	Targets  []string       `json:"targets"`
-	Seed     uint64         `json:"seed"`
-	Plan     *patterns.Plan `json:"plan"`
-	probe.Summary
-	RecordFile string `json:"record_file"`
-}
-
 // printRunSummary prints the summary on stdout: a table, or the JSON
 // document with --json.
 func printRunSummary(f *Factory, g *GlobalOptions, t *target, plan *patterns.Plan, s patterns.Schedule,
 	sum probe.Summary, reason, path string) error {
 	if g.JSON {
-		return writeJSON(f.IO.Out, runDoc{
-			Schema: "rlprobe.run/v1", Tool: "rlprobe " + f.Version,
+		planJSON, err := json.Marshal(plan)
+		if err != nil {
+			return err
+		}
+		seed := t.seed
+		return writeJSON(f.IO.Out, record.RunDoc{
+			Schema: record.SchemaRun, Tool: "rlprobe " + f.Version,
 			Complete: reason == record.ReasonCompleted, Reason: reason,
-			Targets: redactedTargets(t), Seed: t.seed, Plan: plan,
-			Summary: sum, RecordFile: path,
+			Targets: redactedTargets(t), Seed: &seed, Plan: planJSON,
+			RunSummary: sum, RecordFile: path,
 		})
 	}
 	w := f.IO.Out
