@@ -599,10 +599,7 @@ func (f *fit) winnerFor(a advert) (scored, bool) {
 		return w, ok
 	}
 	for _, s := range f.pool {
-		if s.miss == w.miss && a.names(s.h) && (!a.names(w.h) || lessHyp(s.h, w.h)) {
-			if b, ok := f.best[s.h.v]; ok && b.miss == s.miss {
-				return b, true
-			}
+		if s.miss == w.miss && a.names(s.h) {
 			return s, true
 		}
 	}

@@ -55,6 +55,9 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 // the advertisement a names the winner.
 func fillParams(inf *Inference, f *fit, w scored, a advert) {
 	n, x, d := f.estimate(w)
+	if a.names(w.h) && x.lo <= a.window.Seconds() && a.window.Seconds() <= x.hi {
+		x.value = a.window.Seconds() // the advertised length, among those that fit
+	}
 	switch w.h.v.fam {
 	case FixedWindow, SlidingLog, SlidingWindowCounter:
 		inf.Params.Limit = &Param{Value: n.value, Low: n.lo, High: n.hi}

@@ -273,6 +273,11 @@ func (s *session) lastSent(res []record.Result) time.Time {
 // the comb when nothing there was accepted).
 func (s *session) scan(ctx context.Context, phase string, from time.Time, first time.Duration, hint time.Time) (lo, hi time.Duration, err error) {
 	horizon := 2*s.opts.maxWindow() + 10*time.Second
+	if !hint.IsZero() && hint.Add(2*time.Second).Before(s.deadline) {
+		// An advertised return within the budget is waited for, however
+		// long the window (an hour window, advertised, is seen to end).
+		horizon = max(horizon, hint.Sub(from)+2*time.Second)
+	}
 	var combLo, combHi time.Duration
 	if h := hint.Sub(from); !hint.IsZero() && h >= minHint {
 		step := combStep(h)
@@ -540,6 +545,9 @@ func (s *session) firstFit(lo, hi time.Duration, a0 int) *fit {
 	lowS := max(lo.Seconds(), hi.Seconds()/2, 0.002)
 	highS := hi.Seconds()
 	maxW := 2 * s.opts.maxWindow().Seconds()
+	if a, ok := advertOf(s.fitted(), s.opts.Origin, s.opts.RejectStatus); ok {
+		maxW = max(maxW, 1.1*a.window.Seconds()) // an advertised longer window is a candidate
+	}
 	wmin := max(lowS/3, 0.002)
 	wmax := min(max(4*highS, 2*float64(a0+2)*highS), maxW)
 	rmin := 1 / (3 * float64(a0+2) * highS)
@@ -651,7 +659,11 @@ func (s *session) announce(f *fit) {
 	for _, p := range f.plausible(designSlack) {
 		W = max(W, p.h.scale())
 	}
-	W = min(W, s.opts.maxWindow())
+	maxW := s.opts.maxWindow()
+	if a, ok := advertOf(s.fitted(), s.opts.Origin, s.opts.RejectStatus); ok {
+		maxW = max(maxW, a.window)
+	}
+	W = min(W, maxW)
 	budget := min(6*W+budgetSlack, s.opts.maxDuration())
 	if d := s.start.Add(budget); d.Before(s.deadline) {
 		s.deadline = d
