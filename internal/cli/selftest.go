@@ -68,6 +68,15 @@ type selftestDoc struct {
 	Cases    []selftestDocCase `json:"cases"`
 	Families []string          `json:"families"`
 	Matrix   [][]int           `json:"matrix"`
+	// Coverage is, per parameter, how often the reported [low, high]
+	// contained the truth.
+	Coverage []selftestCoverage `json:"coverage"`
+}
+
+type selftestCoverage struct {
+	Param   string `json:"param"`
+	Cases   int    `json:"cases"`
+	Covered int    `json:"covered"`
 }
 
 type selftestDocCase struct {
@@ -141,6 +150,10 @@ func newSelftestDoc(f *Factory, rep *scenario.SelftestReport, quick bool) selfte
 	for _, fam := range infer.Families {
 		doc.Families = append(doc.Families, string(fam))
 	}
+	doc.Coverage = []selftestCoverage{}
+	for _, c := range rep.Coverage() {
+		doc.Coverage = append(doc.Coverage, selftestCoverage{Param: c.Name, Cases: c.Cases, Covered: c.Covered})
+	}
 	for _, r := range rep.Rows {
 		c := selftestDocCase{Name: r.Case.Name, Served: r.Case.Describe(), Want: r.Case.Want.Family, Right: r.OK(),
 			Problems: r.Problems, ParamErrors: r.ParamErrors, DurationS: r.Duration.Seconds(), Inference: r.Got}
@@ -209,6 +222,7 @@ func writeSelftest(w io.Writer, rep *scenario.SelftestReport) error {
 	}
 	renderTable(w, header, mrows, 1)
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, rep.CoverageText())
 	verdict := "pass"
 	if right != len(rep.Rows) {
 		verdict = "FAIL"
