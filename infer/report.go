@@ -43,7 +43,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 	}
 	inf.Algorithm = w.h.v.fam
 	inf.Confidence = share(f.total-w.miss, f.total)
-	fillParams(inf, f, w, a)
+	fillParams(inf, f, w, a, o.timingSlack())
 	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
 	inf.Alternatives = alternatives(f, w, origin, o)
 	return inf
@@ -52,9 +52,16 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 // fillParams sets the winner's parameters, with the ranges over which
 // they fit as well, and the switches the data settled (alignment, counting
 // rejected requests); a switch the data could not settle is unknown, unless
-// the advertisement a names the winner.
-func fillParams(inf *Inference, f *fit, w scored, a advert) {
+// the advertisement a names the winner. The continuous parameter's range
+// is widened by slack, the timing the run could not resolve.
+func fillParams(inf *Inference, f *fit, w scored, a advert, slack time.Duration) {
 	n, x, d := f.estimate(w)
+	// The range of equally good values is widened by what the timing of
+	// the run cannot resolve: slack relative to the time scale.
+	if sc := w.h.scale(); sc > 0 {
+		r := float64(slack) / float64(sc)
+		x.lo, x.hi = x.lo*(1-r), x.hi*(1+r)
+	}
 	if a.names(w.h) && x.lo <= a.window.Seconds() && a.window.Seconds() <= x.hi {
 		x.value = a.window.Seconds() // the advertised length, among those that fit
 	}
