@@ -157,6 +157,8 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 		MaxDuration: t.o.maxDuration,
 		Prior:       []record.Result{pre},
 		Lead:        inferLead,
+		Timeout:     t.probe.Timeout,
+		MaxRate:     t.o.maxRate,
 		OnBudget:    prog.onBudget,
 		OnPhase:     prog.onPhase,
 		Tool:        "rlprobe " + f.Version,
