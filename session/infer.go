@@ -152,6 +152,8 @@ func (s *Session) inferOptions(opts InferOptions, zero time.Time, prior []record
 		MaxWindow:   opts.MaxWindow,
 		Prior:       prior,
 		Lead:        opts.Lead,
+		Timeout:     p.Timeout,
+		MaxRate:     s.cfg.Caps.MaxRate,
 		Tool:        s.cfg.Tool,
 		OnBudget: func(window, budget time.Duration) {
 			if f := s.cfg.Progress.Planned; f != nil {

@@ -176,7 +176,7 @@ func TestInferText(t *testing.T) {
 	if code != ExitFindings || !strings.Contains(stderr, "expected token-bucket, inferred none") {
 		t.Errorf("exit %d, stderr %q; want 1 and the mismatch", code, stderr)
 	}
-	for _, w := range []string{"algorithm: none", "no limiting observed: up to", "record: " + out, "1361 requests"} {
+	for _, w := range []string{"algorithm: none", "no limiting observed: up to", "record: " + out, "1561 requests"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("output lacks %q:\n%s", w, stdout)
 		}
