@@ -102,6 +102,20 @@ func TestNewCmdFlags(t *testing.T) {
 		t.Errorf("selftest options %+v", st)
 	}
 
+	var imp *PolicyImportOptions
+	parse(t, NewCmdPolicyImport(f, g, func(_ context.Context, o *PolicyImportOptions) error { imp = o; return nil }),
+		"nginx.conf --format nginx --server api.example --location =_/login -o p.yaml")
+	if imp.File != "nginx.conf" || imp.Source != (ConfigSource{Format: "nginx", Server: "api.example", Location: "= /login"}) || imp.Out != "p.yaml" {
+		t.Errorf("policy import options %+v", imp)
+	}
+
+	var lint *PolicyLintOptions
+	parse(t, NewCmdPolicyLint(f, g, func(_ context.Context, o *PolicyLintOptions) error { lint = o; return nil }),
+		"envoy.yaml --format envoy --location /api --fail-on warning")
+	if lint.File != "envoy.yaml" || lint.Source != (ConfigSource{Format: "envoy", Location: "/api"}) || lint.FailOn != "warning" {
+		t.Errorf("policy lint options %+v", lint)
+	}
+
 	reached := false
 	parse(t, NewCmdVersion(f, g, func(context.Context, *VersionOptions) error { reached = true; return nil }), "")
 	if !reached {
