@@ -60,6 +60,13 @@ func TestNewCmdFlags(t *testing.T) {
 		t.Errorf("check options %+v", check)
 	}
 
+	parse(t, NewCmdCheck(f, g, func(_ context.Context, o *CheckOptions) error { check = o; return nil }),
+		"http://a/ --from-config nginx.conf --format nginx --server api --location-url ~_^/api/=/api/1 --location-url /b=/b/c")
+	if check.FromConfig != "nginx.conf" || check.Config != (ConfigSource{Format: "nginx", Server: "api"}) ||
+		!slices.Equal(check.LocationURLs, []string{"~ ^/api/=/api/1", "/b=/b/c"}) {
+		t.Errorf("check --from-config options %+v", check)
+	}
+
 	var inf *InferOptions
 	parse(t, NewCmdInfer(f, g, func(_ context.Context, o *InferOptions) error { inf = o; return nil }),
 		"http://a/ --expect token-bucket --client-header X-Key --clients 2 --dry-run")
