@@ -108,14 +108,16 @@ func Analyze(m *record.Merged, p Policy, opt Options) Report {
 	return rep
 }
 
-// Rejudge sets Verdict and Pass again from the findings and Complete,
-// with the fail-on severity the report was judged with (SeverityError for
-// a decoded report): for a caller that changed the findings, as check
+// Rejudge orders the findings as Analyze does (most severe and certain
+// first) and sets Verdict and Pass again from them and Complete, with the
+// fail-on severity the report was judged with (SeverityError for a
+// decoded report): for a caller that changed the findings, as check
 // --from-config does with the config's findings.
 func (r *Report) Rejudge() {
 	if r.failOn == "" {
 		r.failOn = SeverityError
 	}
+	sortFindings(r.Findings)
 	r.judge()
 }
 
