@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -41,7 +42,7 @@ func TestCheckFromConfigNginx(t *testing.T) {
 	wg.Wait()
 	sch := compileDocSchema(t, "check.schema.json")
 	for i, loc := range locs {
-		t.Run(strings.TrimPrefix(loc, "= "), func(t *testing.T) {
+		t.Run(cmp.Or(strings.TrimPrefix(loc, "= /"), "root"), func(t *testing.T) {
 			r := results[i]
 			var rep verify.Report
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
