@@ -69,7 +69,18 @@ type Options struct {
 	// Time is when the verdict is given, the document's "time": the
 	// caller reads the clock (Analyze reads none).
 	Time time.Time
+	// SharedQuota says other clients may spend the same quota while the
+	// records were made (a watch in production): a finding that their
+	// unseen requests could explain — a remaining lower than the probe's
+	// own count leaves, retries rejected after the advertised moment,
+	// rejections below the limit — is possible, never certain. Counts of
+	// accepted requests stay certain: unseen traffic only adds to them.
+	SharedQuota bool
 }
+
+// foreignExplains lists the findings that another client's requests,
+// unseen by the probe, could cause on an honest server.
+var foreignExplains = []string{IDRateLimitHeaderInconsistent, IDRetryAfterEarly, IDUnderAdmission}
 
 // Analyze judges the merged records against the policy p (normalized,
 // valid) and returns the document. It reads no clock and runs in
@@ -101,6 +112,13 @@ func Analyze(m *record.Merged, p Policy, opt Options) Report {
 	}
 	for i := range p.Endpoints {
 		rep.Findings = append(rep.Findings, analyzeRule(m, &p.Endpoints[i])...)
+	}
+	if opt.SharedQuota {
+		for i := range rep.Findings {
+			if slices.Contains(foreignExplains, rep.Findings[i].ID) {
+				rep.Findings[i].Certainty = Possible
+			}
+		}
 	}
 	sortFindings(rep.Findings)
 	rep.Complete = !opt.Incomplete && m.Complete()

@@ -196,20 +196,11 @@ func newDemoResult(url string, policy testserver.Policy, results []record.Result
 	return r
 }
 
-// outcome names what became of one request: accepted (2xx), rejected (the
-// declared status), other, error or not-sent.
+// outcome names what became of one request: record.Classify's class
+// (accepted, rejected, other, error or not-sent).
 func outcome(r record.Result, declared int) string {
-	switch {
-	case r.Outcome == record.OutcomeError:
-		return "error"
-	case r.Outcome == record.OutcomeNotSent:
-		return "not-sent"
-	case r.Status >= 200 && r.Status < 300:
-		return "accepted"
-	case r.Status == declared:
-		return "rejected"
-	}
-	return "other"
+	c, _ := record.Classify(r, declared)
+	return string(c)
 }
 
 // Statuses returns the statuses in arrival order (0 for a request without
