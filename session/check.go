@@ -33,6 +33,11 @@ type CheckOptions struct {
 	// policy to check (a front end applies its modifier flags, as
 	// PolicySpec.Apply does); nil takes them as they are.
 	Advertised func(rules []verify.Endpoint) (*verify.Policy, error)
+	// Judge, when set, adjusts the report before it is appended to the
+	// record file and its exit class is decided: check --from-config turns
+	// findings into findings about the config there (and calls
+	// verify.Report.Rejudge).
+	Judge func(*verify.Report)
 }
 
 // spoofValues are the addresses the key-spoof check claims (TEST-NET-3).
@@ -171,8 +176,11 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	run := s.Record()
 	rep := verify.Analyze(record.Merge(run), *pol, verify.Options{
 		Schema: verify.SchemaCheck, Tool: s.cfg.Tool, FailOn: opts.FailOn,
-		Targets: run.Header.Targets, RecordFile: s.rec.path, Incomplete: reason != record.ReasonCompleted,
+		Targets: run.Header.Targets, RecordFile: s.rec.path, Incomplete: reason != record.ReasonCompleted, Time: time.Now(),
 	})
+	if opts.Judge != nil {
+		opts.Judge(&rep)
+	}
 	s.appendDoc(rep)
 	return &rep, VerdictError(&rep, err)
 }

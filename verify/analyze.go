@@ -27,8 +27,10 @@ const (
 // incomplete when the run did not finish, else pass; Pass is Verdict ==
 // "pass".
 type Report struct {
-	Schema     string    `json:"schema"`
-	Tool       string    `json:"tool"`
+	Schema string `json:"schema"`
+	Tool   string `json:"tool"`
+	// Time is when the verdict was given (Options.Time).
+	Time       time.Time `json:"time"`
 	Verdict    string    `json:"verdict"`
 	Complete   bool      `json:"complete"`
 	Pass       bool      `json:"pass"`
@@ -64,6 +66,9 @@ type Options struct {
 	// Incomplete marks the verdict incomplete (the check suite did not
 	// finish); a merged run that did not complete does so too.
 	Incomplete bool
+	// Time is when the verdict is given, the document's "time": the
+	// caller reads the clock (Analyze reads none).
+	Time time.Time
 	// SharedQuota says other clients may spend the same quota while the
 	// records were made (a watch in production): a finding that their
 	// unseen requests could explain — a remaining lower than the probe's
@@ -85,6 +90,7 @@ func Analyze(m *record.Merged, p Policy, opt Options) Report {
 	rep := Report{
 		Schema:     cmp(opt.Schema, SchemaAnalyze),
 		Tool:       opt.Tool,
+		Time:       opt.Time,
 		Targets:    opt.Targets,
 		Policy:     p,
 		RecordFile: opt.RecordFile,
@@ -118,6 +124,19 @@ func Analyze(m *record.Merged, p Policy, opt Options) Report {
 	rep.Complete = !opt.Incomplete && m.Complete()
 	rep.judge()
 	return rep
+}
+
+// Rejudge orders the findings as Analyze does (most severe and certain
+// first) and sets Verdict and Pass again from them and Complete, with the
+// fail-on severity the report was judged with (SeverityError for a
+// decoded report): for a caller that changed the findings, as check
+// --from-config does with the config's findings.
+func (r *Report) Rejudge() {
+	if r.failOn == "" {
+		r.failOn = SeverityError
+	}
+	sortFindings(r.Findings)
+	r.judge()
 }
 
 // judge sets Verdict and Pass from the findings and Complete.

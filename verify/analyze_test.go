@@ -210,6 +210,34 @@ func TestAnalyzeVerdict(t *testing.T) {
 	}
 }
 
+// TestRejudge: a report whose findings changed gets its verdict again
+// under the fail-on it was judged with; Time is the caller's, as given.
+func TestRejudge(t *testing.T) {
+	b := newRun("a", 0)
+	b.add(0, 1, 429) // under-admission (warning)
+	rep := analyze(t, fiveIn2s, Options{FailOn: SeverityWarning, Time: t0}, b)
+	if rep.Verdict != VerdictFail || !rep.Time.Equal(t0) {
+		t.Fatalf("verdict %s time %v, want fail at %v", rep.Verdict, rep.Time, t0)
+	}
+	rep.Findings = nil
+	rep.Rejudge()
+	if rep.Verdict != VerdictPass || !rep.Pass {
+		t.Errorf("without findings: verdict %s pass %v, want pass", rep.Verdict, rep.Pass)
+	}
+	rep.Findings = []Finding{{ID: IDUnderAdmission, Severity: SeverityWarning, Certainty: Certain}}
+	rep.Complete = false
+	rep.Rejudge()
+	if rep.Verdict != VerdictFail || rep.Pass {
+		t.Errorf("a certain warning under fail-on warning: verdict %s, want fail", rep.Verdict)
+	}
+	var decoded Report // no fail-on: judged at error
+	decoded.Findings = rep.Findings
+	decoded.Rejudge()
+	if decoded.Verdict != VerdictIncomplete || decoded.FailOn() != SeverityError {
+		t.Errorf("decoded report: verdict %s fail-on %s, want incomplete at error", decoded.Verdict, decoded.FailOn())
+	}
+}
+
 // BenchmarkAnalyze judges 5,000 results of a sustained run (a sliding
 // window, headers on every response) against the policy they keep.
 func BenchmarkAnalyze(b *testing.B) {

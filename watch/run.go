@@ -215,7 +215,7 @@ func (w *watcher) cycle(ctx context.Context, n int) error {
 	verdict := ""
 	if w.cfg.Policy != nil {
 		rep := verify.AnalyzeRun(run, *w.cfg.Policy, verify.Options{Schema: verify.SchemaCheck, Tool: w.cfg.Tool, FailOn: w.cfg.FailOn, RecordFile: path, Incomplete: err != nil,
-			SharedQuota: w.mode != ModeExhaust})
+			SharedQuota: w.mode != ModeExhaust, Time: time.Now()})
 		w.res.Last, verdict = &rep, rep.Verdict
 		appendDoc(path, rep, nil)
 		if w.cfg.Metrics != nil {

@@ -59,7 +59,7 @@ func demoRun(ctx context.Context, o *DemoOptions) error {
 	if err != nil {
 		return interrupted(err)
 	}
-	verdict := res.Judge(tool)
+	verdict := res.Judge(tool, f.now())
 	var inf *infer.Inference
 	if !o.NoInfer {
 		if !g.Quiet {
