@@ -97,13 +97,14 @@ func TestProxyRunCheckInfer(t *testing.T) {
 		t.Errorf("check through the proxy: exit %d, verdict %s, findings %v\n%s", code, rep.Verdict, rep.Findings, stderr)
 	}
 
-	// infer, with --proxy.
-	code, inf, _, stderr := inferJSON(t, srv.URL()+"/infer", "--proxy", proxyURL, "--out", filepath.Join(dir, "infer.jsonl"))
+	// infer, with --proxy, against a server of its own (fresh quota).
+	inferSrv := refServer(t, "", tb, nil)
+	code, inf, doc, stderr := inferJSON(t, inferSrv.URL()+"/infer", "--proxy", proxyURL, "--out", filepath.Join(dir, "infer.jsonl"))
 	if code != 0 || inf.Algorithm != infer.TokenBucket {
-		t.Errorf("infer through the proxy: exit %d, %s\n%s", code, inf.Algorithm, stderr)
+		t.Errorf("infer through the proxy: exit %d, %s\n%s\n%s", code, inf.Algorithm, stderr, doc)
 	}
 
-	lines := proxyLog(t, logPath, "GET "+srv.URL()+"/run", "CONNECT 127.0.0.1:"+tlsPort, "GET "+srv.URL()+"/check", "GET "+srv.URL()+"/infer")
+	lines := proxyLog(t, logPath, "GET "+srv.URL()+"/run", "CONNECT 127.0.0.1:"+tlsPort, "GET "+srv.URL()+"/check", "GET "+inferSrv.URL()+"/infer")
 	t.Logf("tinyproxy's request lines (first 8 of %d):\n%s", strings.Count(lines, "\n")+1, strings.Join(firstN(strings.Split(lines, "\n"), 8), "\n"))
 }
 
