@@ -22,6 +22,12 @@
 //     a goroutine, for a connection freed meanwhile (whose reader then
 //     writes it) or room to dial, whichever comes first; it is then late,
 //     and counted so.
+//   - Reads are bounded, whatever the server sends: a response head over
+//     Options.MaxHeaderBytes (1 MiB; over HTTP/2 the header list size the
+//     client advertises) is an error of class header-too-large and its
+//     connection is closed; at most Options.MaxBodyBytes (1 MiB) of a body
+//     are read, and a longer answer is still a response, on a connection
+//     then closed.
 //   - Result times bracket what the server saw: Sent is taken just before
 //     the write carrying the request's first byte and Wrote just before the
 //     write carrying its last byte (equal when one write carries both), so

@@ -111,6 +111,7 @@ func New(opt Options) (*Engine, error) {
 		h2t: &http2.Transport{
 			AllowHTTP:          true,
 			DisableCompression: true,
+			MaxHeaderListSize:  uint32(min(opt.MaxHeaderBytes, math.MaxUint32)),
 		},
 	}
 	if opt.TimerPacing {

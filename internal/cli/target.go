@@ -82,6 +82,8 @@ type targetOptions struct {
 	maxDuration   time.Duration
 	maxRate       float64
 	abortAfter    int
+	maxHeader     int
+	maxBody       int64
 	startAt       string
 	timeRef       string
 	dryRun        bool
@@ -103,6 +105,8 @@ func newTargetOptions(command string) *targetOptions {
 		maxDuration: suiteMaxDuration,
 		maxRate:     defaultMaxRate,
 		abortAfter:  defaultAbortErrors,
+		maxHeader:   probe.DefaultMaxHeaderBytes,
+		maxBody:     probe.MaxBodyDrain,
 	}
 	if command == "run" {
 		o.maxRequests, o.maxDuration = runMaxRequests, runMaxDuration
@@ -137,6 +141,8 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.Var(DurationValue(&o.maxDuration), "max-duration", "safety cap: refuse a plan that lasts longer")
 	fl.Var(rateDefault(&o.maxRate), "max-rate", "safety cap: never send faster than this rate")
 	fl.IntVar(&o.abortAfter, "abort-after-errors", o.abortAfter, "abort after this many consecutive transport errors (0: never)")
+	fl.IntVar(&o.maxHeader, "max-header-bytes", o.maxHeader, "largest response head read; a larger one is an error (header-too-large) and its connection is closed")
+	fl.Int64Var(&o.maxBody, "max-body-bytes", o.maxBody, "response body bytes read; beyond them the answer still counts and its connection is closed")
 	fl.StringVar(&o.startAt, "start-at", "", "send the first request at `TIME` (RFC 3339 or a time of day such as 12:00:05)")
 	fl.StringVar(&o.timeRef, "time-ref", "", "measure this agent's clock offset against `URL` (its Date header, or the X-Rlprobe-Arrival echo of rlprobe serve --echo-arrival) and record it in the record header; name an endpoint outside the limit, since the measurement sends about a dozen requests")
 	fl.BoolVar(&o.dryRun, "dry-run", false, "print the plan and its duration, send nothing")
@@ -293,6 +299,7 @@ func (o *targetOptions) resolve(f *Factory, urls []string, now time.Time) (*targ
 		bad("--max-rate must be positive")
 	}
 	p.MaxRate = o.maxRate
+	p.MaxHeaderBytes, p.MaxBodyBytes = o.maxHeader, o.maxBody
 	switch {
 	case o.abortAfter < 0:
 		bad("--abort-after-errors must be 0 (never) or more")
