@@ -33,6 +33,15 @@
 //     write carrying its last byte (equal when one write carries both), so
 //     the server cannot hold the whole request before Wrote; TTFB is when
 //     the first response byte was read and Done the end of the response.
+//   - On Linux, plain HTTP/1.1 runs with the default dialer go through an
+//     event loop instead: one goroutine locked to its OS thread paces the
+//     sends (a timerfd in its epoll set, then a short spin), writes the
+//     pre-built requests on non-blocking sockets, parses the responses as
+//     epoll reports them and hands results in batches to a sink goroutine;
+//     a response the lean parser declines is read by net/http's reader in
+//     a goroutine that gives the connection back. The net.Conn path above
+//     serves TLS, HTTP/2, custom dialers (in-memory connections under
+//     testing/synctest), Preflight and the preparation of races.
 //   - HTTP/2 is used when a TLS server offers it (ALPN h2) or with H2C, one
 //     multiplexed connection per client and target.
 //   - Client identity is a header value, a source address, or both.

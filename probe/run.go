@@ -263,6 +263,9 @@ func maxWithin(ats []time.Duration, w time.Duration) int {
 // dispatch walks the events at their deadlines until the end or until
 // dctx is done.
 func (r *run) dispatch() {
+	if r.startLoop() { // plain HTTP/1.1 on Linux: the event loop sends
+		return
+	}
 	p := r.e.pacer
 	p.start()
 	defer p.stop()
