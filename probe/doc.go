@@ -39,9 +39,13 @@
 //     pre-built requests on non-blocking sockets, parses the responses as
 //     epoll reports them and hands results in batches to a sink goroutine;
 //     a response the lean parser declines is read by net/http's reader in
-//     a goroutine that gives the connection back. The net.Conn path above
-//     serves TLS, HTTP/2, custom dialers (in-memory connections under
-//     testing/synctest), Preflight and the preparation of races.
+//     a goroutine that gives the connection back. Races are prepared and
+//     released by the same loop: every member's connection is made ready
+//     (last-byte: all of its request written but the final byte), then one
+//     pass writes every final byte (or every whole request, barrier), in
+//     member order. The net.Conn path above serves TLS, HTTP/2, custom
+//     dialers (in-memory connections under testing/synctest) and
+//     Preflight.
 //   - HTTP/2 is used when a TLS server offers it (ALPN h2) or with H2C, one
 //     multiplexed connection per client and target.
 //   - Client identity is a header value, a source address, or both.

@@ -31,8 +31,8 @@ import (
 // No goroutine wakes per request. A response the lean parser declines goes
 // to a goroutine that reads it with net/http's reader on the same
 // connection (still a net.Conn, which owns the descriptor) and gives the
-// connection back. Batches (races) are still prepared and released by
-// race, on connections of their own.
+// connection back. Batches (races, barrier and last-byte) are prepared
+// and released by the loop too (prepareRace, releaseRace).
 
 // The loop reads and writes sockets with package syscall's Read and Write,
 // which (like net.Conn's) tell the race detector that a write happens
@@ -62,7 +62,9 @@ type loopConn struct {
 	deadline  time.Time
 	used      int
 	idleSince time.Time
-	away      bool // read by a fallback goroutine
+	away      bool      // read by a fallback goroutine
+	held      bool      // a race member's connection, waiting for the release
+	slot      *raceSlot // the race member it serves, until the release
 }
 
 // loopDone is a finished send for the sink goroutine; each holds a count
@@ -80,6 +82,27 @@ type loopMsg struct {
 	err   error
 	c     *loopConn // a connection back from its fallback reader
 	reuse bool
+	slot  *raceSlot // the race member a dial was for
+}
+
+// loopRace is a batch the loop prepares and releases: every member gets a
+// connection of its own (last-byte: with all of its request written but
+// the final byte); once every member is ready (or failed) and the release
+// is due, one pass writes every final byte (last-byte) or every whole
+// request (barrier), in member order.
+type loopRace struct {
+	at       time.Time
+	lastByte bool
+	slots    []*raceSlot
+	open     int // members neither ready nor failed
+	released bool
+}
+
+type raceSlot struct {
+	lr  *loopRace
+	i   int
+	c   *loopConn // nil until ready; nil after a failure
+	err error
 }
 
 type evloop struct {
@@ -98,6 +121,8 @@ type evloop struct {
 	k      int // next event
 	stop   bool
 	retry  map[int]bool
+	races  []*loopRace // prepared, not yet released
+	rdials int         // race members' dials in progress
 	out    []loopDone
 	sinkCh chan []loopDone
 	evs    []unix.EpollEvent
@@ -306,8 +331,11 @@ func (l *evloop) run() {
 		var next time.Time // the next deadline, if any
 		if !l.stop {
 			next = l.dispatchDue(now)
-			if next.IsZero() {
+			if next.IsZero() && len(l.races) == 0 {
 				l.closeDispatch()
+			}
+			if rn := l.releaseDue(time.Now()); !rn.IsZero() && (next.IsZero() || rn.Before(next)) {
+				next = rn
 			}
 		}
 		if l.busy > 0 && !now.Before(nextScan) {
@@ -315,7 +343,7 @@ func (l *evloop) run() {
 			nextScan = now.Add(time.Millisecond)
 		}
 		l.flush()
-		if next.IsZero() && l.busy == 0 && l.npend == 0 && l.ndial == 0 && l.away == 0 {
+		if next.IsZero() && l.busy == 0 && l.npend == 0 && l.ndial == 0 && l.away == 0 && l.rdials == 0 && len(l.races) == 0 {
 			return
 		}
 		timeout := -1
@@ -329,7 +357,7 @@ func (l *evloop) run() {
 			its := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d - loopSpin))}
 			_ = unix.TimerfdSettime(l.tfd, 0, &its, nil)
 		}
-		if l.busy > 0 || l.away > 0 || l.ndial > 0 {
+		if l.busy > 0 || l.away > 0 || l.ndial > 0 || l.rdials > 0 {
 			timeout = 5 // ms: timeouts and abandons are checked at least this often
 		}
 		n, err := unix.EpollWait(l.ep, l.evs, timeout)
@@ -378,8 +406,7 @@ func (l *evloop) dispatchDue(now time.Time) time.Time {
 		}
 		if ev.race != nil {
 			l.k++
-			r.wg.Add(1)
-			go r.race(ev.race)
+			l.prepareRace(ev.race)
 			continue
 		}
 		rv := r.e.lim.ReserveN(now, 1)
@@ -542,6 +569,9 @@ func (l *evloop) parse(c *loopConn, now time.Time) {
 
 // complete finishes c's send with err and frees or closes c.
 func (l *evloop) complete(c *loopConn, err error, reuse bool) {
+	if sl := c.slot; sl != nil { // a race member that failed before its release
+		sl.c, c.slot, c.held = nil, nil, false
+	}
 	l.busy--
 	l.out = append(l.out, loopDone{i: c.send, res: c.res, err: err})
 	c.send = -1
@@ -558,7 +588,7 @@ func (l *evloop) complete(c *loopConn, err error, reuse bool) {
 // once, on another connection.
 func (l *evloop) failed(c *loopConn, err error) {
 	i := c.send
-	if !c.gotFirst && c.used > 0 && !l.retry[i] && l.r.retryable(err) {
+	if c.slot == nil && !c.gotFirst && c.used > 0 && !l.retry[i] && l.r.retryable(err) {
 		l.retry[i] = true
 		l.busy--
 		l.r.wg.Done()
@@ -654,6 +684,11 @@ func (l *evloop) drainInbox() {
 			l.release(c)
 			continue
 		}
+		if m.slot != nil {
+			l.rdials--
+			l.raceConn(m.slot, m.p, m.nc, m.err)
+			continue
+		}
 		p := m.p
 		l.dials[p]--
 		l.ndial--
@@ -729,7 +764,7 @@ func (l *evloop) fallback(c *loopConn) {
 // scanTimeouts fails the sends in flight past their deadline.
 func (l *evloop) scanTimeouts(now time.Time) {
 	for _, c := range l.conns {
-		if c.send >= 0 && !c.away && now.After(c.deadline) {
+		if c.send >= 0 && !c.away && !c.held && now.After(c.deadline) {
 			l.complete(c, fmt.Errorf("read tcp %s: %w", c.src, os.ErrDeadlineExceeded), false)
 		}
 	}
@@ -749,6 +784,19 @@ func (l *evloop) abandon() {
 func (l *evloop) dropPending() {
 	clear(l.pend)
 	l.npend = 0
+	for _, lr := range l.races { // called off: not sent
+		for _, sl := range lr.slots {
+			if c := sl.c; c != nil {
+				sl.c = nil
+				c.held, c.slot = false, nil
+				l.busy--
+				l.r.wg.Done()
+				c.send = -1
+				l.closeConn(c) // it may hold an incomplete request
+			}
+		}
+	}
+	l.races = nil
 }
 
 // finishUp returns the idle connections to their pools, for the next run
@@ -786,4 +834,182 @@ func (p *pool) putIdle(c *h1Conn, since time.Time) {
 		return
 	}
 	p.idle = append(p.idle, c)
+}
+
+// prepareRace gets every member of rc a connection: an idle one of its
+// pool, or one dialled for it (races are not bound by the pool's cap, as
+// on the net.Conn path).
+func (l *evloop) prepareRace(rc *race) {
+	r := l.r
+	lr := &loopRace{at: r.begin.Add(rc.at), lastByte: r.e.opt.RaceMode == RaceLastByte, open: len(rc.members)}
+	l.races = append(l.races, lr)
+	now := time.Now()
+	for _, i := range rc.members {
+		sl := &raceSlot{lr: lr, i: i}
+		lr.slots = append(lr.slots, sl)
+		p := r.items[i].pool
+		if c := l.takeIdle(p, now); c != nil {
+			l.hold(sl, c)
+			continue
+		}
+		l.rdials++
+		go func() {
+			nc, _, err := p.dialRaw(r.dctx, dialH1)
+			l.post(loopMsg{p: p, nc: nc, err: err, slot: sl})
+		}()
+	}
+}
+
+// raceConn gives a dialled connection (or the dial's error) to a member.
+func (l *evloop) raceConn(sl *raceSlot, p *pool, nc net.Conn, err error) {
+	r := l.r
+	if err == nil {
+		p.conns.Add(1)
+		r.connected.Store(true)
+		c := l.newConn(p, nc, 0)
+		if c == nil {
+			p.conns.Add(-1)
+			_ = nc.Close()
+			err = errors.New("probe: connection not usable by the event loop")
+		} else if l.stop || !slices.Contains(l.races, sl.lr) {
+			l.release(c) // the race was called off
+			return
+		} else {
+			l.hold(sl, c)
+			return
+		}
+	}
+	if !slices.Contains(l.races, sl.lr) {
+		return // called off: not sent
+	}
+	sl.err = err
+	sl.lr.open--
+	if r.dialFailed(err) || r.dctx.Err() == nil {
+		r.wg.Add(1)
+		l.out = append(l.out, loopDone{i: sl.i, res: r.newResult(sl.i), err: err})
+	}
+}
+
+// hold makes c member sl's connection; last-byte writes all of the request
+// but its final byte now.
+func (l *evloop) hold(sl *raceSlot, c *loopConn) {
+	r := l.r
+	lr := sl.lr
+	sl.c = c
+	lr.open--
+	c.held = true
+	c.slot = sl
+	c.send = sl.i
+	c.res = r.newResult(sl.i)
+	c.res.Src = c.src
+	c.gotFirst, c.headDone, c.remain, c.closeAft = false, false, 0, false
+	c.deadline = lr.at.Add(r.e.opt.Timeout)
+	r.wg.Add(1)
+	l.busy++
+	if !lr.lastByte {
+		return
+	}
+	req := c.p.h1req
+	c.res.Sent = r.stamp(time.Now())
+	n, err := syscall.Write(c.fd, req[:len(req)-1])
+	if err == syscall.EAGAIN {
+		n, err = 0, nil
+	}
+	if err != nil {
+		l.complete(c, os.NewSyscallError("write", err), false)
+		return
+	}
+	if n < len(req)-1 { // the rest goes with the final byte
+		c.wrest = req[n : len(req)-1]
+	}
+}
+
+// releaseDue releases every prepared race that is due and ready, and
+// returns the next release instant (zero: none waits for a time).
+func (l *evloop) releaseDue(now time.Time) time.Time {
+	var next time.Time
+	keep := l.races[:0]
+	for _, lr := range l.races {
+		switch {
+		case lr.open > 0: // members still dialling: released when ready
+			keep = append(keep, lr)
+		case lr.at.After(now):
+			keep = append(keep, lr)
+			if next.IsZero() || lr.at.Before(next) {
+				next = lr.at
+			}
+		default:
+			n := 0
+			for _, sl := range lr.slots {
+				if sl.c != nil {
+					n++
+				}
+			}
+			if n > 0 {
+				rv := l.r.e.lim.ReserveN(now, n)
+				if d := rv.DelayFrom(now); rv.OK() && d > 0 {
+					rv.CancelAt(now)
+					lr.at = now.Add(d)
+					keep = append(keep, lr)
+					if next.IsZero() || lr.at.Before(next) {
+						next = lr.at
+					}
+					continue
+				}
+			}
+			l.releaseRace(lr)
+		}
+	}
+	clear(l.races[len(keep):])
+	l.races = keep
+	return next
+}
+
+// releaseRace writes, in one pass and in member order, every member's
+// final byte (last-byte) or whole request (barrier), stamping each write.
+func (l *evloop) releaseRace(lr *loopRace) {
+	r := l.r
+	type failure struct {
+		c   *loopConn
+		err error
+	}
+	var fails []failure
+	for _, sl := range lr.slots {
+		c := sl.c
+		if c == nil {
+			continue
+		}
+		c.held, c.slot = false, nil
+		req := c.p.h1req
+		b := req[len(req)-1:]
+		at := time.Now()
+		if !lr.lastByte {
+			b = req
+			c.res.Sent = r.stamp(at)
+		}
+		if len(c.wrest) > 0 { // a prefix the socket held back
+			c.wrest = append(slices.Clip(c.wrest), b...)
+			_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLOUT, Fd: int32(c.fd)})
+			continue
+		}
+		n, err := syscall.Write(c.fd, b)
+		if err == syscall.EAGAIN {
+			n, err = 0, nil
+		}
+		if err != nil {
+			fails = append(fails, failure{c, os.NewSyscallError("write", err)})
+			continue
+		}
+		if n < len(b) {
+			c.wrest = b[n:]
+			_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLOUT, Fd: int32(c.fd)})
+			continue
+		}
+		c.res.Wrote = r.stamp(at)
+		c.deadline = at.Add(r.e.opt.Timeout)
+	}
+	for _, f := range fails {
+		l.complete(f.c, f.err, false)
+	}
+	lr.released = true
 }

@@ -103,13 +103,13 @@ func TestEventLoopConnectionsCarryOverRuns(t *testing.T) {
 	for run := range 4 {
 		sends := steady(4, 0, 5*ms)
 		if run == 3 {
-			sends = append(batch(3, 1), sends...) // races keep their own path
+			sends = append(batch(3, 1), sends...) // a race in the same run
 		}
 		results := mustRun(t, e, sends)
 		if got := outcomes(results); got["response"] != len(sends) {
 			t.Errorf("run %d: outcomes %v, want %d responses", run, got, len(sends))
 		}
-		first := results[len(results)-4] // the first steady send
+		first := results[0] // the first steady send, or the race member of client 0 (prepared first)
 		if !seen[first.Src] {
 			t.Errorf("run %d: first send from %s, want a connection of an earlier run (%v)", run, first.Src, seen)
 		}
@@ -184,5 +184,63 @@ func TestEventLoopInterruptedRun(t *testing.T) {
 	got := outcomes(results)
 	if got["error:"+record.ErrOther]+got["not-sent:"+NotSentSignal] != len(sends) || got["not-sent:"+NotSentSignal] == 0 {
 		t.Errorf("outcomes %v, want abandoned errors and not-sent (signal) only", got)
+	}
+}
+
+func TestEventLoopReleasesRaces(t *testing.T) {
+	for _, mode := range []string{RaceBarrier, RaceLastByte} {
+		srv := startServer(t, nil, nil)
+		e := newEngine(t, Options{URLs: []string{srv.URL}, RaceMode: mode, RaceHold: 50 * ms, ClientHeader: "X-Key"})
+		sends := append(batch(20, 1), batch(20, 2)...)
+		for i := 20; i < 40; i++ {
+			sends[i].At = 200 * ms
+		}
+		results := mustRun(t, e, sends)
+		for i, r := range results {
+			if r.Status != 200 || r.Sent == 0 || r.Wrote == 0 || r.TTFB < r.Wrote || (mode == RaceLastByte) != (r.Sent < r.Wrote) {
+				t.Errorf("%s: results[%d] = %s %d %q sent %d wrote %d ttfb %d", mode, i, r.Outcome, r.Status, r.ErrMsg, r.Sent, r.Wrote, r.TTFB)
+			}
+		}
+		// Each member wrote its final byte only once every member was ready.
+		for _, b := range [][]record.Result{results[:20], results[20:]} {
+			var lastSent, firstWrote int64
+			for k, r := range b {
+				if k == 0 || r.Sent > lastSent {
+					lastSent = r.Sent
+				}
+				if k == 0 || r.Wrote < firstWrote {
+					firstWrote = r.Wrote
+				}
+			}
+			if mode == RaceLastByte && firstWrote < lastSent {
+				t.Errorf("%s: a final byte went out (%d) before every member held its request (%d)", mode, firstWrote, lastSent)
+			}
+		}
+		if got := srv.newConn.Load(); got != 20 {
+			t.Errorf("%s: server accepted %d connections, want 20 (the second race reuses the first's)", mode, got)
+		}
+		if e.loopRuns.Load() != 1 {
+			t.Errorf("%s: event loop ran %d times, want 1", mode, e.loopRuns.Load())
+		}
+	}
+}
+
+func TestEventLoopCallsOffARace(t *testing.T) {
+	srv := startServer(t, nil, nil)
+	e := newEngine(t, Options{URLs: []string{srv.URL}, RaceMode: RaceLastByte, RaceHold: 300 * ms})
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*ms, cancel) // while the members hold their requests
+	sends := batch(5, 1)
+	now := time.Now()
+	results, err := e.Run(ctx, now, now.Add(300*ms), sends, nil)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("Run error = %v, want ErrInterrupted", err)
+	}
+	checkOnePerSend(t, results, sends, 0)
+	if got := outcomes(results); got["not-sent:"+NotSentSignal] != 5 {
+		t.Errorf("outcomes %v, want 5 not-sent (signal)", got)
+	}
+	if _, protos := srv.seen(); len(protos) != 0 {
+		t.Errorf("server answered %d requests, want none (the final bytes never went out)", len(protos))
 	}
 }
