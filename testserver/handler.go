@@ -81,9 +81,12 @@ type Handler struct {
 	catchAll *route
 	now      func() time.Time
 	echo     bool
-	onError  BackendErrorMode
-	logMu    sync.Mutex
-	log      io.Writer
+	// realClock: now is time.Now, whose readings the kernel's receive
+	// stamps share.
+	realClock bool
+	onError   BackendErrorMode
+	logMu     sync.Mutex
+	log       io.Writer
 	// stopping is closed by StopDelays: delayed requests then answer 503.
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -111,6 +114,7 @@ func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
 		stopping: make(chan struct{})}
 	if h.now == nil {
 		h.now = time.Now
+		h.realClock = true
 	}
 	switch h.onError {
 	case "":

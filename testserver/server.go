@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -292,7 +293,7 @@ func (s *Server) serve(l net.Listener) error {
 	s.started = true
 	now := s.handler.now
 	s.listener = l
-	al := &arrivalListener{Listener: l, now: now}
+	al := &arrivalListener{Listener: l, now: now, kernel: s.handler.echo && s.handler.realClock}
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -414,6 +415,11 @@ func (s *Server) closeRedis() {
 type arrivalListener struct {
 	net.Listener
 	now func() time.Time
+	// kernel stamps reads with the socket's receive time (SO_TIMESTAMPNS,
+	// Linux) rather than the clock's when the data reached user space, so
+	// that a race's arrival spread is measured where it happens. Only with
+	// the real clock, which the kernel's stamps share.
+	kernel bool
 }
 
 func (l *arrivalListener) Accept() (net.Conn, error) {
@@ -421,7 +427,11 @@ func (l *arrivalListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &arrivalConn{Conn: c, now: l.now}, nil
+	ac := &arrivalConn{Conn: c, now: l.now}
+	if l.kernel {
+		ac.raw = stampSocket(c)
+	}
+	return ac, nil
 }
 
 // arrivalConn records when its last read returned data: for an HTTP/1
@@ -429,10 +439,22 @@ func (l *arrivalListener) Accept() (net.Conn, error) {
 type arrivalConn struct {
 	net.Conn
 	now  func() time.Time
-	last atomic.Int64 // Unix ns; 0 before the first read
+	last atomic.Int64    // Unix ns; 0 before the first read
+	raw  syscall.RawConn // reads with kernel stamps (see arrivalListener.kernel); nil: none
+	oob  [64]byte
 }
 
 func (c *arrivalConn) Read(p []byte) (int, error) {
+	if c.raw != nil {
+		n, ns, err := readStamped(c.raw, p, c.oob[:])
+		if n > 0 {
+			if ns == 0 {
+				ns = c.now().UnixNano()
+			}
+			c.last.Store(ns)
+		}
+		return n, err
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.last.Store(c.now().UnixNano())
