@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -106,26 +107,29 @@ type raceSlot struct {
 }
 
 type evloop struct {
-	r      *run
-	ep     int
-	tfd    int
-	efd    int
-	conns  map[int]*loopConn
-	idle   map[*pool][]*loopConn
-	pend   map[*pool][]int
-	npend  int
-	dials  map[*pool]int
-	ndial  int
-	busy   int
-	away   int
-	k      int // next event
-	stop   bool
-	retry  map[int]bool
-	races  []*loopRace // prepared, not yet released
-	rdials int         // race members' dials in progress
-	out    []loopDone
-	sinkCh chan []loopDone
-	evs    []unix.EpollEvent
+	r        *run
+	ep       int
+	tfd      int
+	efd      int
+	conns    map[int]*loopConn
+	idle     map[*pool][]*loopConn
+	pend     map[*pool][]int
+	npend    int
+	dials    map[*pool]int
+	ndial    int
+	busy     int
+	away     int
+	k        int // next event
+	stop     bool
+	retry    map[int]bool
+	races    []*loopRace // prepared, not yet released
+	rdials   int         // race members' dials in progress
+	out      []loopDone
+	sinkCh   chan []loopDone
+	free     chan []loopDone // batches the sink is done with
+	evs      []unix.EpollEvent
+	ts       unix.Timespec // epoll_pwait2's timeout (a field: no allocation per wait)
+	noPwait2 bool          // the kernel lacks epoll_pwait2: timerfd and epoll_wait
 
 	dispatched chan struct{} // closed when no event is left to dispatch
 	closedDisp bool
@@ -164,6 +168,7 @@ func (r *run) startLoop() bool {
 		dials:      make(map[*pool]int),
 		retry:      make(map[int]bool),
 		sinkCh:     make(chan []loopDone, 1024),
+		free:       make(chan []loopDone, 64),
 		evs:        make([]unix.EpollEvent, 256),
 		dispatched: make(chan struct{}),
 	}
@@ -276,11 +281,19 @@ func (l *evloop) wake() {
 }
 
 // sink finishes the loop's results, in batches, off the loop's thread.
+// The batches go back to the loop for reuse: the loop does not allocate
+// in the steady state, so that it never pays for the garbage collector's
+// assists (a stall of milliseconds) while pacing.
 func (l *evloop) sink() {
 	for batch := range l.sinkCh {
 		for _, d := range batch {
 			l.r.finish(d.i, d.res, d.err)
 			l.r.wg.Done()
+		}
+		clear(batch)
+		select {
+		case l.free <- batch[:0]:
+		default:
 		}
 	}
 }
@@ -288,7 +301,11 @@ func (l *evloop) sink() {
 func (l *evloop) flush() {
 	if len(l.out) > 0 {
 		l.sinkCh <- l.out
-		l.out = make([]loopDone, 0, 64)
+		select {
+		case l.out = <-l.free:
+		default:
+			l.out = make([]loopDone, 0, 64)
+		}
 	}
 }
 
@@ -346,7 +363,7 @@ func (l *evloop) run() {
 		if next.IsZero() && l.busy == 0 && l.npend == 0 && l.ndial == 0 && l.away == 0 && l.rdials == 0 && len(l.races) == 0 {
 			return
 		}
-		timeout := -1
+		wait := time.Duration(-1) // until something happens
 		if !next.IsZero() {
 			d := next.Sub(time.Now())
 			if d <= loopSpin {
@@ -354,13 +371,13 @@ func (l *evloop) run() {
 				}
 				continue
 			}
-			its := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d - loopSpin))}
-			_ = unix.TimerfdSettime(l.tfd, 0, &its, nil)
+			wait = d - loopSpin
 		}
 		if l.busy > 0 || l.away > 0 || l.ndial > 0 || l.rdials > 0 {
-			timeout = 5 // ms: timeouts and abandons are checked at least this often
+			// Timeouts and abandons are checked at least this often.
+			wait = time.Duration(min(uint64(wait), uint64(5*time.Millisecond)))
 		}
-		n, err := unix.EpollWait(l.ep, l.evs, timeout)
+		n, err := l.wait(wait)
 		if err != nil && err != unix.EINTR {
 			// Cannot happen with valid descriptors; fail what is in flight.
 			l.abandon()
@@ -394,6 +411,38 @@ func (l *evloop) run() {
 	}
 }
 
+// wait waits up to d (forever when negative) for events into l.evs. It
+// uses epoll_pwait2, whose timeout has nanosecond resolution (one system
+// call per wait), or, on kernels before 5.11, a timerfd armed for d in the
+// epoll set (epoll_wait's own timeout is in milliseconds).
+func (l *evloop) wait(d time.Duration) (int, error) {
+	if !l.noPwait2 {
+		tsp := uintptr(0)
+		if d >= 0 {
+			l.ts = unix.NsecToTimespec(int64(d))
+			tsp = uintptr(unsafe.Pointer(&l.ts))
+		}
+		n, _, e := unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(l.ep), uintptr(unsafe.Pointer(&l.evs[0])), uintptr(len(l.evs)), tsp, 0, 0)
+		if e != unix.ENOSYS {
+			if e != 0 {
+				return 0, e
+			}
+			return int(n), nil
+		}
+		l.noPwait2 = true
+	}
+	timeout := -1
+	if d >= 0 {
+		if d < time.Millisecond {
+			its := unix.ItimerSpec{Value: unix.NsecToTimespec(max(int64(d), 1))}
+			_ = unix.TimerfdSettime(l.tfd, 0, &its, nil)
+		} else {
+			timeout = int(d / time.Millisecond)
+		}
+	}
+	return unix.EpollWait(l.ep, l.evs, timeout)
+}
+
 // dispatchDue sends every event due by now and returns the next deadline
 // (zero: no event left).
 func (l *evloop) dispatchDue(now time.Time) time.Time {
@@ -409,10 +458,13 @@ func (l *evloop) dispatchDue(now time.Time) time.Time {
 			l.prepareRace(ev.race)
 			continue
 		}
-		rv := r.e.lim.ReserveN(now, 1)
-		if d := rv.DelayFrom(now); d > 0 {
+		if !r.e.lim.AllowN(now, 1) { // (AllowN does not allocate; ReserveN does)
+			rv := r.e.lim.ReserveN(now, 1)
+			d := rv.DelayFrom(now)
 			rv.CancelAt(now)
-			return now.Add(d)
+			if d > 0 {
+				return now.Add(d)
+			}
 		}
 		l.k++
 		l.send(ev.idx, now)
