@@ -309,7 +309,8 @@ err = sorted((ts - (t0 + seq * 1e9 / rate)) / 1000 for seq, ts in t)
 q = lambda p: round(err[min(len(err) - 1, int(p * len(err)))])
 late = sum(e > 1000 for e in err)
 wall, (u, s) = float(sys.argv[3]) - float(sys.argv[2]), map(float, sys.argv[4].split())
-print(f"{\"vegeta\":<10} {int(rate):<10} {q(.5):>10} {q(.99):>10} {q(.999):>10} {round(err[-1]):>10} {100*late/len(err):>8.2f} {(u+s)/wall:>8.2f}")
+name = "vegeta"
+print(f"{name:<10} {int(rate):<10} {q(.5):>10} {q(.99):>10} {q(.999):>10} {round(err[-1]):>10} {100*late/len(err):>8.2f} {(u+s)/wall:>8.2f}")
 ' "$rate" "$t0" "$t1" "$cpu"
 		fi
 	done
