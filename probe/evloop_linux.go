@@ -753,17 +753,18 @@ func (l *evloop) drainInbox() {
 				r.wg.Add(1)
 				l.out = append(l.out, loopDone{i: i, res: r.newResult(i), err: m.err})
 			}
+			l.maybeDial(p) // for the sends still waiting
 			continue
 		}
 		p.conns.Add(1)
 		r.connected.Store(true)
-		c := l.newConn(p, m.nc, 0)
-		if c == nil {
+		if c := l.newConn(p, m.nc, 0); c != nil {
+			l.release(c)
+		} else {
 			p.conns.Add(-1)
 			_ = m.nc.Close()
-			continue
 		}
-		l.release(c)
+		l.maybeDial(p)
 	}
 }
 

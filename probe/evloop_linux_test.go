@@ -244,3 +244,28 @@ func TestEventLoopCallsOffARace(t *testing.T) {
 		t.Errorf("server answered %d requests, want none (the final bytes never went out)", len(protos))
 	}
 }
+
+func TestEventLoopFailedDialsLeaveNoSendWaiting(t *testing.T) {
+	// The server answers one request, closing its connection, and stops
+	// listening: the sends waiting for a connection (one at a time may be
+	// dialled) each get their refusal; none waits forever.
+	var srv *answerServer
+	srv = startAnswerServer(t, func(c net.Conn, _ int64) error {
+		_ = srv.ln.Close()
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		return errors.New("closing")
+	})
+	e := newEngine(t, Options{URLs: []string{srv.url()}, AbortAfterErrors: -1})
+	e.maxConns = 1
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	sends := steady(5, 0, 2*ms)
+	now := time.Now()
+	results, err := e.Run(ctx, now, now.Add(20*ms), sends, nil)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := outcomes(results); got["response"] != 1 || got["error:"+record.ErrRefused] != 4 {
+		t.Errorf("outcomes %v, want 1 response and 4 refused", got)
+	}
+}
