@@ -364,20 +364,28 @@ func (l *evloop) run() {
 			return
 		}
 		wait := time.Duration(-1) // until something happens
+		spin := false
 		if !next.IsZero() {
 			d := next.Sub(time.Now())
 			if d <= loopSpin {
-				for time.Now().Before(next) {
-				}
-				continue
+				// Close to the deadline: take what is ready (without
+				// waiting) and spin only when nothing is, so that sends
+				// due every few µs do not starve the reads.
+				wait, spin = 0, true
+			} else {
+				wait = d - loopSpin
 			}
-			wait = d - loopSpin
 		}
 		if l.busy > 0 || l.away > 0 || l.ndial > 0 || l.rdials > 0 {
 			// Timeouts and abandons are checked at least this often.
 			wait = time.Duration(min(uint64(wait), uint64(5*time.Millisecond)))
 		}
 		n, err := l.wait(wait)
+		if spin && n <= 0 {
+			for time.Now().Before(next) {
+			}
+			continue
+		}
 		if err != nil && err != unix.EINTR {
 			// Cannot happen with valid descriptors; fail what is in flight.
 			l.abandon()
