@@ -415,10 +415,13 @@ func (s *Server) closeRedis() {
 type arrivalListener struct {
 	net.Listener
 	now func() time.Time
-	// kernel stamps reads with the socket's receive time (SO_TIMESTAMPNS,
-	// Linux) rather than the clock's when the data reached user space, so
-	// that a race's arrival spread is measured where it happens. Only with
-	// the real clock, which the kernel's stamps share.
+	// kernel stamps reads with the socket's receive time as well
+	// (SO_TIMESTAMPNS, Linux), which the arrival echo reports, so that a
+	// race's arrival spread is measured where it happens. Only with the
+	// real clock, which the kernel's stamps share. Decisions keep the time
+	// the server read the request: fed the socket's times, which are not
+	// in the order the requests are decided, a bucket would see time run
+	// backwards.
 	kernel bool
 }
 
@@ -435,23 +438,23 @@ func (l *arrivalListener) Accept() (net.Conn, error) {
 }
 
 // arrivalConn records when its last read returned data: for an HTTP/1
-// request, the arrival of its final bytes.
+// request, the arrival of its final bytes; with kernel stamps, also when
+// the socket received them.
 type arrivalConn struct {
 	net.Conn
-	now  func() time.Time
-	last atomic.Int64    // Unix ns; 0 before the first read
-	raw  syscall.RawConn // reads with kernel stamps (see arrivalListener.kernel); nil: none
-	oob  [64]byte
+	now    func() time.Time
+	last   atomic.Int64    // Unix ns; 0 before the first read
+	socket atomic.Int64    // the socket's receive time of the last read's data, Unix ns; 0: none
+	raw    syscall.RawConn // reads with kernel stamps (see arrivalListener.kernel); nil: none
+	oob    [64]byte
 }
 
 func (c *arrivalConn) Read(p []byte) (int, error) {
 	if c.raw != nil {
 		n, ns, err := readStamped(c.raw, p, c.oob[:])
 		if n > 0 {
-			if ns == 0 {
-				ns = c.now().UnixNano()
-			}
-			c.last.Store(ns)
+			c.last.Store(c.now().UnixNano())
+			c.socket.Store(ns)
 		}
 		return n, err
 	}

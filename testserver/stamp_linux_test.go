@@ -46,8 +46,11 @@ func TestArrivalIsTheKernelStamp(t *testing.T) {
 	if err != nil || n == 0 {
 		t.Fatalf("Read = %d, %v", n, err)
 	}
-	if got := s.last.Load(); got < before.UnixNano() || got > after.UnixNano() {
-		t.Errorf("arrival %d, want the kernel's receive time within the write [%d, %d]", got, before.UnixNano(), after.UnixNano())
+	if got := s.socket.Load(); got < before.UnixNano() || got > after.UnixNano() {
+		t.Errorf("socket arrival %d, want the kernel's receive time within the write [%d, %d]", got, before.UnixNano(), after.UnixNano())
+	}
+	if got := s.last.Load(); got <= after.UnixNano() {
+		t.Errorf("read time %d, want when the server read it (after the write, %d)", got, after.UnixNano())
 	}
 	_ = c.Close()
 	if _, err := s.Read(buf); err != io.EOF {
