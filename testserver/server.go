@@ -294,6 +294,9 @@ func (s *Server) serve(l net.Listener) error {
 	now := s.handler.now
 	s.listener = l
 	al := &arrivalListener{Listener: l, now: now, kernel: s.handler.echo && s.handler.realClock}
+	if al.kernel {
+		stampListener(l) // best effort: accepted sockets are stamped anyway
+	}
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 30 * time.Second,

@@ -12,6 +12,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// stampListener turns on SO_TIMESTAMPNS on a TCP listener: the sockets it
+// accepts inherit it, and the kernel, which turns receive timestamping on
+// a little after the first socket asks for it, stamps from the start of
+// the first connection. It reports whether it did.
+func stampListener(l net.Listener) bool {
+	tl, ok := l.(*net.TCPListener)
+	if !ok {
+		return false
+	}
+	raw, err := tl.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil || serr != nil {
+		return false
+	}
+	return true
+}
+
 // stampSocket turns on SO_TIMESTAMPNS on c, so that every read carries the
 // kernel's receive time of the data it returns, and returns the
 // connection's raw form to read it with; nil when that fails (the caller

@@ -17,6 +17,9 @@ func TestArrivalIsTheKernelStamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	if !stampListener(ln) {
+		t.Fatal("SO_TIMESTAMPNS not enabled on a TCP listener")
+	}
 	al := &arrivalListener{Listener: ln, now: time.Now, kernel: true}
 	accepted := make(chan net.Conn, 1)
 	go func() {
@@ -35,13 +38,27 @@ func TestArrivalIsTheKernelStamp(t *testing.T) {
 	if s.raw == nil {
 		t.Fatal("SO_TIMESTAMPNS not enabled on a TCP connection")
 	}
+	// The kernel turns timestamping on a little after it is first asked
+	// for (a deferred static key): wait until reads carry stamps.
+	buf := make([]byte, 64)
+	for range 100 {
+		if _, err := io.WriteString(c, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		if s.socket.Load() != 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	before := time.Now()
 	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	after := time.Now() // loopback delivers (and stamps) within the write
 	time.Sleep(100 * time.Millisecond)
-	buf := make([]byte, 64)
 	n, err := s.Read(buf)
 	if err != nil || n == 0 {
 		t.Fatalf("Read = %d, %v", n, err)

@@ -11,6 +11,8 @@ import (
 // stamped in user space.
 func stampSocket(net.Conn) syscall.RawConn { return nil }
 
+func stampListener(net.Listener) bool { return false }
+
 func readStamped(syscall.RawConn, []byte, []byte) (int, int64, error) {
 	panic("unreachable")
 }
