@@ -10,10 +10,17 @@ import (
 // request, in Unix nanoseconds (decimal), sent with `serve --echo-arrival`.
 const ArrivalHeader = "X-Rlprobe-Arrival"
 
+// DecisionHeader is the reference server's number of the request's limiter
+// decision in the order its limiter made them (1, 2, …; decimal), sent
+// beside [ArrivalHeader]. Arrival stamps do not fix the order in which a
+// server decided two requests that arrived close together; this does.
+const DecisionHeader = "X-Rlprobe-Decision"
+
 // Captured is the list of response header names rlprobe records verbatim:
-// the rate-limit fields of every dialect, the fields that decide caching
+// the rate-limit fields of every dialect (vendor ones included), the fields that decide caching
 // (for the cacheable-429 finding), Date, Envoy's rejection marker and
-// [ArrivalHeader]. Callers must not modify it.
+// [ArrivalHeader]. The names are matched case-insensitively; a record keeps
+// the server's spelling. Callers must not modify it.
 var Captured = []string{
 	fieldRetryAfter,
 	fieldRateLimit,
@@ -29,6 +36,13 @@ var Captured = []string{
 	fieldXAltLimit,
 	fieldXAltRemaining,
 	fieldXAltReset,
+	fieldOpenAILimitRequests,
+	fieldOpenAIRemainingRequests,
+	fieldOpenAIResetRequests,
+	fieldOpenAILimitTokens,
+	fieldOpenAIRemainingTokens,
+	fieldOpenAIResetTokens,
+	fieldShopify,
 	fieldCacheControl,
 	fieldExpires,
 	"Age",
@@ -45,7 +59,7 @@ var Captured = []string{
 // expired. Directive names are case-insensitive; the first of repeated
 // directives counts. received is when the response arrived.
 func Cacheable(h http.Header, received time.Time) bool {
-	dirs := cacheDirectives(fieldValues(h, fieldCacheControl))
+	dirs := cacheDirectives(Values(h, fieldCacheControl))
 	if _, ok := dirs["no-store"]; ok {
 		return false
 	}
@@ -64,7 +78,7 @@ func Cacheable(h http.Header, received time.Time) bool {
 		n, ok := parseDigits(v)
 		return ok && n > 0
 	}
-	exp := fieldValues(h, fieldExpires)
+	exp := Values(h, fieldExpires)
 	if len(exp) == 0 {
 		return false
 	}
@@ -73,7 +87,7 @@ func Cacheable(h http.Header, received time.Time) bool {
 		return false
 	}
 	base := received
-	if d := fieldValues(h, fieldDate); len(d) > 0 {
+	if d := Values(h, fieldDate); len(d) > 0 {
 		if dt, ok := parseHTTPDate(strings.Trim(d[0], " \t"), received); ok {
 			base = dt
 		}

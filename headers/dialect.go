@@ -34,11 +34,31 @@ const (
 	// Draft8 is the syntax of drafts -08, -09 and -10: RateLimit and
 	// RateLimit-Policy as Lists of String items with parameters.
 	Draft8 Dialect = "draft-8"
+	// OpenAI is OpenAI's pair of triples, read and never served by the
+	// reference server: x-ratelimit-limit-requests,
+	// x-ratelimit-remaining-requests, x-ratelimit-reset-requests (a Go-style
+	// duration such as 6m0s, 1s or 20ms: the time until the quota is full
+	// again), and the same three for -tokens. Many OpenAI-compatible APIs
+	// (Groq, Azure OpenAI, LiteLLM) send them too.
+	OpenAI Dialect = "openai"
+	// GitHub is the x-ratelimit-epoch triple with x-ratelimit-used and
+	// x-ratelimit-resource (GitHub's REST API). A response speaking it also
+	// speaks x-ratelimit-epoch and x-ratelimit; see [Parsed.Speaks].
+	GitHub Dialect = "github"
+	// Shopify is X-Shopify-Shop-Api-Call-Limit: 32/40, the calls in
+	// Shopify's leaky bucket and its size (the REST Admin API).
+	Shopify Dialect = "shopify"
 )
 
 // Dialects lists every dialect in a stable order (the order of the
 // contract). Callers must not modify it.
-var Dialects = []Dialect{None, XRateLimit, XRateLimitEpoch, Draft6, Draft7, Draft8}
+var Dialects = []Dialect{None, XRateLimit, XRateLimitEpoch, Draft6, Draft7, Draft8, OpenAI, GitHub, Shopify}
+
+// Vendor reports whether d is a vendor dialect ([OpenAI], [GitHub],
+// [Shopify]): one rlprobe reads but the reference server does not serve.
+func (d Dialect) Vendor() bool {
+	return d == OpenAI || d == GitHub || d == Shopify
+}
 
 // ErrUnknownDialect is wrapped by the errors of [ParseDialects].
 var ErrUnknownDialect = errors.New("unknown header dialect")

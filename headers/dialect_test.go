@@ -18,9 +18,10 @@ func TestParseDialects(t *testing.T) {
 		{in: " draft-6 , Draft-7 ", want: []Dialect{Draft6, Draft7}},
 		{in: "x-ratelimit,x-ratelimit-epoch,x-ratelimit", want: []Dialect{XRateLimit, XRateLimitEpoch}},
 		{in: "none", want: []Dialect{None}},
+		{in: "openai, GitHub,shopify", want: []Dialect{OpenAI, GitHub, Shopify}},
 		{in: "", wantErr: "empty dialect list"},
 		{in: "draft-8,", wantErr: "empty dialect"},
-		{in: "draft-9", wantErr: `dialect "draft-9" (valid: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8)`},
+		{in: "draft-9", wantErr: `dialect "draft-9" (valid: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8, openai, github, shopify)`},
 		{in: "none,draft-8", wantErr: "cannot be combined"},
 	}
 	for _, tt := range tests {
@@ -67,6 +68,12 @@ func TestSpeaks(t *testing.T) {
 		{[]Dialect{None}, None, true},
 		{nil, None, true},
 		{[]Dialect{Draft6}, None, false},
+		{[]Dialect{GitHub}, XRateLimit, true},
+		{[]Dialect{GitHub}, XRateLimitEpoch, true},
+		{[]Dialect{GitHub}, GitHub, true},
+		{[]Dialect{XRateLimitEpoch}, GitHub, false},
+		{[]Dialect{OpenAI}, XRateLimit, false},
+		{[]Dialect{Shopify}, None, false},
 	}
 	for _, tt := range tests {
 		if got := (Parsed{Dialects: tt.detected}).Speaks(tt.asked); got != tt.want {

@@ -16,6 +16,16 @@
 //     seconds or a Unix time. Envoy's list form
 //     (x-ratelimit-limit: 10, 10;w=1) and the X-Rate-Limit-* spelling are read
 //     too.
+//   - vendor dialects, read but not served by the reference server: openai
+//     (x-ratelimit-limit-requests, -remaining-requests, -reset-requests: 6m0s,
+//     and the -tokens triple), github (the x-ratelimit-epoch triple with
+//     x-ratelimit-used and x-ratelimit-resource) and shopify
+//     (X-Shopify-Shop-Api-Call-Limit: 32/40).
+//
+// Field names are matched case-insensitively everywhere ([Values], [Get]):
+// records keep the server's spelling, which http.Header.Get would miss
+// unless it is Go's canonical one. [Set] writes the drafts' spellings
+// verbatim.
 //
 // [Set] writes a dialect; [Parse] reads all of them at once, never fails and
 // never panics: each value that breaks its grammar becomes a [Problem] and

@@ -14,11 +14,36 @@ func ExampleSet() {
 	headers.Set(h, headers.Draft8, now, headers.Quota{
 		Policy: "default", Limit: 100, Window: time.Minute, Remaining: 50, UntilMore: 29500 * time.Millisecond,
 	})
-	fmt.Println("RateLimit-Policy:", h.Get("RateLimit-Policy"))
-	fmt.Println("RateLimit:", h.Get("RateLimit"))
+	// Set writes the drafts' spellings verbatim: read them with headers.Get,
+	// since http.Header.Get would look for Go's "Ratelimit-Policy".
+	fmt.Println("RateLimit-Policy:", headers.Get(h, "RateLimit-Policy"))
+	fmt.Println("RateLimit:", headers.Get(h, "ratelimit"))
+	fmt.Printf("h.Get misses them: %q\n", h.Get("RateLimit"))
 	// Output:
 	// RateLimit-Policy: "default";q=100;w=60
 	// RateLimit: "default";r=50;t=30
+	// h.Get misses them: ""
+}
+
+// ExampleParse_openAI reads the rate-limit fields of an OpenAI answer.
+func ExampleParse_openAI() {
+	h := http.Header{
+		"x-ratelimit-limit-requests":     {"60"},
+		"x-ratelimit-remaining-requests": {"0"},
+		"x-ratelimit-reset-requests":     {"6m0s"},
+		"x-ratelimit-limit-tokens":       {"150000"},
+		"x-ratelimit-remaining-tokens":   {"149984"},
+		"x-ratelimit-reset-tokens":       {"6ms"},
+	}
+	p := headers.Parse(h, time.Now())
+	fmt.Println(p.Dialects)
+	for i, l := range p.Limits {
+		fmt.Printf("%s: %d of %d left, full in %s\n", l.Name, l.Remaining, p.Policies[i].Quota, l.Reset)
+	}
+	// Output:
+	// [openai]
+	// requests: 0 of 60 left, full in 6m0s
+	// tokens: 149984 of 150000 left, full in 6ms
 }
 
 func ExampleParse() {

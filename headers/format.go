@@ -67,9 +67,12 @@ type Quota struct {
 }
 
 // Set writes qs in dialect d into h, replacing the fields of d that h already
-// holds (dialects sharing field names, such as draft-7 and draft-8, overwrite
-// each other; the last Set wins). With no quotas it only removes d's fields;
-// None and unknown dialects leave h unchanged. now is the response time,
+// holds under any spelling (dialects sharing field names, such as draft-7 and
+// draft-8, overwrite each other; the last Set wins). Field names are written
+// verbatim, as the drafts and vendors spell them ("RateLimit-Policy", not
+// Go's canonical "Ratelimit-Policy"): read them back with [Values] or [Get],
+// not http.Header.Get. With no quotas it only removes d's fields; None and
+// unknown dialects leave h unchanged. now is the response time,
 // needed for epoch resets. Durations are rounded up to whole seconds, so a
 // client is never told to come back too early; negative values are formatted
 // as 0 and Structured Field Integers are capped at 999,999,999,999,999.
@@ -80,6 +83,12 @@ type Quota struct {
 // quota that has a Window (those drafts forbid two policies of the same
 // quota; Set does not check). x-ratelimit with several quotas formats
 // X-RateLimit-Limit in Envoy's form, "10, 10;w=1;name=\"a\", 1000;w=3600".
+// The vendor dialects, which the reference server does not serve, are
+// written for tests: github as x-ratelimit-epoch for the expiring quota,
+// with X-RateLimit-Used (limit − remaining) and its Policy as
+// X-RateLimit-Resource; openai with the quota whose Policy is "tokens" as
+// the -tokens fields and the others as -requests (the first of each wins),
+// UntilFull as the reset; shopify as "USED/SIZE" of the expiring quota.
 // The delay reset of x-ratelimit is capped at 999,999,999 s so that it is
 // never mistaken for a Unix time.
 //
@@ -104,6 +113,16 @@ func dialectFields(d Dialect) []string {
 		return []string{fieldLimit6, fieldRemaining6, fieldReset6, fieldPolicy}
 	case XRateLimit, XRateLimitEpoch:
 		return []string{fieldXLimit, fieldXRemaining, fieldXReset}
+	case GitHub:
+		return []string{fieldXLimit, fieldXRemaining, fieldXReset, fieldXUsed, fieldXResource}
+	case OpenAI:
+		var fs []string
+		for _, q := range openAIQuotas {
+			fs = append(fs, q.limit, q.remaining, q.reset)
+		}
+		return fs
+	case Shopify:
+		return []string{fieldShopify}
 	}
 	return nil
 }
@@ -152,6 +171,23 @@ func fromQuotas(d Dialect, qs []Quota) ([]Policy, []Limit) {
 		e := qs[expiring(qs)]
 		lims = append(lims, Limit{Limit: e.Limit, HasLimit: true, Remaining: e.Remaining, HasRemaining: true,
 			Reset: e.UntilFull, HasReset: true, ResetIsEpoch: d == XRateLimitEpoch, Dialect: d})
+	case GitHub:
+		e := qs[expiring(qs)]
+		lims = append(lims, Limit{Name: e.Policy, Limit: e.Limit, HasLimit: true, Remaining: e.Remaining, HasRemaining: true,
+			Used: max(0, e.Limit-e.Remaining), HasUsed: true, Reset: e.UntilFull, HasReset: true, ResetIsEpoch: true, Dialect: d})
+	case OpenAI:
+		for _, q := range qs {
+			name := "requests"
+			if q.Policy == "tokens" {
+				name = "tokens"
+			}
+			pols = append(pols, Policy{Name: name, Quota: q.Limit, Unit: openAIQuotaOf(name).unit, Dialect: d})
+			lims = append(lims, Limit{Name: name, Remaining: q.Remaining, HasRemaining: true,
+				Reset: q.UntilFull, HasReset: true, Dialect: d})
+		}
+	case Shopify:
+		e := qs[expiring(qs)]
+		lims = append(lims, Limit{Limit: e.Limit, HasLimit: true, Remaining: e.Remaining, HasRemaining: true, Dialect: d})
 	}
 	return pols, lims
 }
@@ -197,7 +233,7 @@ func writeFields(h http.Header, now time.Time, pols []Policy, lims []Limit) {
 				it.Params.Add("w", sfSeconds(p.Window))
 			}
 			policy = append(policy, it)
-		case XRateLimit, XRateLimitEpoch:
+		case XRateLimit, XRateLimitEpoch, GitHub:
 			xpols = append(xpols, p)
 		}
 	}
@@ -241,15 +277,15 @@ func writeFields(h http.Header, now time.Time, pols []Policy, lims []Limit) {
 			}
 			six = true
 			if l.HasLimit {
-				h.Set(fieldLimit6, strconv.FormatInt(sfInt(l.Limit), 10))
+				setField(h, fieldLimit6, strconv.FormatInt(sfInt(l.Limit), 10))
 			}
 			if l.HasRemaining {
-				h.Set(fieldRemaining6, strconv.FormatInt(sfInt(l.Remaining), 10))
+				setField(h, fieldRemaining6, strconv.FormatInt(sfInt(l.Remaining), 10))
 			}
 			if l.HasReset {
-				h.Set(fieldReset6, strconv.FormatInt(sfSeconds(l.Reset), 10))
+				setField(h, fieldReset6, strconv.FormatInt(sfSeconds(l.Reset), 10))
 			}
-		case XRateLimit, XRateLimitEpoch:
+		case XRateLimit, XRateLimitEpoch, GitHub:
 			if x == nil {
 				x = &lims[i]
 			}
@@ -264,6 +300,8 @@ func writeFields(h http.Header, now time.Time, pols []Policy, lims []Limit) {
 	if x != nil || len(xpols) > 0 {
 		writeX(h, now, x, xpols)
 	}
+	writeOpenAI(h, pols, lims)
+	writeShopify(h, lims)
 }
 
 // writeX formats the legacy triple. x may be nil when only Envoy policies
@@ -271,7 +309,7 @@ func writeFields(h http.Header, now time.Time, pols []Policy, lims []Limit) {
 func writeX(h http.Header, now time.Time, x *Limit, pols []Policy) {
 	if len(pols) == 0 {
 		if x.HasLimit {
-			h.Set(fieldXLimit, strconv.FormatInt(max(0, x.Limit), 10))
+			setField(h, fieldXLimit, strconv.FormatInt(max(0, x.Limit), 10))
 		}
 	} else {
 		var l httpsfv.List
@@ -294,7 +332,7 @@ func writeX(h http.Header, now time.Time, x *Limit, pols []Policy) {
 		return
 	}
 	if x.HasRemaining {
-		h.Set(fieldXRemaining, strconv.FormatInt(max(0, x.Remaining), 10))
+		setField(h, fieldXRemaining, strconv.FormatInt(max(0, x.Remaining), 10))
 	}
 	if x.HasReset {
 		var v int64
@@ -303,10 +341,13 @@ func writeX(h http.Header, now time.Time, x *Limit, pols []Policy) {
 		} else {
 			v = min(ceilSeconds(x.Reset), epochSecondsAtLeast-1)
 		}
-		h.Set(fieldXReset, strconv.FormatInt(v, 10))
+		setField(h, fieldXReset, strconv.FormatInt(v, 10))
 	}
 	if x.Name != "" {
-		h.Set(fieldXResource, x.Name)
+		setField(h, fieldXResource, x.Name)
+	}
+	if x.HasUsed {
+		setField(h, fieldXUsed, strconv.FormatInt(max(0, x.Used), 10))
 	}
 }
 
@@ -321,7 +362,7 @@ func setSF(h http.Header, name string, v httpsfv.StructuredFieldValue) {
 	if err != nil {
 		return
 	}
-	h.Set(name, s)
+	setField(h, name, s)
 }
 
 // sfInt clamps n into the non-negative Structured Field Integer range.

@@ -94,11 +94,11 @@ func sameParsed(a, b Parsed) string {
 		return "policies differ"
 	case !slices.EqualFunc(a.Limits, b.Limits, func(x, y Limit) bool {
 		reset := x.Reset == y.Reset
-		if x.Dialect == XRateLimit || x.Dialect == XRateLimitEpoch {
+		if x.Dialect == XRateLimit || x.Dialect == XRateLimitEpoch || x.Dialect == GitHub {
 			reset = y.Reset-x.Reset > -time.Second && y.Reset-x.Reset < time.Second
 		}
 		return x.Name == y.Name && x.Limit == y.Limit && x.HasLimit == y.HasLimit && x.Remaining == y.Remaining &&
-			x.HasRemaining == y.HasRemaining && reset && x.HasReset == y.HasReset && x.ResetIsEpoch == y.ResetIsEpoch &&
+			x.HasRemaining == y.HasRemaining && x.Used == y.Used && x.HasUsed == y.HasUsed && reset && x.HasReset == y.HasReset && x.ResetIsEpoch == y.ResetIsEpoch &&
 			bytes.Equal(x.PartitionKey, y.PartitionKey) && x.Dialect == y.Dialect
 	}):
 		return "limits differ"

@@ -3,7 +3,6 @@ package headers
 import (
 	"fmt"
 	"net/http"
-	"net/textproto"
 	"slices"
 	"strings"
 	"time"
@@ -20,11 +19,13 @@ type Parsed struct {
 	Dialects []Dialect
 	// Policies are the advertised quota policies: RateLimit-Policy items of
 	// every draft, the quota-policy members of a list-valued RateLimit-Limit
-	// (drafts before -06) and of Envoy's X-RateLimit-Limit, in field order.
+	// (drafts before -06) and of Envoy's X-RateLimit-Limit, in field order,
+	// then OpenAI's limits (named "requests" and "tokens", without window).
 	Policies []Policy
 	// Limits are the current states: one per draft-8 RateLimit item, one for
 	// the draft-7 RateLimit dictionary, one for the draft-6 fields, one for
-	// the X-RateLimit-* (or X-Rate-Limit-*) fields, in that order.
+	// the X-RateLimit-* (or X-Rate-Limit-*) fields, one per OpenAI quota
+	// (named as its policy), one for Shopify's, in that order.
 	Limits []Limit
 	// RetryAfter is the delay Retry-After asks for, counted from the
 	// received time given to Parse; nil when absent or malformed.
@@ -39,8 +40,8 @@ type Parsed struct {
 // of quota 0 with no window.
 type Policy struct {
 	// Name is the policy's name: the draft-8 item String (or Token, with a
-	// Problem), the name parameter of an Envoy member; "" for draft-6/-7
-	// Integer items, which have no name.
+	// Problem), the name parameter of an Envoy member, OpenAI's "requests"
+	// or "tokens"; "" for draft-6/-7 Integer items, which have no name.
 	Name string
 	// Quota is q (draft-8) or the Integer item value (draft-6/-7, Envoy):
 	// quota units allowed per Window.
@@ -49,7 +50,8 @@ type Policy struct {
 	Window time.Duration
 	// HasWindow reports whether a valid w was given.
 	HasWindow bool
-	// Unit is draft-8's qu; "" when absent, which means "requests".
+	// Unit is draft-8's qu, or "tokens" for OpenAI's token quota; "" when
+	// absent, which means "requests".
 	Unit string
 	// PartitionKey is draft-8's pk; nil when absent.
 	PartitionKey []byte
@@ -62,21 +64,28 @@ type Policy struct {
 // Limit is one current rate-limit state. The zero value knows nothing.
 type Limit struct {
 	// Name is the policy the state belongs to: the draft-8 item name, the
-	// X-RateLimit-Resource value for X-RateLimit-*; "" otherwise.
+	// X-RateLimit-Resource value for X-RateLimit-* (GitHub), OpenAI's
+	// "requests" or "tokens"; "" otherwise.
 	Name string
 	// Limit is the current quota (draft-7 limit, RateLimit-Limit,
-	// X-RateLimit-Limit); valid when HasLimit. Draft-8 carries it in the
-	// policy of the same Name instead.
+	// X-RateLimit-Limit, Shopify's bucket size); valid when HasLimit.
+	// Draft-8 and OpenAI carry it in the policy of the same Name instead.
 	Limit    int64
 	HasLimit bool
-	// Remaining is r / remaining: quota units left; valid when HasRemaining.
+	// Remaining is r / remaining: quota units left (for Shopify, the size
+	// less the calls used); valid when HasRemaining.
 	Remaining    int64
 	HasRemaining bool
+	// Used is what the server says was used of the quota:
+	// X-RateLimit-Used (GitHub), the calls of Shopify's bucket; valid when
+	// HasUsed.
+	Used    int64
+	HasUsed bool
 	// Reset is, for draft-8, t: the delay until more quota is available;
-	// for draft-6, draft-7 and X-RateLimit-*, the delay until the quota
-	// resets. An epoch reset is converted to a delay from the received time
-	// given to Parse (never negative) and ResetIsEpoch is set. Valid when
-	// HasReset.
+	// for draft-6, draft-7, X-RateLimit-* and OpenAI, the delay until the
+	// quota resets (is full again). An epoch reset is converted to a delay
+	// from the received time given to Parse (never negative) and
+	// ResetIsEpoch is set. Valid when HasReset. Shopify gives none.
 	Reset        time.Duration
 	HasReset     bool
 	ResetIsEpoch bool
@@ -103,8 +112,10 @@ func (p Problem) String() string {
 }
 
 // Speaks reports whether the response speaks dialect d: d was detected;
-// for XRateLimit, either x-ratelimit or x-ratelimit-epoch was (a policy
-// declaring x-ratelimit accepts both resets); for None, nothing was.
+// for XRateLimit, x-ratelimit, x-ratelimit-epoch or github was (a policy
+// declaring x-ratelimit accepts both resets); for XRateLimitEpoch,
+// x-ratelimit-epoch or github was (GitHub's fields are that triple and
+// more); for None, nothing was.
 func (p Parsed) Speaks(d Dialect) bool {
 	switch d {
 	case None:
@@ -115,7 +126,10 @@ func (p Parsed) Speaks(d Dialect) bool {
 		}
 		return true
 	case XRateLimit:
-		return slices.Contains(p.Dialects, XRateLimit) || slices.Contains(p.Dialects, XRateLimitEpoch)
+		return slices.Contains(p.Dialects, XRateLimit) || slices.Contains(p.Dialects, XRateLimitEpoch) ||
+			slices.Contains(p.Dialects, GitHub)
+	case XRateLimitEpoch:
+		return slices.Contains(p.Dialects, XRateLimitEpoch) || slices.Contains(p.Dialects, GitHub)
 	}
 	return slices.Contains(p.Dialects, d)
 }
@@ -138,6 +152,8 @@ func Parse(h http.Header, received time.Time) Parsed {
 	p.rateLimit()
 	p.draft6()
 	p.legacy()
+	p.openai()
+	p.shopify()
 	d := Draft6
 	if p.draft7 {
 		d = Draft7
@@ -147,7 +163,7 @@ func Parse(h http.Header, received time.Time) Parsed {
 		pol := &p.out.Policies[i]
 		pol.Dialect = d
 		if seen[pol.Quota] {
-			p.problem(fieldPolicy, strings.Join(fieldValues(h, fieldPolicy), ", "),
+			p.problem(fieldPolicy, strings.Join(Values(h, fieldPolicy), ", "),
 				"two policies with quota %d; draft-6/-7 policies MUST NOT share a quota units value", pol.Quota)
 		}
 		seen[pol.Quota] = true
@@ -176,44 +192,8 @@ func (p *parser) problem(field, value, format string, args ...any) {
 	p.out.Problems = append(p.out.Problems, Problem{Field: field, Value: value, Message: fmt.Sprintf(format, args...)})
 }
 
-// canonical holds the canonical keys of the fields read here.
-var canonical = func() map[string]string {
-	m := map[string]string{}
-	for _, f := range append(slices.Clone(Captured), fieldPolicy) {
-		m[f] = textproto.CanonicalMIMEHeaderKey(f)
-	}
-	return m
-}()
-
-// fieldValues returns the field lines of name in h: those under the
-// canonical key, else those of every case-insensitive match in key order.
-func fieldValues(h http.Header, name string) []string {
-	key, ok := canonical[name]
-	if !ok {
-		key = textproto.CanonicalMIMEHeaderKey(name)
-	}
-	if v, ok := h[key]; ok {
-		return v
-	}
-	var keys []string
-	for k := range h {
-		if strings.EqualFold(k, name) {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	slices.Sort(keys)
-	var v []string
-	for _, k := range keys {
-		v = append(v, h[k]...)
-	}
-	return v
-}
-
 func (p *parser) retryAfter() {
-	vals := fieldValues(p.h, fieldRetryAfter)
+	vals := Values(p.h, fieldRetryAfter)
 	if len(vals) == 0 {
 		return
 	}
@@ -373,7 +353,7 @@ func (p *parser) name(field, value string, v any) (string, bool) {
 var registeredUnits = []string{"requests", "content-bytes", "concurrent-requests"}
 
 func (p *parser) policy() {
-	vals := fieldValues(p.h, fieldPolicy)
+	vals := Values(p.h, fieldPolicy)
 	if len(vals) == 0 {
 		return
 	}
@@ -450,7 +430,7 @@ func (p *parser) policyInteger(value string, n int64, params *httpsfv.Params) {
 var draft7Keys = []string{"limit", "remaining", "reset"}
 
 func (p *parser) rateLimit() {
-	vals := fieldValues(p.h, fieldRateLimit)
+	vals := Values(p.h, fieldRateLimit)
 	if len(vals) == 0 {
 		return
 	}
@@ -595,7 +575,7 @@ func (p *parser) draft8Limits(vals []string, l httpsfv.List, err error) {
 
 // item6 reads one draft-6 Integer item field.
 func (p *parser) item6(field string) (n int64, ok, present bool) {
-	vals := fieldValues(p.h, field)
+	vals := Values(p.h, field)
 	if len(vals) == 0 {
 		return 0, false, false
 	}
@@ -669,7 +649,7 @@ func (p *parser) draft6() {
 	if lim.HasReset {
 		lim.Reset = secondsDuration(reset)
 		if reset >= epochSecondsAtLeast {
-			p.problem(fieldReset6, strings.Join(fieldValues(p.h, fieldReset6), ", "),
+			p.problem(fieldReset6, strings.Join(Values(p.h, fieldReset6), ", "),
 				"%d looks like a Unix time; RateLimit-Reset is delay seconds", reset)
 		}
 	}
@@ -687,14 +667,16 @@ func (p *parser) draft6() {
 // firstOf returns the field lines of the first of names present, and which.
 func (p *parser) firstOf(names ...string) ([]string, string) {
 	for _, n := range names {
-		if v := fieldValues(p.h, n); len(v) > 0 {
+		if v := Values(p.h, n); len(v) > 0 {
 			return v, n
 		}
 	}
 	return nil, ""
 }
 
-// legacy reads X-RateLimit-* (or X-Rate-Limit-*, field by field).
+// legacy reads X-RateLimit-* (or X-Rate-Limit-*, field by field), with
+// X-RateLimit-Used and X-RateLimit-Resource: GitHub's when the reset is a
+// Unix time and either of those is given.
 func (p *parser) legacy() {
 	limVals, limField := p.firstOf(fieldXLimit, fieldXAltLimit)
 	remVals, remField := p.firstOf(fieldXRemaining, fieldXAltRemaining)
@@ -727,8 +709,19 @@ func (p *parser) legacy() {
 	if limVals != nil {
 		lim.Limit, lim.HasLimit, pols = p.legacyLimit(limField, limVals)
 	}
-	if v := fieldValues(p.h, fieldXResource); len(v) > 0 {
+	if v := Values(p.h, fieldXResource); len(v) > 0 {
 		lim.Name = strings.Trim(strings.Join(v, ", "), " \t")
+	}
+	if v := Values(p.h, fieldXUsed); len(v) > 0 {
+		value := strings.Join(v, ", ")
+		if n, ok := parseDigits(strings.Trim(value, " \t")); ok {
+			lim.Used, lim.HasUsed = n, true
+		} else {
+			p.problem(fieldXUsed, value, "not a non-negative integer")
+		}
+	}
+	if lim.ResetIsEpoch && (lim.HasUsed || lim.Name != "") {
+		lim.Dialect = GitHub
 	}
 	for i := range pols {
 		pols[i].Dialect = lim.Dialect

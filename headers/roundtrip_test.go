@@ -182,13 +182,13 @@ func TestSetReplaces(t *testing.T) {
 	Set(h, XRateLimit, now, Quota{Limit: 5, Remaining: 1, UntilFull: time.Second})
 	Set(h, Draft8, now, Quota{Policy: "a", Limit: 9, Window: time.Minute, Remaining: 8})
 	Set(h, Draft8, now, Quota{Policy: "b", Limit: 7, Window: time.Minute, Remaining: 6})
-	want := "Ratelimit: \"b\";r=6;t=0\nRatelimit-Policy: \"b\";q=7;w=60\n" +
-		"X-Ratelimit-Limit: 5\nX-Ratelimit-Remaining: 1\nX-Ratelimit-Reset: 1\n"
+	want := "RateLimit: \"b\";r=6;t=0\nRateLimit-Policy: \"b\";q=7;w=60\n" +
+		"X-RateLimit-Limit: 5\nX-RateLimit-Remaining: 1\nX-RateLimit-Reset: 1\n"
 	if got := formatHeader(h); got != want {
 		t.Errorf("after three Sets:\n%s\nwant\n%s", got, want)
 	}
 	Set(h, Draft8, now)
-	if got := formatHeader(h); got != "X-Ratelimit-Limit: 5\nX-Ratelimit-Remaining: 1\nX-Ratelimit-Reset: 1\n" {
+	if got := formatHeader(h); got != "X-RateLimit-Limit: 5\nX-RateLimit-Remaining: 1\nX-RateLimit-Reset: 1\n" {
 		t.Errorf("after Set(draft-8) with no quota:\n%s", got)
 	}
 	Set(h, None, now, Quota{Limit: 1})
@@ -204,14 +204,14 @@ func TestSetClamps(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	h := http.Header{}
 	Set(h, Draft8, now, Quota{Policy: "caf\u00e9\n", Limit: 1 << 62, Window: -time.Second, Remaining: -4, UntilMore: -time.Hour})
-	if got, want := h.Get("RateLimit-Policy"), `"caf???";q=999999999999999`; got != want {
+	if got, want := Get(h, "RateLimit-Policy"), `"caf???";q=999999999999999`; got != want {
 		t.Errorf("RateLimit-Policy = %s, want %s", got, want)
 	}
-	if got, want := h.Get("RateLimit"), `"caf???";r=0;t=0`; got != want {
+	if got, want := Get(h, "RateLimit"), `"caf???";r=0;t=0`; got != want {
 		t.Errorf("RateLimit = %s, want %s", got, want)
 	}
 	Set(h, XRateLimit, now, Quota{Limit: 3, UntilFull: 100 * 365 * 24 * time.Hour})
-	if got, want := h.Get("X-RateLimit-Reset"), "999999999"; got != want {
+	if got, want := Get(h, "X-RateLimit-Reset"), "999999999"; got != want {
 		t.Errorf("X-RateLimit-Reset = %s, want %s (capped below the epoch threshold)", got, want)
 	}
 }

@@ -110,81 +110,122 @@ func search(o *observations, sp space) *fit {
 		}
 		f.bounds[ax.v] = b
 	}
-	// boundOf stops a replay once it misses more than its family's best
-	// plus slack, or more than the best of all plus farBehind: such a
-	// family can no longer win.
-	boundOf := func(famMiss map[Family]int, global int, fam Family) int {
-		b := -1
-		if m, ok := famMiss[fam]; ok {
-			b = m + f.slack
+	sr := &searcher{o: o, sp: sp, f: f, famMiss: map[Family]int{}, global: math.MaxInt,
+		coarseFam: map[Family]int{}, coarseGlobal: math.MaxInt,
+		furthest: map[Family]replay{}, furthestHyp: map[Family]hyp{}, seen: map[hyp]int{}}
+	lines := sr.grid()
+	sr.finer(sr.fine(lines))
+	for fam, h := range sr.furthestHyp {
+		if _, ok := sr.famMiss[fam]; ok {
+			continue
 		}
-		if global < math.MaxInt && (b < 0 || global+f.farBehind() < b) {
-			b = global + f.farBehind()
-		}
-		return b
+		r := replayObs(h, o, sp.perClient, -1)
+		sr.famMiss[fam] = r.miss
+		sr.all = append(sr.all, scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
 	}
-	famMiss := map[Family]int{}
-	global := math.MaxInt
-	// For a family all of whose hypotheses stop early, the one that got
-	// furthest stands for it (replayed in full at the end).
-	furthest := map[Family]replay{}
-	furthestHyp := map[Family]hyp{}
-	var all []scored
-	seen := map[hyp]int{}
-	eval := func(h hyp) int {
-		if m, ok := seen[h]; ok {
-			return m
-		}
-		r := replayTol(h, o, sp.perClient, boundOf(famMiss, global, h.v.fam), timeTolDiv)
-		if r.pruned {
-			if fr, ok := furthest[h.v.fam]; !ok || r.reached > fr.reached || (r.reached == fr.reached && r.miss < fr.miss) {
-				furthest[h.v.fam], furthestHyp[h.v.fam] = r, h
-			}
-			seen[h] = math.MaxInt
-			return math.MaxInt
-		}
-		global = min(global, r.miss)
-		if m, ok := famMiss[h.v.fam]; !ok || r.miss < m {
-			famMiss[h.v.fam] = r.miss
-		}
-		all = append(all, scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
-		seen[h] = r.miss
-		return r.miss
-	}
+	f.finish(sr.all, sr.famMiss)
+	return f
+}
+
+// searcher holds the state of one search: the best misses so far, per
+// family and of all, for the normal and the coarse (tolerant) scores, and
+// every normally scored hypothesis.
+type searcher struct {
+	o  *observations
+	sp space
+	f  *fit
+
+	famMiss map[Family]int
+	global  int
 	// The coarse pass keeps its own bests (tolerant scores are not
 	// comparable with normal ones).
-	coarseFam := map[Family]int{}
-	coarseGlobal := math.MaxInt
-	coarse := func(h hyp) int {
-		r := replayTol(h, o, sp.perClient, boundOf(coarseFam, coarseGlobal, h.v.fam), coarseTolDiv)
-		if r.pruned {
-			if fr, ok := furthest[h.v.fam]; !ok || r.reached > fr.reached || (r.reached == fr.reached && r.miss < fr.miss) {
-				furthest[h.v.fam], furthestHyp[h.v.fam] = r, h
-			}
-			return math.MaxInt
-		}
-		coarseGlobal = min(coarseGlobal, r.miss)
-		if m, ok := coarseFam[h.v.fam]; !ok || r.miss < m {
-			coarseFam[h.v.fam] = r.miss
-		}
-		return r.miss
+	coarseFam    map[Family]int
+	coarseGlobal int
+	// For a family all of whose hypotheses stop early, the one that got
+	// furthest stands for it (replayed in full at the end).
+	furthest    map[Family]replay
+	furthestHyp map[Family]hyp
+	all         []scored
+	seen        map[hyp]int
+}
+
+// line is the hypotheses of one (variant, count, delay) along the
+// continuous parameter, with their misses.
+type line struct {
+	v    variant
+	n, d int64
+	xs   []float64
+	miss []int
+}
+
+// boundOf stops a replay once it misses more than its family's best plus
+// slack, or more than the best of all plus farBehind: such a family can no
+// longer win.
+func (sr *searcher) boundOf(famMiss map[Family]int, global int, fam Family) int {
+	b := -1
+	if m, ok := famMiss[fam]; ok {
+		b = m + sr.f.slack
 	}
-	type line struct {
-		v    variant
-		n, d int64
-		xs   []float64
-		miss []int
+	if global < math.MaxInt && (b < 0 || global+sr.f.farBehind() < b) {
+		b = global + sr.f.farBehind()
 	}
-	edges := findEdges(o, sp.perClient)
+	return b
+}
+
+// pruned keeps, per family, the stopped replay that got furthest.
+func (sr *searcher) pruned(h hyp, r replay) {
+	if fr, ok := sr.furthest[h.v.fam]; !ok || r.reached > fr.reached || (r.reached == fr.reached && r.miss < fr.miss) {
+		sr.furthest[h.v.fam], sr.furthestHyp[h.v.fam] = r, h
+	}
+}
+
+// eval scores h with the normal tolerance (once) and keeps it.
+func (sr *searcher) eval(h hyp) int {
+	if m, ok := sr.seen[h]; ok {
+		return m
+	}
+	r := replayTol(h, sr.o, sr.sp.perClient, sr.boundOf(sr.famMiss, sr.global, h.v.fam), timeTolDiv)
+	if r.pruned {
+		sr.pruned(h, r)
+		sr.seen[h] = math.MaxInt
+		return math.MaxInt
+	}
+	sr.global = min(sr.global, r.miss)
+	if m, ok := sr.famMiss[h.v.fam]; !ok || r.miss < m {
+		sr.famMiss[h.v.fam] = r.miss
+	}
+	sr.all = append(sr.all, scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+	sr.seen[h] = r.miss
+	return r.miss
+}
+
+// coarse scores h with the coarse pass's tolerance.
+func (sr *searcher) coarse(h hyp) int {
+	r := replayTol(h, sr.o, sr.sp.perClient, sr.boundOf(sr.coarseFam, sr.coarseGlobal, h.v.fam), coarseTolDiv)
+	if r.pruned {
+		sr.pruned(h, r)
+		return math.MaxInt
+	}
+	sr.coarseGlobal = min(sr.coarseGlobal, r.miss)
+	if m, ok := sr.coarseFam[h.v.fam]; !ok || r.miss < m {
+		sr.coarseFam[h.v.fam] = r.miss
+	}
+	return r.miss
+}
+
+// grid scores every axis on its grid: epoch-aligned windows (and given
+// values) normally, the rest coarsely; it returns the coarse lines.
+func (sr *searcher) grid() []line {
+	edges := findEdges(sr.o, sr.sp.perClient)
 	epochLines := 0
-	for _, ax := range sp.axes {
+	for _, ax := range sr.sp.axes {
 		if ax.v.windowed() && ax.v.align == limiter.AlignEpoch {
 			epochLines += len(ax.counts)
 		}
 	}
-	unitPoints := min(maxUnitPoints, max(200, replayBudget/max(1, len(o.list)*epochLines)))
+	unitPoints := min(maxUnitPoints, max(200, replayBudget/max(1, len(sr.o.list)*epochLines)))
 	var lines []line
-	for _, ax := range sp.axes {
+	for _, ax := range sr.sp.axes {
 		v := ax.v
 		xs := ax.xs
 		epoch := v.windowed() && v.align == limiter.AlignEpoch
@@ -211,9 +252,9 @@ func search(o *observations, sp space) *fit {
 				for i, x := range xs {
 					h := hyp{v: v, n: n, x: x, d: d}
 					if epoch || ax.xs != nil {
-						l.miss[i] = eval(h)
+						l.miss[i] = sr.eval(h)
 					} else {
-						l.miss[i] = coarse(h)
+						l.miss[i] = sr.coarse(h)
 					}
 				}
 				if !epoch && ax.xs == nil {
@@ -222,11 +263,16 @@ func search(o *observations, sp space) *fit {
 			}
 		}
 	}
-	// Fine pass around the near-best coarse points of competitive lines.
+	return lines
+}
+
+// fine scores a fine grid around the near-best coarse points of the
+// competitive lines, and returns the fine lines.
+func (sr *searcher) fine(lines []line) []line {
 	var fineLines []line
 	for _, l := range lines {
 		lbest := slices.Min(l.miss)
-		if lbest == math.MaxInt || lbest > coarseGlobal+3*f.slack+2 {
+		if lbest == math.MaxInt || lbest > sr.coarseGlobal+3*sr.f.slack+2 {
 			continue
 		}
 		fl := line{v: l.v, n: l.n, d: l.d}
@@ -248,12 +294,16 @@ func search(o *observations, sp space) *fit {
 			b := l.xs[min(i+1, len(l.xs)-1)]
 			for x := a; x <= b*(1+1e-12); x *= fineRatio {
 				fl.xs = append(fl.xs, x)
-				fl.miss = append(fl.miss, eval(hyp{v: l.v, n: l.n, x: x, d: l.d}))
+				fl.miss = append(fl.miss, sr.eval(hyp{v: l.v, n: l.n, x: x, d: l.d}))
 			}
 		}
 		fineLines = append(fineLines, fl)
 	}
-	// Finer passes around the best fine points of each line.
+	return fineLines
+}
+
+// finer scores ever finer grids around the best fine points of each line.
+func (sr *searcher) finer(fineLines []line) {
 	for _, l := range fineLines {
 		pts := map[float64]int{}
 		for i, x := range l.xs {
@@ -264,7 +314,7 @@ func search(o *observations, sp space) *fit {
 			for _, m := range pts {
 				best = min(best, m)
 			}
-			if best == math.MaxInt || best > global+3*f.slack {
+			if best == math.MaxInt || best > sr.global+3*sr.f.slack {
 				break
 			}
 			var centres []float64
@@ -283,21 +333,11 @@ func search(o *observations, sp space) *fit {
 					if _, done := pts[x]; done || math.Abs(x/c-1) < 1e-12 {
 						continue
 					}
-					pts[x] = eval(hyp{v: l.v, n: l.n, x: x, d: l.d})
+					pts[x] = sr.eval(hyp{v: l.v, n: l.n, x: x, d: l.d})
 				}
 			}
 		}
 	}
-	for fam, h := range furthestHyp {
-		if _, ok := famMiss[fam]; ok {
-			continue
-		}
-		r := replayObs(h, o, sp.perClient, -1)
-		famMiss[fam] = r.miss
-		all = append(all, scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
-	}
-	f.finish(all, famMiss)
-	return f
 }
 
 // farBehind is how many outcomes beyond the best of all a family's best may
@@ -750,7 +790,7 @@ func quotaEstimate(o *observations) int {
 // accepted up to and including the first cluster with a rejection.
 func quotaRuns(o *observations) (best, bestUndelayed, first int) {
 	total := 0
-	for _, cl := range o.clusters {
+	for _, cl := range o.runs() {
 		acc, undelayed, rejected := 0, 0, false
 		for i := cl[0]; i < cl[1]; i++ {
 			ob := o.list[i]

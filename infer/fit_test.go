@@ -21,25 +21,51 @@ func result(seq int64, wrote, ttfb float64, status int) record.Result {
 		Sched: ms(wrote), Sent: ms(wrote), Wrote: ms(wrote), TTFB: ms(ttfb), Done: ms(ttfb), Status: status, Headers: http.Header{}}
 }
 
-func TestClassify(t *testing.T) {
+// TestObserveClasses: infer counts what record.Classify says, the rule
+// verify follows too — with 429 declared, a 503 is a rejection (and a
+// mismatch), and an answer with Age: 5 is a cache hit, neither accepted
+// nor rejected, whatever its status.
+func TestObserveClasses(t *testing.T) {
+	cached := result(0, 0, 1, 200)
+	cached.Headers.Set("Age", "5")
+	cached429 := result(0, 0, 1, 429)
+	cached429.Headers.Set("Age", "5")
 	tests := []struct {
+		name     string
 		r        record.Result
 		declared int
-		want     outcomeClass
+		want     record.Class
 	}{
-		{result(0, 0, 1, 200), 0, classAccepted},
-		{result(0, 0, 1, 204), 429, classAccepted},
-		{result(0, 0, 1, 429), 0, classRejected},
-		{result(0, 0, 1, 503), 0, classRejected},
-		{result(0, 0, 1, 503), 429, classIgnored}, // declared 429: 503 is "other"
-		{result(0, 0, 1, 403), 403, classRejected},
-		{result(0, 0, 1, 404), 0, classIgnored},
-		{record.Result{Outcome: record.OutcomeError, Err: record.ErrReset}, 0, classIgnored},
-		{record.Result{Outcome: record.OutcomeNotSent}, 0, classIgnored},
+		{"200", result(0, 0, 1, 200), 0, record.ClassAccepted},
+		{"204 under 429", result(0, 0, 1, 204), 429, record.ClassAccepted},
+		{"429", result(0, 0, 1, 429), 0, record.ClassRejected},
+		{"503", result(0, 0, 1, 503), 0, record.ClassRejected},
+		{"503 under a declared 429", result(0, 0, 1, 503), 429, record.ClassRejected},
+		{"403 declared", result(0, 0, 1, 403), 403, record.ClassRejected},
+		{"404", result(0, 0, 1, 404), 0, record.ClassOther},
+		{"200 with Age: 5", cached, 0, record.ClassOther},
+		{"429 with Age: 5", cached429, 429, record.ClassOther},
+		{"reset", record.Result{Outcome: record.OutcomeError, Err: record.ErrReset}, 0, record.ClassError},
+		{"not sent", record.Result{Outcome: record.OutcomeNotSent}, 0, record.ClassNotSent},
 	}
 	for _, tt := range tests {
-		if got := classify(tt.r, tt.declared); got != tt.want {
-			t.Errorf("classify(status %d outcome %s, declared %d) = %v, want %v", tt.r.Status, tt.r.Outcome, tt.declared, got, tt.want)
+		if got, _ := record.Classify(tt.r, tt.declared); got != tt.want {
+			t.Errorf("%s: record.Classify = %v, want %v", tt.name, got, tt.want)
+		}
+		o := observe([]record.Result{tt.r}, origin, tt.declared)
+		got := record.ClassOther
+		switch {
+		case o.accepted == 1:
+			got = record.ClassAccepted
+		case o.rejected == 1:
+			got = record.ClassRejected
+		}
+		want := tt.want
+		if !want.Counts() {
+			want = record.ClassOther // infer sets aside all that does not count
+		}
+		if got != want || len(o.list) != o.accepted+o.rejected {
+			t.Errorf("%s: infer counts it %v (%d observations), want %v", tt.name, got, len(o.list), want)
 		}
 	}
 }

@@ -74,6 +74,9 @@ const (
 	DefaultMaxWindow = 60 * time.Second
 	// DefaultLead is the default Options.Lead.
 	DefaultLead = 20 * time.Millisecond
+	// DefaultMaxRate is the default Options.MaxRate (the probe's
+	// --max-rate default).
+	DefaultMaxRate = 1000.0
 )
 
 // Engine runs a schedule against the target and returns one result per
@@ -106,7 +109,8 @@ type Options struct {
 	// "header:X-Api-Key"), reported when the limit proves per client;
 	// empty reports "unknown".
 	KeyName string
-	// RejectStatus is the declared reject status; 0 means 429 or 503.
+	// RejectStatus is the declared reject status; 0 means none declared.
+	// 429 and 503 are rejections either way (record.Classify).
 	RejectStatus int
 	// MaxRequests caps the requests infer sends; 0 means DefaultMaxRequests.
 	MaxRequests int
@@ -128,6 +132,13 @@ type Options struct {
 	// Lead is how far ahead of the clock experiments are planned: enough
 	// for the engine to prepare its connections. 0 means DefaultLead.
 	Lead time.Duration
+	// Timeout is the engine's per-request timeout; 0 means 10 s. A queue
+	// that only delays is never made to hold a request longer than half of
+	// it, so that its answers come back before they time out.
+	Timeout time.Duration
+	// MaxRate is the highest rate (per second) of a steady stream infer
+	// offers; 0 means DefaultMaxRate.
+	MaxRate float64
 	// Tool is the "tool" member of the document ("rlprobe v1.2.3").
 	Tool string
 }
@@ -194,6 +205,23 @@ type Params struct {
 type RetryAfter struct {
 	Sent   bool  `json:"sent"`
 	Honest *bool `json:"honest"`
+	// Grade is the worst grade of the judged Retry-After values (see
+	// verify.GradeRetryAfter): exact, rounded-up, late or early; nil when
+	// none was judged. Honest means exact or rounded-up.
+	Grade *string `json:"grade"`
+	// TrueWaitS is the measured true wait, in seconds, of the rejection
+	// that got the worst grade; nil when none was judged.
+	TrueWaitS *float64 `json:"true_wait_s"`
+}
+
+// OverAdmission is the evidence of a limiter that admits more under
+// concurrency than its limit (lost updates of a non-atomic counter): the
+// most accepted from idle by paced (one at a time) and by concurrent
+// requests, and what shows it.
+type OverAdmission struct {
+	SequentialMax int    `json:"sequential_max"`
+	ConcurrentMax int    `json:"concurrent_max"`
+	Evidence      string `json:"evidence"`
 }
 
 // Alternative is a family that did not win, with the share of outcomes its
@@ -226,6 +254,13 @@ type Inference struct {
 	// Headers lists the rate-limit header dialects seen (contract names).
 	Headers    []string   `json:"headers"`
 	RetryAfter RetryAfter `json:"retry_after"`
+	// OverAdmission is set when a concurrent burst admitted more than the
+	// limit fitted from paced experiments; nil otherwise.
+	OverAdmission *OverAdmission `json:"over_admission"`
+	// NeverRejects reports a target that rejected nothing but held
+	// requests (a queue that only delays): params.queue is then null, and
+	// Note says how many were held at once.
+	NeverRejects bool `json:"never_rejects"`
 	// MaxRatePerS is, for none, the highest rate of accepted requests
 	// reached: the most accepted in any one-second interval.
 	MaxRatePerS *float64 `json:"max_rate_per_s"`
@@ -241,4 +276,8 @@ type Inference struct {
 	// ended the experiments before the candidates were told apart.
 	Complete   bool   `json:"complete"`
 	RecordFile string `json:"record_file"`
+	// Note says, for people, what the fields alone do not: how many
+	// requests a queue that never rejects was seen to hold, why a run
+	// without rejections is not called none.
+	Note string `json:"note,omitempty"`
 }

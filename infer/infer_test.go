@@ -274,28 +274,37 @@ func TestInferNone(t *testing.T) {
 	}
 }
 
-// TestInferRetryAfterLies: a Retry-After shorter than the real wait, or
-// far longer, is dishonest.
+// TestInferRetryAfterLies grades Retry-After (verify.GradeRetryAfter): a
+// server that rounds the true wait up to whole seconds is rounded-up (also
+// when the true wait is a fraction of a second), one that says less is
+// early, one that says far more is late; honest is exact or rounded-up.
 func TestInferRetryAfterLies(t *testing.T) {
+	window := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 3, Window: sec(4), Align: limiter.AlignFirstRequest}
+	bucket := limiter.Config{Algorithm: limiter.TokenBucket, Rate: 5, Capacity: 3}
 	for _, tt := range []struct {
 		name   string
+		cfg    limiter.Config
 		scale  float64 // advertised = scale × true wait (rounded up)
 		add    time.Duration
+		grade  string
 		honest bool
 	}{
-		{"accurate", 1, 0, true},
-		{"early", 0.5, 0, false},
-		{"late", 1, 8 * time.Second, false},
+		{"accurate, whole seconds", window, 1, 0, "rounded-up", true},
+		{"accurate, sub-second waits in whole seconds", bucket, 1, 0, "rounded-up", true},
+		{"early", window, 0.5, 0, "early", false},
+		{"late", window, 1, 8 * time.Second, "late", false},
+		{"30 s when quota returns in 2 s", bucket, 1, 30 * time.Second, "late", false},
 	} {
-		cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 3, Window: sec(4), Align: limiter.AlignFirstRequest}
-		e := newSimEngine(simServer{cfg: cfg, retry: true}, origin)
+		e := newSimEngine(simServer{cfg: tt.cfg, retry: true}, origin)
 		e.retryScale, e.retryAdd = tt.scale, tt.add
 		inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !inf.RetryAfter.Sent || inf.RetryAfter.Honest == nil || *inf.RetryAfter.Honest != tt.honest {
-			t.Errorf("%s: retry_after %+v (honest %v), want honest=%v", tt.name, inf.RetryAfter, deref(inf.RetryAfter.Honest), tt.honest)
+		ra := inf.RetryAfter
+		if !ra.Sent || ra.Honest == nil || *ra.Honest != tt.honest || ra.Grade == nil || *ra.Grade != tt.grade || ra.TrueWaitS == nil {
+			t.Errorf("%s: retry_after sent %v honest %v grade %v true wait %v, want honest=%v grade %s",
+				tt.name, ra.Sent, deref(ra.Honest), deref(ra.Grade), deref(ra.TrueWaitS), tt.honest, tt.grade)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // variant is one candidate model shape: a family with the switches that
@@ -76,19 +77,19 @@ func (h hyp) config() limiter.Config {
 // bucket takes to fill.
 func (h hyp) scale() time.Duration {
 	if h.v.windowed() {
-		return time.Duration(h.x * float64(time.Second))
+		return units.Seconds(h.x)
 	}
-	return time.Duration(float64(h.n) / h.x * float64(time.Second))
+	return units.Seconds(float64(h.n) / h.x)
 }
 
 func (h hyp) String() string {
 	if h.v.windowed() {
-		return fmt.Sprintf("%v limit=%d window=%.4gs", h.v, h.n, h.x)
+		return fmt.Sprintf("%v limit=%d window=%s", h.v, h.n, units.HumanDuration(units.Seconds(h.x)))
 	}
 	if h.v.fam == LeakyBucketQueue {
-		return fmt.Sprintf("%v rate=%.4g/s capacity=%d undelayed=%d", h.v, h.x, h.n, h.d+1)
+		return fmt.Sprintf("%v rate=%s capacity=%d undelayed=%d", h.v, units.HumanRate(h.x), h.n, h.d+1)
 	}
-	return fmt.Sprintf("%v rate=%.4g/s capacity=%d", h.v, h.x, h.n)
+	return fmt.Sprintf("%v rate=%s capacity=%d", h.v, units.HumanRate(h.x), h.n)
 }
 
 // Timing tolerance of a replay: a lone request is allowed to have arrived
@@ -196,27 +197,6 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 	}
 	r.states = r.states.clone()
 	var mDel, oDel []time.Duration
-	// step replays cluster cl from states with every arrival moved by
-	// shift; it returns the states after it and the number the model
-	// accepts (with their delays in mDel when queueing).
-	step := func(cl [2]int, from states, shift time.Duration) (states, int) {
-		s := from
-		accM := 0
-		mDel = mDel[:0]
-		for i := cl[0]; i < cl[1]; i++ {
-			ob := &o.list[i]
-			key := fitKey(ob.client, perClient)
-			st, d := c.Step(s.get(key), ob.at.Add(shift))
-			s = s.set(key, st)
-			if d.Allowed {
-				accM++
-				if o.queueing {
-					mDel = append(mDel, d.Delay)
-				}
-			}
-		}
-		return s, accM
-	}
 	for k, cl := range o.clusters[from:] {
 		accM, accO := 0, 0
 		mDel, oDel = mDel[:0], oDel[:0]
@@ -264,11 +244,8 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 			if accO < accM {
 				shift = -shift
 			}
-			keep := slices.Clone(mDel)
-			if s2, acc2 := step(cl, before, shift); abs(acc2-accO) < abs(accM-accO) {
-				r.states, accM = s2, acc2
-			} else {
-				mDel = append(mDel[:0], keep...)
+			if s2, acc2, del2 := stepCluster(c, o, cl, before, shift, perClient); abs(acc2-accO) < abs(accM-accO) {
+				r.states, accM, mDel = s2, acc2, append(mDel[:0], del2...)
 			}
 		}
 		miss := abs(accM - accO)
@@ -293,6 +270,28 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 	}
 	r.reached = len(o.list)
 	return r
+}
+
+// stepCluster replays cluster cl from states with every arrival moved by
+// shift; it returns the states after it, the number the model accepts and,
+// when queueing, their delays.
+func stepCluster(c limiter.Config, o *observations, cl [2]int, from states, shift time.Duration, perClient bool) (states, int, []time.Duration) {
+	s := from
+	accM := 0
+	var mDel []time.Duration
+	for i := cl[0]; i < cl[1]; i++ {
+		ob := &o.list[i]
+		key := fitKey(ob.client, perClient)
+		st, d := c.Step(s.get(key), ob.at.Add(shift))
+		s = s.set(key, st)
+		if d.Allowed {
+			accM++
+			if o.queueing {
+				mDel = append(mDel, d.Delay)
+			}
+		}
+	}
+	return s, accM, mDel
 }
 
 // delayMisses compares the delays a queueing model gives the accepted

@@ -8,38 +8,14 @@ import (
 	"github.com/rlprobe/rlprobe/verify"
 )
 
-// outcomeClass is what one result tells the fitting.
-type outcomeClass int
-
-const (
-	classIgnored  outcomeClass = iota // other status, transport error, not sent
-	classAccepted                     // 2xx
-	classRejected                     // the reject status
-)
-
-// classify sorts a result into accepted, rejected or ignored. rejectStatus 0
-// means 429 or 503 (contract: "the declared reject status, else 429 or 503").
-func classify(r record.Result, rejectStatus int) outcomeClass {
-	if r.Outcome != record.OutcomeResponse {
-		return classIgnored
-	}
-	switch {
-	case r.Status >= 200 && r.Status < 300:
-		return classAccepted
-	case rejectStatus != 0 && r.Status == rejectStatus:
-		return classRejected
-	case rejectStatus == 0 && (r.Status == 429 || r.Status == 503):
-		return classRejected
-	}
-	return classIgnored
-}
-
 // observation is one accepted or rejected request as the fitting sees it.
 type observation struct {
 	ref      int       // index into the results the observations were built from
 	client   string    // the identity whose state the request touches
 	at       time.Time // estimated server arrival, absolute
 	accepted bool
+	// answered is when the answer came back (its first byte), absolute.
+	answered time.Time
 	// delay is how long the server held an accepted request beyond the
 	// fastest answer seen (queueing); zero for rejections.
 	delay time.Duration
@@ -85,6 +61,29 @@ type observations struct {
 	rejected    int
 	// rejectStatus is the most frequent rejection status (0 when none).
 	rejectStatus int
+	// pace, when set, is the spacing of a paced session's bursts: runs of
+	// clusters closer than 1.5 times it count as one burst (see runs).
+	pace time.Duration
+}
+
+// runs returns the index ranges of the bursts: the clusters, or with pace
+// set, runs of clusters of one identity each within 1.5·pace of the last.
+func (o *observations) runs() [][2]int {
+	if o.pace <= 0 {
+		return o.clusters
+	}
+	var out [][2]int
+	for _, cl := range o.clusters {
+		if n := len(out); n > 0 {
+			prev := o.list[out[n-1][1]-1]
+			if first := o.list[cl[0]]; first.client == prev.client && 2*first.at.Sub(prev.at) <= 3*o.pace {
+				out[n-1][1] = cl[1]
+				continue
+			}
+		}
+		out = append(out, cl)
+	}
+	return out
 }
 
 // clusterGap is the smallest gap between two arrivals the fitting trusts
@@ -94,61 +93,99 @@ const clusterGap = 2 * time.Millisecond
 // minDelayTol is the smallest delay tolerance.
 const minDelayTol = 20 * time.Millisecond
 
+// raw is a counted result (accepted or rejected) before it becomes an
+// observation: its class, the client-side bounds of its server arrival
+// and decision, and its echoed arrival.
+type raw struct {
+	i       int
+	cls     record.Class
+	lo, hi  int64
+	lat     int64
+	hasLat  bool
+	arrival *int64
+	status  int
+}
+
 // observe builds the observations of results, whose times count from
-// origin.
+// origin; rejectStatus is the declared reject status (0: none declared).
+// Results are classed by record.Classify: only the accepted and rejected
+// tell the fitting anything.
 func observe(results []record.Result, origin time.Time, rejectStatus int) *observations {
-	type raw struct {
-		i        int
-		cls      outcomeClass
-		lo, hi   int64
-		lat      int64
-		hasLat   bool
-		arrival  *int64
-		statusOf int
+	rs, base := counted(results, rejectStatus)
+	o := &observations{base: time.Duration(base)}
+	rejHigh := o.tolerate(rs)
+	o.build(results, rs, origin, rejHigh)
+	o.group()
+	if len(o.list) > 0 {
+		o.first, o.last = o.list[0].at, o.list[0].at
+		for _, ob := range o.list {
+			o.last = later(o.last, ob.at)
+		}
 	}
-	var rs []raw
-	base := int64(-1)
+	o.spans = make([]time.Duration, len(o.clusters))
+	for i, cl := range o.clusters {
+		o.spans[i] = o.list[cl[1]-1].at.Sub(o.list[cl[0]].at)
+		if o.spans[i] > clusterGap {
+			o.wide = append(o.wide, i)
+		}
+	}
+	o.queueing = o.heldSystematically()
+	return o
+}
+
+// counted returns the accepted and rejected results with their bounds, and
+// the fastest response latency among them (TTFB − last byte written).
+func counted(results []record.Result, rejectStatus int) (rs []raw, base int64) {
+	base = -1
 	for i, r := range results {
-		c := classify(r, rejectStatus)
-		if c == classIgnored {
+		c, _ := record.Classify(r, rejectStatus)
+		if !c.Counts() {
 			continue
 		}
 		lo, hi := verify.ClientBounds(&r)
-		x := raw{i: i, cls: c, lo: lo, hi: hi, lat: hi - lo, hasLat: r.TTFB > 0 || r.Done > 0, arrival: r.Arrival, statusOf: r.Status}
+		x := raw{i: i, cls: c, lo: lo, hi: hi, lat: hi - lo, hasLat: r.TTFB > 0 || r.Done > 0, arrival: r.Arrival, status: r.Status}
 		if x.hasLat && (base < 0 || x.lat < base) {
 			base = x.lat
 		}
 		rs = append(rs, x)
 	}
-	if base < 0 {
-		base = 0
-	}
-	o := &observations{base: time.Duration(base)}
-	// Delay tolerance: the spread of rejection latencies (rejections are
-	// answered at once by every family), at least minDelayTol.
+	return rs, max(base, 0)
+}
+
+// tolerate sets the delay tolerance — the spread of rejection latencies
+// (rejections are answered at once by every family), at least minDelayTol
+// — and the most frequent rejection status; it returns the 90th
+// percentile of the rejections' latency beyond the fastest.
+func (o *observations) tolerate(rs []raw) (rejHigh time.Duration) {
+	base := int64(o.base)
 	var rejLat []int64
 	statusCount := map[int]int{}
 	for _, x := range rs {
-		if x.cls == classRejected {
+		if x.cls == record.ClassRejected {
 			rejLat = append(rejLat, x.lat-base)
-			statusCount[x.statusOf]++
+			statusCount[x.status]++
 		}
 	}
 	slices.Sort(rejLat)
-	tol := minDelayTol
-	var rejHigh time.Duration
+	o.tol = minDelayTol
 	if n := len(rejLat); n > 0 {
 		p10, p90 := rejLat[n/10], rejLat[(n*9)/10]
-		tol = max(tol, 3*time.Duration(p90-p10))
+		o.tol = max(o.tol, 3*time.Duration(p90-p10))
 		rejHigh = time.Duration(p90)
 	}
-	o.tol = tol
 	best := 0
 	for st, n := range statusCount {
 		if n > best || (n == best && st < o.rejectStatus) {
 			best, o.rejectStatus = n, st
 		}
 	}
+	return rejHigh
+}
+
+// build turns the counted results into the observations, sorted by
+// estimated arrival, with their delays, holds and lags (see observation).
+func (o *observations) build(results []record.Result, rs []raw, origin time.Time, rejHigh time.Duration) {
+	base := int64(o.base)
 	// minAfter is the shortest time from an arrival to its answer.
 	var minAfter time.Duration
 	for _, x := range rs {
@@ -163,13 +200,16 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 			ref:      x.i,
 			client:   r.Client,
 			at:       origin.Add(time.Duration(at)),
-			accepted: x.cls == classAccepted,
+			accepted: x.cls == record.ClassAccepted,
+			answered: origin.Add(time.Duration(x.hi)),
 			phase:    r.Phase,
 		}
 		if ob.accepted {
 			o.accepted++
 			ob.delay = max(time.Duration(x.lat-base), 0)
-			ob.held = ob.delay > tol && ob.delay > 2*rejHigh+tol && len(rejLat) > 0
+			// Without rejections to compare with, a delay beyond the
+			// tolerance is a hold (drainOf then asks for a staircase).
+			ob.held = ob.delay > o.tol && ob.delay > 2*rejHigh+o.tol
 		} else {
 			o.rejected++
 		}
@@ -185,7 +225,7 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 		case ob.held:
 			ob.lag = 0
 		case ob.accepted:
-			ob.lag = min(max(ob.lag-minAfter, 0), tol)
+			ob.lag = min(max(ob.lag-minAfter, 0), o.tol)
 		default:
 			ob.lag = max(ob.lag-minAfter, 0)
 		}
@@ -196,15 +236,18 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 		}
 		return a.ref - b.ref
 	})
-	// Groups: a request joins the group before it when it arrived within
-	// clusterGap of the previous request, or before the group's last
-	// possible decision (see observation.lag): the server may then have
-	// decided them in any order. Any order of a group is as good as
-	// another, so each group's requests are put in the order of their
-	// identities' first arrivals in it (then by arrival), and the
-	// clusters are the runs of one identity in each group: the requests
-	// of the main identity whose decisions overlapped stay one cluster,
-	// whatever requests of a second identity arrived among them.
+}
+
+// group forms the groups and clusters. A request joins the group before it
+// when it arrived within clusterGap of the previous request, or before the
+// group's last possible decision (see observation.lag): the server may
+// then have decided them in any order. Any order of a group is as good as
+// another, so each group's requests are put in the order of their
+// identities' first arrivals in it (then by arrival), and the clusters are
+// the runs of one identity in each group: the requests of the main
+// identity whose decisions overlapped stay one cluster, whatever requests
+// of a second identity arrived among them.
+func (o *observations) group() {
 	var groups [][2]int
 	start := 0
 	var decided time.Time
@@ -243,21 +286,6 @@ func observe(results []record.Result, origin time.Time, rejectStatus int) *obser
 		}
 		o.clusters = append(o.clusters, [2]int{start, g[1]})
 	}
-	if len(o.list) > 0 {
-		o.first, o.last = o.list[0].at, o.list[0].at
-		for _, ob := range o.list {
-			o.last = later(o.last, ob.at)
-		}
-	}
-	o.spans = make([]time.Duration, len(o.clusters))
-	for i, cl := range o.clusters {
-		o.spans[i] = o.list[cl[1]-1].at.Sub(o.list[cl[0]].at)
-		if o.spans[i] > clusterGap {
-			o.wide = append(o.wide, i)
-		}
-	}
-	o.queueing = o.heldSystematically()
-	return o
 }
 
 // heldSystematically reports the queueing signature: accepted requests
@@ -297,15 +325,16 @@ func (o *observations) heldSystematically() bool {
 	return held >= 3 && 4*held > o.accepted
 }
 
-// maxRatePerSecond returns the most accepted requests in any interval of
-// one second.
+// maxRatePerSecond returns the most accepted answers in any interval of
+// one second (answers, not sends: a queue answers at its drain rate).
 func (o *observations) maxRatePerSecond() float64 {
 	var acc []time.Time
 	for _, ob := range o.list {
 		if ob.accepted {
-			acc = append(acc, ob.at)
+			acc = append(acc, ob.answered)
 		}
 	}
+	slices.SortFunc(acc, time.Time.Compare)
 	best, j := 0, 0
 	for i := range acc {
 		for acc[i].Sub(acc[j]) >= time.Second {

@@ -9,10 +9,12 @@ import (
 	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
-// retryAfterTol is how far an advertised Retry-After may fall short of the
-// model's exact wait before it counts as early (timing uncertainty).
+// retryAfterTol is the timing uncertainty of the model's exact wait: an
+// advertised Retry-After within it is exact.
 const retryAfterTol = 100 * time.Millisecond
 
 // conclude builds the document from the observations and the fit.
@@ -30,13 +32,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		inf.RejectStatus = &st
 	}
 	if o.rejected == 0 || f == nil {
-		inf.Algorithm = None
-		r := o.maxRatePerSecond()
-		inf.MaxRatePerS = &r
-		if len(o.list) > 0 {
-			inf.Confidence = 1
-		}
-		inf.RetryAfter = RetryAfter{}
+		concludeQuiet(inf, results, o, opts.RejectStatus)
 		return inf
 	}
 	w, ok := f.winner()
@@ -46,6 +42,16 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 	}
 	inf.Algorithm = w.h.v.fam
 	inf.Confidence = share(f.total-w.miss, f.total)
+	fillParams(inf, f, w)
+	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
+	inf.Alternatives = alternatives(f, w, origin, o)
+	return inf
+}
+
+// fillParams sets the winner's parameters, with the ranges over which
+// they fit as well, and the switches the data settled (alignment, counting
+// rejected requests); a switch the data could not settle is unknown.
+func fillParams(inf *Inference, f *fit, w scored) {
 	n, x, d := f.estimate(w)
 	switch w.h.v.fam {
 	case FixedWindow, SlidingLog, SlidingWindowCounter:
@@ -60,7 +66,6 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		inf.Params.Undelayed = &Param{Value: d.value + 1, Low: d.lo + 1, High: d.hi + 1}
 		inf.Params.Queue = &Param{Value: n.value - d.value - 1, Low: math.Max(n.lo-d.hi-1, 0), High: n.hi - d.lo - 1}
 	}
-	// Switches the data could not settle are reported as unknown.
 	aligns, crs := map[limiter.Align]bool{}, map[bool]bool{}
 	for _, s := range f.pool {
 		if s.h.v.fam == w.h.v.fam && s.miss == w.miss {
@@ -86,14 +91,18 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		no := false
 		inf.CountsRejected = &no
 	}
-	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
-	// Alternatives: every other family's best, with what ruled it out.
+}
+
+// alternatives lists every other family's best, with what ruled it out,
+// most confident first.
+func alternatives(f *fit, w scored, origin time.Time, o *observations) []Alternative {
+	alts := []Alternative{}
 	for _, fam := range Families {
 		if fam == w.h.v.fam {
 			continue
 		}
 		if fam == None {
-			inf.Alternatives = append(inf.Alternatives, Alternative{
+			alts = append(alts, Alternative{
 				Algorithm:  None,
 				Confidence: share(o.accepted, f.total),
 				RuledOutBy: fmt.Sprintf("%d requests were rejected", o.rejected),
@@ -103,20 +112,20 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		b, ok := f.fam[fam]
 		if !ok {
 			if fam == LeakyBucketQueue {
-				inf.Alternatives = append(inf.Alternatives, Alternative{
+				alts = append(alts, Alternative{
 					Algorithm: fam, Confidence: 0,
 					RuledOutBy: "no accepted request was held longer than rejections were answered (no queueing)",
 				})
 			}
 			continue
 		}
-		inf.Alternatives = append(inf.Alternatives, Alternative{
+		alts = append(alts, Alternative{
 			Algorithm:  fam,
 			Confidence: share(f.total-b.miss, f.total),
 			RuledOutBy: ruledOut(b, origin, o),
 		})
 	}
-	slices.SortStableFunc(inf.Alternatives, func(a, b Alternative) int {
+	slices.SortStableFunc(alts, func(a, b Alternative) int {
 		switch {
 		case a.Confidence > b.Confidence:
 			return -1
@@ -125,7 +134,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		}
 		return 0
 	})
-	return inf
+	return alts
 }
 
 // share returns a/b rounded to 4 decimals (0 when b is 0).
@@ -159,10 +168,10 @@ func ruledOut(b scored, origin time.Time, o *observations) string {
 	if m.miss == 0 {
 		return fmt.Sprintf("fits as well, but a simpler model comes first (%v)", b.h)
 	}
-	at := m.at.Sub(origin).Seconds()
-	where := fmt.Sprintf("%s at %.3fs", m.phase, at)
+	at := units.HumanDuration(m.at.Sub(origin))
+	where := fmt.Sprintf("%s at %s", m.phase, at)
 	if m.phase == "" {
-		where = fmt.Sprintf("requests at %.3fs", at)
+		where = fmt.Sprintf("requests at %s", at)
 	}
 	if m.delays {
 		return fmt.Sprintf("%s: accepted requests were held for other times than %v predicts (best fit misses %d of %d outcomes)",
@@ -199,18 +208,20 @@ func dialects(results []record.Result, origin time.Time) []string {
 	return out
 }
 
-// judgeRetryAfter checks every rejection's Retry-After against the winning
-// model's exact wait: early when a retry at the advertised moment would
-// still be rejected; late when a retry would have been admitted at least
-// max(2 s, half the advertised delay) before it. Within a cluster, whose
-// order is unknown, advertised and modelled waits are compared sorted.
-// Without an observed recovery (no request accepted after a rejection) the
-// model's waits are an extrapolation, and nothing is judged.
+// judgeRetryAfter grades every rejection's Retry-After against the
+// winning model's exact wait (verify.GradeRetryAfter: exact, rounded-up,
+// late, early), the wait known to within retryAfterTol plus a twentieth of
+// itself; the document carries the worst grade and its true wait, and
+// honest means exact or rounded-up. Within a cluster, whose order is
+// unknown, advertised and modelled waits are compared sorted. Without an
+// observed recovery (no request accepted after a rejection) the model's
+// waits are an extrapolation, and nothing is judged.
 func judgeRetryAfter(results []record.Result, origin time.Time, o *observations, w scored, f *fit) RetryAfter {
 	var ra RetryAfter
 	c := w.h.config()
 	var st states
-	honest, judged := true, false
+	var worst verify.RetryAfterGrading
+	judged := false
 	recovered, refused := false, false
 	for _, ob := range o.list {
 		refused = refused || !ob.accepted
@@ -226,44 +237,50 @@ func judgeRetryAfter(results []record.Result, origin time.Time, o *observations,
 			if !d.Allowed {
 				model = append(model, d.RetryAfter)
 			}
-			if ob.accepted {
-				continue
+			if a, ok := advertised(results[ob.ref], origin, ob); ok {
+				ra.Sent = true
+				adv = append(adv, a)
 			}
-			r := results[ob.ref]
-			v := r.Headers.Get("Retry-After")
-			if v == "" {
-				continue
-			}
-			received := origin.Add(time.Duration(r.TTFB))
-			a, err := headers.ParseRetryAfter(v, received)
-			if err != nil {
-				continue
-			}
-			ra.Sent = true
-			// The advertised wait counted from the server's arrival.
-			adv = append(adv, a+received.Sub(ob.at))
 		}
 		if len(adv) == 0 || len(adv) != len(model) || !recovered {
 			continue // the model disagrees with these outcomes, or guesses: no judgement
 		}
 		slices.Sort(adv)
 		slices.Sort(model)
-		judged = true
 		for i, a := range adv {
 			m := model[i]
 			tol := retryAfterTol + m/20
-			if a+tol < m {
-				trace("retry-after early at %v: advertised %v from arrival, model %v (%v)", o.list[cl[0]].at.Sub(origin), a, m, w.h)
-				honest = false
+			g := verify.GradeRetryAfter(a, m-tol, m+tol)
+			trace("retry-after %s at %v: advertised %v from arrival, model %v (%v)", g.Grade, o.list[cl[0]].at.Sub(origin), a, m, w.h)
+			if !judged || worst.Grade.Worse(g.Grade) != worst.Grade {
+				worst = g
 			}
-			if late := max(2*time.Second, a/2); a-late > m+tol {
-				trace("retry-after late at %v: advertised %v from arrival, model %v (%v)", o.list[cl[0]].at.Sub(origin), a, m, w.h)
-				honest = false
-			}
+			judged = true
 		}
 	}
 	if ra.Sent && judged {
-		ra.Honest = &honest
+		honest := worst.Grade.Honest()
+		grade := string(worst.Grade)
+		wait := math.Round(worst.TrueWait.Seconds()*1000) / 1000
+		ra.Honest, ra.Grade, ra.TrueWaitS = &honest, &grade, &wait
 	}
 	return ra
+}
+
+// advertised returns the wait a rejection's Retry-After asks for, counted
+// from the server's arrival of the request.
+func advertised(r record.Result, origin time.Time, ob observation) (time.Duration, bool) {
+	if ob.accepted {
+		return 0, false
+	}
+	v := headers.Get(r.Headers, "Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	received := origin.Add(time.Duration(r.TTFB))
+	a, err := headers.ParseRetryAfter(v, received)
+	if err != nil {
+		return 0, false
+	}
+	return a + received.Sub(ob.at), true
 }

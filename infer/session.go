@@ -63,6 +63,13 @@ type session struct {
 	keySent, keyTested, perClient bool
 	// client is the main identity as the results name it.
 	client string
+	// over is set once a burst showed over-admission: from then on pace
+	// spreads the sends of a burst, and only results from fitFrom on are
+	// fitted; concurrent holds the separate concurrent burst's results.
+	over       *overAdmission
+	pace       time.Duration
+	fitFrom    int
+	concurrent []record.Result
 }
 
 // Infer identifies the algorithm behind the target by experiments run
@@ -173,6 +180,7 @@ func (s *session) run(ctx context.Context, phase string, at time.Time, sends []p
 	if len(sends) == 0 {
 		return nil, nil
 	}
+	sends = s.paced(sends)
 	if s.sent+len(sends) > s.opts.maxRequests() {
 		s.stopped = true
 		return nil, errBudget
@@ -224,10 +232,10 @@ func burstSends(n int) []patterns.Send {
 // counts returns how many of res were accepted and rejected.
 func (s *session) counts(res []record.Result) (acc, rej int) {
 	for _, r := range res {
-		switch classify(r, s.opts.RejectStatus) {
-		case classAccepted:
+		switch c, _ := record.Classify(r, s.opts.RejectStatus); c {
+		case record.ClassAccepted:
 			acc++
-		case classRejected:
+		case record.ClassRejected:
 			rej++
 		}
 	}
@@ -236,8 +244,14 @@ func (s *session) counts(res []record.Result) (acc, rej int) {
 
 // observe builds the observations of everything so far.
 func (s *session) observe() *observations {
-	return observe(s.results, s.opts.Origin, s.opts.RejectStatus)
+	o := observe(s.fitted(), s.opts.Origin, s.opts.RejectStatus)
+	o.pace = s.pace
+	return o
 }
+
+// fitted returns the results the models are fitted to: all of them, or,
+// once over-admission paced the session, those from fitFrom on.
+func (s *session) fitted() []record.Result { return s.results[s.fitFrom:] }
 
 // arrivalOf returns the latest send time of res as an absolute time.
 func (s *session) lastSent(res []record.Result) time.Time {
@@ -280,6 +294,9 @@ func (s *session) infer(ctx context.Context) (*Inference, error) {
 		return s.conclude(f), err
 	}
 	f, err = s.design(ctx, f)
+	if err == nil && s.over != nil {
+		s.concurrentCheck(ctx, f)
+	}
 	return s.conclude(f), err
 }
 
@@ -297,7 +314,9 @@ func (s *session) conclude(f *fit) *Inference {
 			key = keyName(s.opts.KeyName)
 		}
 	}
-	return conclude(s.results, s.opts.Origin, o, f, key, s.opts)
+	inf := conclude(s.fitted(), s.opts.Origin, o, f, key, s.opts)
+	s.over.report(inf)
+	return inf
 }
 
 // opening runs the fixed first experiments and the first fit. It returns
@@ -320,6 +339,30 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 		last = res
 		_, rej := s.counts(res)
 		refused = rej > 0
+		if s.over == nil {
+			if ev := lostUpdates(res, s.opts.Origin, s.opts.RejectStatus); ev != "" {
+				if err := s.goPaced(ctx, res, ev); err != nil || s.stopped {
+					return nil, err
+				}
+				return s.opening(ctx)
+			}
+		}
+		if d, ok := drainOf(s.observe()); ok && !refused {
+			// Held without a rejection: a queue, perhaps one that only
+			// delays. Bursts bounded by the timeout from here on.
+			trace("held %d without rejecting: drain interval %v", d.held, d.t)
+			refused, res, err = s.quietQueue(ctx, d, size)
+			if err != nil || !refused {
+				return nil, err
+			}
+			last = res
+			if res[0].Phase == phaseSteady {
+				// The steady stream was rejected: a limiter after all; its
+				// fit starts from the observations as they are.
+				return s.firstFit(0, 0, quotaEstimate(s.observe())), nil
+			}
+			break
+		}
 	}
 	if !refused {
 		return nil, nil

@@ -22,6 +22,15 @@ type simServer struct {
 	oneWay    time.Duration  // network latency each way
 	status    int            // reject status; 0 means 429
 	retry     bool           // send Retry-After (rounded up) on rejections
+	// timeout, when set, is the client's timeout: an answer later than
+	// this after the send is a transport error (timeout).
+	timeout time.Duration
+	// raceGap, when set, makes the counter non-atomic: a decision reads
+	// the state last written before it, and writes its own raceGap later
+	// (answering then), overwriting what others wrote meanwhile.
+	raceGap time.Duration
+	// xrl adds X-RateLimit-Limit and X-RateLimit-Remaining to every answer.
+	xrl bool
 }
 
 // simEngine runs schedules against a simServer on a virtual clock: time
@@ -32,6 +41,8 @@ type simEngine struct {
 	origin time.Time
 	now    time.Time
 	states map[string]limiter.State
+	// writes are a non-atomic counter's pending and past writes per key.
+	writes map[string][]simWrite
 	seq    int64
 	// jitter, when set, returns extra one-way delay for request seq.
 	jitter func(seq int64) time.Duration
@@ -66,6 +77,36 @@ type simEngine struct {
 	// record keeps every result in recorded.
 	record   bool
 	recorded []record.Result
+}
+
+// simWrite is a state written at a time (a non-atomic counter's update).
+type simWrite struct {
+	at time.Time
+	st limiter.State
+}
+
+// decide steps key's state at t: atomically, or (raceGap) from the state
+// last written before t, writing the new one raceGap later.
+func (e *simEngine) decide(key string, t time.Time) limiter.Decision {
+	if e.srv.raceGap <= 0 {
+		st, d := e.srv.cfg.Step(e.states[key], t)
+		e.states[key] = st
+		return d
+	}
+	if e.writes == nil {
+		e.writes = map[string][]simWrite{}
+	}
+	var cur limiter.State
+	for _, w := range e.writes[key] {
+		if !w.at.After(t) {
+			cur = w.st
+		}
+	}
+	st, d := e.srv.cfg.Step(cur, t)
+	ws := append(e.writes[key], simWrite{t.Add(e.srv.raceGap), st})
+	slices.SortStableFunc(ws, func(a, b simWrite) int { return a.at.Compare(b.at) })
+	e.writes[key] = ws
+	return d
 }
 
 // burstSchedule is n sends at once as client 0.
@@ -140,8 +181,12 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 			if e.srv.perClient {
 				key = client
 			}
-			st, d := e.srv.cfg.Step(e.states[key], q.arrival)
-			e.states[key] = st
+			d := e.decide(key, q.arrival)
+			served = served.Add(e.srv.raceGap)
+			if e.srv.xrl {
+				r.Headers.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
+				r.Headers.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
+			}
 			if d.Allowed {
 				served = served.Add(d.Delay)
 			} else {
@@ -161,8 +206,13 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 		if e.stall != nil {
 			back = back.Add(e.stall(r.Seq))
 		}
-		r.TTFB = int64(back.Sub(e.origin))
-		r.Done = r.TTFB
+		if e.srv.timeout > 0 && back.Sub(q.sent) > e.srv.timeout {
+			back = q.sent.Add(e.srv.timeout)
+			r.Outcome, r.Status, r.Err, r.Headers = record.OutcomeError, 0, record.ErrTimeout, nil
+		} else {
+			r.TTFB = int64(back.Sub(e.origin))
+		}
+		r.Done = int64(back.Sub(e.origin))
 		if back.After(last) {
 			last = back
 		}

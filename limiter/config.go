@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -188,66 +187,6 @@ func (c Config) AdvertisedWindow() time.Duration {
 	}
 	secs = min(max(secs, 1), MaxBucketSpan.Seconds())
 	return time.Duration(secs) * time.Second
-}
-
-// ParseRate parses a rate in one of the contract's forms into requests per
-// second: N/s, N/m, N/h, or nginx's Nr/s and Nr/m, where N is a positive
-// decimal number (digits with an optional fractional part: "10/s", "1.5/m",
-// "30r/m"). "1r/m" gives 1/60; GCRA and LeakyBucket then truncate it as
-// nginx does.
-func ParseRate(s string) (float64, error) {
-	const forms = "N/s, N/m, N/h, Nr/s or Nr/m with N a positive decimal number, e.g. 10/s, 1.5/m, 30r/m"
-	str := strings.TrimSpace(s)
-	num, unit, ok := strings.Cut(str, "/")
-	if !ok {
-		return 0, fmt.Errorf("limiter: rate %q: want %s", s, forms)
-	}
-	var per float64
-	switch unit {
-	case "s":
-		per = 1
-	case "m":
-		per = 60
-	case "h":
-		per = 3600
-	default:
-		return 0, fmt.Errorf("limiter: rate %q: unit %q: want %s", s, unit, forms)
-	}
-	if n, found := strings.CutSuffix(num, "r"); found {
-		if unit == "h" {
-			return 0, fmt.Errorf("limiter: rate %q: nginx rates are per s or m; want %s", s, forms)
-		}
-		num = n
-	}
-	if !isDecimal(num) {
-		return 0, fmt.Errorf("limiter: rate %q: number %q: want %s", s, num, forms)
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil {
-		return 0, fmt.Errorf("limiter: rate %q: %w", s, err)
-	}
-	if v <= 0 {
-		return 0, fmt.Errorf("limiter: rate %q: must be positive; want %s", s, forms)
-	}
-	return v / per, nil
-}
-
-// isDecimal reports whether s is digits with an optional fractional part
-// ("5", "1.5", "0.25"; not "", ".5", "5.", "1e3", "+1").
-func isDecimal(s string) bool {
-	intPart, frac, hasDot := strings.Cut(s, ".")
-	digits := func(x string) bool {
-		if x == "" {
-			return false
-		}
-		for i := 0; i < len(x); i++ {
-			if x[i] < '0' || x[i] > '9' {
-				return false
-			}
-		}
-		return true
-	}
-	return digits(intPart) && (!hasDot || digits(frac))
 }
 
 // nginxRate returns rate in milli-requests per second, truncated as nginx

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlprobe/rlprobe/units"
 )
 
 func TestValidateAccepts(t *testing.T) {
@@ -83,46 +85,11 @@ func TestValidateRejects(t *testing.T) {
 	}
 }
 
-func TestParseRate(t *testing.T) {
-	tests := []struct {
-		in   string
-		want float64
-	}{
-		{"10/s", 10},
-		{"1.5/s", 1.5},
-		{"0.5/s", 0.5},
-		{"30/m", 0.5},
-		{"1/m", 1.0 / 60},
-		{"3600/h", 1},
-		{"90/h", 0.025},
-		{"5r/s", 5},
-		{"1r/m", 1.0 / 60},
-		{"2.5r/m", 2.5 / 60},
-		{" 10/s ", 10},
-	}
-	for _, tt := range tests {
-		got, err := ParseRate(tt.in)
-		if err != nil || math.Abs(got-tt.want) > 1e-12*tt.want {
-			t.Errorf("ParseRate(%q) = %v, %v, want %v", tt.in, got, err, tt.want)
-		}
-	}
-	for _, in := range []string{"", "10", "10/", "/s", "10/d", "10/min", "10 /s", "10r/h", "r/s", "-1/s", "+1/s", "0/s", "0.0/m", "1e3/s", ".5/s", "5./s", "0x10/s", "1_000/s", "NaN/s", "Inf/s", "10/S", "10rr/s"} {
-		_, err := ParseRate(in)
-		if err == nil {
-			t.Errorf("ParseRate(%q) = nil error, want one", in)
-			continue
-		}
-		if msg := err.Error(); !strings.HasPrefix(msg, "limiter: rate ") || !strings.Contains(msg, "N/s, N/m, N/h, Nr/s or Nr/m") {
-			t.Errorf("ParseRate(%q) error %q does not name the accepted forms", in, msg)
-		}
-	}
-}
-
 // TestNginxRate: the rate nginx stores is rate·1000 truncated, from the
 // spellings nginx accepts and from decimals.
 func TestNginxRate(t *testing.T) {
 	for in, want := range map[string]int64{"1r/s": 1000, "1r/m": 16, "7r/m": 116, "3r/m": 50, "60r/m": 1000, "2.3/s": 2300, "0.1/s": 100, "1000r/s": 1000000} {
-		r, err := ParseRate(in)
+		r, err := units.ParseRate(in)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // The nginx demo: limit_req rate=1r/s burst=3 nodelay, 8 requests in the
 // same millisecond, then one 1 s later.
 func ExampleConfig_Step() {
-	rate, _ := limiter.ParseRate("1r/s")
+	rate, _ := units.ParseRate("1r/s")
 	cfg := limiter.Config{Algorithm: limiter.GCRA, Rate: rate, Capacity: 3 + 1}
 	if err := cfg.Validate(); err != nil {
 		panic(err)
@@ -78,16 +79,4 @@ func ExampleStore() {
 	// bob   +300ms allowed=true  remaining=1 reset=700ms
 	// alice +1s    allowed=true  remaining=1 reset=1s
 	// keys: 1
-}
-
-func ExampleParseRate() {
-	for _, s := range []string{"10/s", "30r/m", "90/h", "10/min"} {
-		r, err := limiter.ParseRate(s)
-		fmt.Println(r, err)
-	}
-	// Output:
-	// 10 <nil>
-	// 0.5 <nil>
-	// 0.025 <nil>
-	// 0 limiter: rate "10/min": unit "min": want N/s, N/m, N/h, Nr/s or Nr/m with N a positive decimal number, e.g. 10/s, 1.5/m, 30r/m
 }

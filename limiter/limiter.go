@@ -81,7 +81,7 @@ type Config struct {
 	// number of microseconds.
 	Window time.Duration `json:"window,omitempty"`
 	// Rate is the refill rate in requests per second (bucket algorithms
-	// only); see [ParseRate] for the contract's spellings. TokenBucket
+	// only); see units.ParseRate for the contract's spellings. TokenBucket
 	// refills one token every 1/Rate rounded to the nearest microsecond
 	// (3/s → every 333333 µs), so rates up to 1e6/s are accepted but rates
 	// above about 1000/s lose precision. GCRA and LeakyBucket truncate it to

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // t0 is the start of every table: a Unix time on a day boundary, so windows
@@ -74,7 +76,7 @@ func run(t *testing.T, cfg Config, reqs []req) {
 
 func mustRate(t *testing.T, s string) float64 {
 	t.Helper()
-	r, err := ParseRate(s)
+	r, err := units.ParseRate(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,9 @@ type Store struct {
 	m      model
 	shards []shard
 	mask   uint64
+	// seq numbers the decisions; it is incremented under the deciding
+	// shard's lock (see DecideSeq).
+	seq atomic.Int64
 }
 
 const (
@@ -103,6 +107,17 @@ func (s *Store) Config() Config { return s.cfg }
 // State, as Config.Step would with the key's stored State. A key seen for
 // the first time, expired or evicted starts from the zero State.
 func (s *Store) Decide(key string, now time.Time) Decision {
+	d, _ := s.DecideSeq(key, now)
+	return d
+}
+
+// DecideSeq is Decide, and also returns the decision's number in the
+// store's decision order: 1 for its first decision, 2 for the next, and so
+// on. The number is taken under the same lock that steps the key's State,
+// so two decisions of one key are numbered in the order the State saw
+// them, whatever the order of their times or of their callers' returns;
+// numbers of different keys interleave as the decisions did.
+func (s *Store) DecideSeq(key string, now time.Time) (Decision, int64) {
 	us := now.UnixMicro()
 	h := fnv1a(key)
 	sh := &s.shards[h&s.mask]
@@ -124,6 +139,7 @@ func (s *Store) Decide(key string, now time.Time) Decision {
 	}
 	var d Decision
 	e.st, d = s.m.step(e.st, us, true)
+	n := s.seq.Add(1)
 	e.idle = s.m.idleAt(e.st)
 	sh.sweep(us, sweepOwn)
 	sh.mu.Unlock()
@@ -135,7 +151,7 @@ func (s *Store) Decide(key string, now time.Time) Decision {
 			other.mu.Unlock()
 		}
 	}
-	return d
+	return d, n
 }
 
 // Len returns the number of keys held after dropping every key idle as of

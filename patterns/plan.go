@@ -393,38 +393,14 @@ func (p *Plan) Validate() error {
 		}
 		seenNames[names[i]] = i
 		if ph.Pattern == "" {
-			if !p.has(i, "pause") {
-				add(line, "%s: set pattern (%s) or pause", label, strings.Join(Patterns, ", "))
-				continue
-			}
-			if ph.Pause <= 0 {
-				add(p.lineOf(i, "pause"), "%s: pause must be positive, not %v", label, time.Duration(ph.Pause))
-			}
-			for _, k := range phaseKeys {
-				if k != "pause" && k != "name" && p.has(i, k) {
-					add(p.lineOf(i, k), "%s: %s does not apply to a pause", label, k)
-				}
-			}
+			probs = append(probs, p.checkPause(i, label)...)
 			continue
 		}
 		before := len(probs)
-		keys, ok := patternKeys[ph.Pattern]
-		if !ok {
-			add(p.lineOf(i, "pattern"), "%s: pattern %q is not one of %s", label, ph.Pattern, strings.Join(Patterns, ", "))
+		keyProbs, known := p.checkKeys(i, label)
+		probs = append(probs, keyProbs...)
+		if !known {
 			continue
-		}
-		for _, k := range phaseKeys {
-			switch {
-			case k == "name" || k == "pattern" || k == "clients":
-			case slices.Contains(keys.required, k):
-				if !p.has(i, k) {
-					add(line, "%s: %s is required", label, k)
-				}
-			case slices.Contains(keys.optional, k):
-			case p.has(i, k):
-				add(p.lineOf(i, k), "%s: %s does not apply to %s (it takes %s)", label, k, ph.Pattern,
-					strings.Join(append(slices.Clone(keys.required), keys.optional...), ", "))
-			}
 		}
 		if ph.Clients < 0 || (p.has(i, "clients") && ph.Clients == 0) {
 			add(p.lineOf(i, "clients"), "%s: clients must be at least 1, not %d", label, ph.Clients)
@@ -469,6 +445,49 @@ func (p *Plan) Validate() error {
 		return &PlanError{Name: name, Problems: dedupe(probs)}
 	}
 	return nil
+}
+
+// checkPause checks phase i, which has no pattern: a positive pause and
+// no pattern keys.
+func (p *Plan) checkPause(i int, label string) []Problem {
+	ph := &p.Phases[i]
+	var probs []Problem
+	if !p.has(i, "pause") {
+		return []Problem{{Line: p.lineOf(i, ""), Msg: fmt.Sprintf("%s: set pattern (%s) or pause", label, strings.Join(Patterns, ", "))}}
+	}
+	if ph.Pause <= 0 {
+		probs = append(probs, Problem{Line: p.lineOf(i, "pause"), Msg: fmt.Sprintf("%s: pause must be positive, not %v", label, time.Duration(ph.Pause))})
+	}
+	for _, k := range phaseKeys {
+		if k != "pause" && k != "name" && p.has(i, k) {
+			probs = append(probs, Problem{Line: p.lineOf(i, k), Msg: fmt.Sprintf("%s: %s does not apply to a pause", label, k)})
+		}
+	}
+	return probs
+}
+
+// checkKeys checks that phase i's pattern is known (known false when it
+// is not) and that it has the keys its pattern requires and no other.
+func (p *Plan) checkKeys(i int, label string) (probs []Problem, known bool) {
+	ph := &p.Phases[i]
+	keys, ok := patternKeys[ph.Pattern]
+	if !ok {
+		return []Problem{{Line: p.lineOf(i, "pattern"), Msg: fmt.Sprintf("%s: pattern %q is not one of %s", label, ph.Pattern, strings.Join(Patterns, ", "))}}, false
+	}
+	for _, k := range phaseKeys {
+		switch {
+		case k == "name" || k == "pattern" || k == "clients":
+		case slices.Contains(keys.required, k):
+			if !p.has(i, k) {
+				probs = append(probs, Problem{Line: p.lineOf(i, ""), Msg: fmt.Sprintf("%s: %s is required", label, k)})
+			}
+		case slices.Contains(keys.optional, k):
+		case p.has(i, k):
+			probs = append(probs, Problem{Line: p.lineOf(i, k), Msg: fmt.Sprintf("%s: %s does not apply to %s (it takes %s)", label, k, ph.Pattern,
+				strings.Join(append(slices.Clone(keys.required), keys.optional...), ", "))})
+		}
+	}
+	return probs, true
 }
 
 // dedupe drops repeated problems (a constructor may restate a key check).

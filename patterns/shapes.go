@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // Pattern names (contract: run --pattern, plan key "pattern").
@@ -51,7 +53,7 @@ func paramErr(pattern, param, format string, a ...any) error {
 // positiveRate checks a rate parameter in requests per second.
 func positiveRate(pattern, param string, r float64) error {
 	if !(r > 0) || math.IsInf(r, 0) {
-		return paramErr(pattern, param, "must be a positive rate, not %s", FormatRate(r))
+		return paramErr(pattern, param, "must be a positive rate, not %s", units.FormatRate(r))
 	}
 	return nil
 }
@@ -225,7 +227,7 @@ func Ramp(from, to float64, d time.Duration) (Schedule, error) {
 		r    float64
 	}{{"from", from}, {"to", to}} {
 		if p.r < 0 || math.IsInf(p.r, 0) || math.IsNaN(p.r) {
-			return Schedule{}, paramErr(PatternRamp, p.name, "must be a rate of at least 0/s, not %s", FormatRate(p.r))
+			return Schedule{}, paramErr(PatternRamp, p.name, "must be a rate of at least 0/s, not %s", units.FormatRate(p.r))
 		}
 	}
 	if from == 0 && to == 0 {

@@ -614,6 +614,7 @@ func TestArrivalEcho(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		n := newPipeNet(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set(headers.ArrivalHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+			w.Header().Set(headers.DecisionHeader, "7")
 		}))
 		e := newTestEngine(t, n, Options{})
 		zero := time.Now()
@@ -623,6 +624,9 @@ func TestArrivalEcho(t *testing.T) {
 		}
 		if a := results[0].Arrival; a == nil || *a != int64(70*ms) {
 			t.Errorf("Arrival = %v, want %d (the server's clock minus zero)", a, int64(70*ms))
+		}
+		if d := results[0].Decision; d == nil || *d != 7 {
+			t.Errorf("Decision = %v, want 7 (the server's decision number)", d)
 		}
 	})
 }

@@ -16,11 +16,12 @@ import (
 
 // h1Head is what the engine keeps of a response head read by leanHead.
 type h1Head struct {
-	status  int
-	length  int64       // Content-Length
-	close   bool        // Connection: close
-	header  http.Header // the captured fields only (canonical names); nil when none
-	arrival []byte      // the first arrival echo's value, or nil; valid until br is read again
+	status   int
+	length   int64       // Content-Length
+	close    bool        // Connection: close
+	header   http.Header // the captured fields only (canonical names); nil when none
+	arrival  []byte      // the first arrival echo's value, or nil; valid until br is read again
+	decision []byte      // the first decision number's value, or nil; likewise
 }
 
 // errNeedFallback says that leanHead declined a response: nothing was
@@ -137,6 +138,10 @@ func leanHead(br *bufio.Reader, captured []string, method string, maxHead int, m
 		case asciiEqualFold(name, headers.ArrivalHeader):
 			if h.arrival == nil {
 				h.arrival = value
+			}
+		case asciiEqualFold(name, headers.DecisionHeader):
+			if h.decision == nil {
+				h.decision = value
 			}
 		}
 		for _, k := range captured {

@@ -27,6 +27,8 @@ func TestLeanHead(t *testing.T) {
 			&h1Head{status: 429, header: http.Header{"Ratelimit": {"a", "b"}, "Date": {"d"}}}},
 		{"arrival echo", "POST", "HTTP/1.1 200 OK\r\nX-Rlprobe-Arrival: 123\r\nContent-Length: 0\r\n\r\n",
 			&h1Head{status: 200, header: http.Header{"X-Rlprobe-Arrival": {"123"}}, arrival: []byte("123")}},
+		{"decision number", "GET", "HTTP/1.1 200 OK\r\nX-Rlprobe-Decision: 42\r\nContent-Length: 0\r\n\r\n",
+			&h1Head{status: 200, decision: []byte("42")}},
 		{"no reason phrase", "GET", "HTTP/1.1 503\r\nContent-Length: 0\r\n\r\n", &h1Head{status: 503}},
 		{"connection close", "GET", "HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 0\r\n\r\n",
 			&h1Head{status: 200, close: true}},

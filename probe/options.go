@@ -74,7 +74,7 @@ const (
 	DefaultUserAgent        = "rlprobe"
 	// LateThreshold is how late (sent − sched) a send must be to count as
 	// late in a Summary.
-	LateThreshold = time.Millisecond
+	LateThreshold = record.LateThreshold
 	// MaxBodyDrain is the default of Options.MaxBodyBytes: how many
 	// response body bytes the engine reads; a connection whose response
 	// body is longer is closed, not reused, and the answer is still a

@@ -616,6 +616,9 @@ func (r *run) leanBody(c *h1Conn, res *record.Result, h *h1Head) (reuse bool, er
 	if h.arrival != nil {
 		r.setArrival(res, string(h.arrival))
 	}
+	if h.decision != nil {
+		setDecision(res, string(h.decision))
+	}
 	_, berr := c.br.Discard(int(h.length))
 	res.Done = r.stamp(time.Now())
 	if berr != nil {
@@ -681,6 +684,17 @@ func (r *run) captureHeaders(res *record.Result, h http.Header) {
 	res.Headers = r.e.opt.Redactor.Header(out)
 	if v := h.Get(headers.ArrivalHeader); v != "" {
 		r.setArrival(res, v)
+	}
+	if v := h.Get(headers.DecisionHeader); v != "" {
+		setDecision(res, v)
+	}
+}
+
+// setDecision sets res.Decision from the reference server's decision
+// number v; an invalid value is ignored.
+func setDecision(res *record.Result, v string) {
+	if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+		res.Decision = &n
 	}
 }
 

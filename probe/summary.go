@@ -13,63 +13,17 @@ import (
 
 // Summary condenses a run's results: counts per outcome, status, error
 // class and client, latency per status, pacing error and race spread. It
-// is the body of `rlprobe run`'s document; every number carries its unit
-// in its JSON name.
+// is the body of `rlprobe run`'s document (record.RunDoc); every number
+// carries its unit in its JSON name.
 //
-// Accepted is 2xx and Rejected 429 or 503 (a run knows no declared
-// policy); Other is every other status. Every distribution is in
+// Accepted, Rejected and Other are record.Classify's classes with no
+// declared reject status (a run knows no policy): Rejected is 429 or 503,
+// Other every other status and every cache hit. Every distribution is in
 // microseconds, estimated by an HDR histogram of three significant digits.
-type Summary struct {
-	Scheduled int `json:"scheduled"`
-	Sent      int `json:"sent"` // responses + errors
-	Responses int `json:"responses"`
-	Errors    int `json:"errors"`
-	NotSent   int `json:"not_sent"`
-	Accepted  int `json:"accepted"`
-	Rejected  int `json:"rejected"`
-	Other     int `json:"other"`
-	// Statuses counts responses by status code ("200": n).
-	Statuses map[string]int `json:"statuses"`
-	// ErrorClasses counts errors by class (record.ErrRefused …).
-	ErrorClasses map[string]int `json:"error_classes,omitempty"`
-	// NotSentReasons counts not-sent results by reason (NotSentAbort …).
-	NotSentReasons map[string]int `json:"not_sent_reasons,omitempty"`
-	// Clients has one entry per client identity, in order of their labels.
-	Clients []ClientSummary `json:"clients"`
-	// Latency is the distribution, per status code, of done − sent (for a
-	// race member whose head went out early: done − wrote).
-	Latency map[string]record.Dist `json:"latency"`
-	// Pacing is the distribution of the send error: sent − sched, or, for a
-	// race member whose head went out before its release, wrote − sched.
-	// Negative errors count as 0.
-	Pacing record.Dist `json:"pacing_error"`
-	// Late counts sends whose pacing error exceeds LateThreshold.
-	Late int `json:"late"`
-	// Races counts releases: two or more sent results of one phase with the
-	// same sched.
-	Races int `json:"races"`
-	// RaceWroteSpread is the distribution over releases of max − min of
-	// wrote: how closely the client released its requests.
-	RaceWroteSpread record.Dist `json:"race_wrote_spread"`
-	// RaceArrivalSpread is the distribution over releases of max − min of
-	// the server-echoed arrival (releases with at least two echoes).
-	RaceArrivalSpread record.Dist `json:"race_arrival_spread"`
-	// DurationS is the span from the first send to the last completion.
-	DurationS float64 `json:"duration_s"`
-	// SentPerS is Sent / DurationS (0 when the span is empty).
-	SentPerS float64 `json:"sent_per_s"`
-}
+type Summary = record.RunSummary
 
 // ClientSummary counts one client's results.
-type ClientSummary struct {
-	Client   string `json:"client"`
-	Sent     int    `json:"sent"`
-	Accepted int    `json:"accepted"`
-	Rejected int    `json:"rejected"`
-	Other    int    `json:"other"`
-	Errors   int    `json:"errors"`
-	NotSent  int    `json:"not_sent"`
-}
+type ClientSummary = record.ClientSummary
 
 // histMaxUS is the largest value a histogram holds: one hour.
 const histMaxUS = 3600 * 1_000_000
@@ -106,20 +60,9 @@ func Summarize(results []record.Result) Summary {
 	s := Summary{Statuses: make(map[string]int), Latency: make(map[string]record.Dist)}
 	clients := make(map[string]*ClientSummary)
 	latency := make(map[string]*hist)
-	var pacing, wroteSpread, arrivalSpread hist
-	type releaseKey struct {
-		phase string
-		sched int64
-	}
-	type release struct {
-		n                  int
-		wroteLo, wroteHi   int64
-		arrivals           int
-		arriveLo, arriveHi int64
-	}
-	releases := make(map[releaseKey]*release)
+	var pacing hist
+	races := raceSet{}
 	first, last := int64(math.MaxInt64), int64(math.MinInt64)
-
 	for _, r := range results {
 		s.Scheduled++
 		c := clients[r.Client]
@@ -127,40 +70,9 @@ func Summarize(results []record.Result) Summary {
 			c = &ClientSummary{Client: r.Client}
 			clients[r.Client] = c
 		}
-		switch r.Outcome {
-		case record.OutcomeNotSent:
-			s.NotSent++
-			c.NotSent++
-			if s.NotSentReasons == nil {
-				s.NotSentReasons = make(map[string]int)
-			}
-			s.NotSentReasons[r.Err]++
-			continue
-		case record.OutcomeError:
-			s.Errors++
-			c.Errors++
-			if s.ErrorClasses == nil {
-				s.ErrorClasses = make(map[string]int)
-			}
-			s.ErrorClasses[r.Err]++
-		case record.OutcomeResponse:
-			s.Responses++
-			code := strconv.Itoa(r.Status)
-			s.Statuses[code]++
-			switch {
-			case r.Status >= 200 && r.Status < 300:
-				s.Accepted++
-				c.Accepted++
-			case r.Status == 429 || r.Status == 503:
-				s.Rejected++
-				c.Rejected++
-			default:
-				s.Other++
-				c.Other++
-			}
+		if !countOutcome(&s, c, r) {
+			continue // never sent
 		}
-		s.Sent++
-		c.Sent++
 		if r.Done != 0 {
 			last = max(last, r.Done)
 		}
@@ -175,46 +87,18 @@ func Summarize(results []record.Result) Summary {
 		}
 		if lat, ok := r.Latency(); ok {
 			code := strconv.Itoa(r.Status)
-			h := latency[code]
-			if h == nil {
-				h = &hist{}
-				latency[code] = h
+			if latency[code] == nil {
+				latency[code] = &hist{}
 			}
-			h.add(lat)
+			latency[code].add(lat)
 		}
-		k := releaseKey{r.Phase, r.Sched}
-		rel := releases[k]
-		if rel == nil {
-			rel = &release{wroteLo: math.MaxInt64, wroteHi: math.MinInt64, arriveLo: math.MaxInt64, arriveHi: math.MinInt64}
-			releases[k] = rel
-		}
-		rel.n++
-		if r.Wrote != 0 {
-			rel.wroteLo, rel.wroteHi = min(rel.wroteLo, r.Wrote), max(rel.wroteHi, r.Wrote)
-		}
-		if r.Arrival != nil {
-			rel.arrivals++
-			rel.arriveLo, rel.arriveHi = min(rel.arriveLo, *r.Arrival), max(rel.arriveHi, *r.Arrival)
-		}
+		races.add(r)
 	}
-	for _, rel := range releases {
-		if rel.n < 2 {
-			continue
-		}
-		s.Races++
-		if rel.wroteHi >= rel.wroteLo {
-			wroteSpread.add(rel.wroteHi - rel.wroteLo)
-		}
-		if rel.arrivals >= 2 {
-			arrivalSpread.add(rel.arriveHi - rel.arriveLo)
-		}
-	}
+	s.Races, s.RaceWroteSpread, s.RaceArrivalSpread = races.spreads()
 	for code, h := range latency {
 		s.Latency[code] = h.dist()
 	}
 	s.Pacing = pacing.dist()
-	s.RaceWroteSpread = wroteSpread.dist()
-	s.RaceArrivalSpread = arrivalSpread.dist()
 	for _, c := range clients {
 		s.Clients = append(s.Clients, *c)
 	}
@@ -224,4 +108,98 @@ func Summarize(results []record.Result) Summary {
 		s.SentPerS = math.Round(float64(s.Sent)/s.DurationS*10) / 10
 	}
 	return s
+}
+
+// countOutcome counts r in the run's and its client's tallies, by
+// record.Classify's classes with no declared reject status; it reports
+// whether r was sent.
+func countOutcome(s *Summary, c *ClientSummary, r record.Result) (sent bool) {
+	switch r.Outcome {
+	case record.OutcomeNotSent:
+		s.NotSent++
+		c.NotSent++
+		if s.NotSentReasons == nil {
+			s.NotSentReasons = make(map[string]int)
+		}
+		s.NotSentReasons[r.Err]++
+		return false
+	case record.OutcomeError:
+		s.Errors++
+		c.Errors++
+		if s.ErrorClasses == nil {
+			s.ErrorClasses = make(map[string]int)
+		}
+		s.ErrorClasses[r.Err]++
+	case record.OutcomeResponse:
+		s.Responses++
+		s.Statuses[strconv.Itoa(r.Status)]++
+		switch cls, _ := record.Classify(r, 0); cls {
+		case record.ClassAccepted:
+			s.Accepted++
+			c.Accepted++
+		case record.ClassRejected:
+			s.Rejected++
+			c.Rejected++
+		default:
+			s.Other++
+			c.Other++
+		}
+	}
+	s.Sent++
+	c.Sent++
+	return true
+}
+
+// raceSet gathers the requests released together: same phase, same
+// scheduled instant.
+type raceSet map[raceKey]*release
+
+type raceKey struct {
+	phase string
+	sched int64
+}
+
+// release is one batch: how many, and the spread of their last bytes
+// written and of their echoed arrivals.
+type release struct {
+	n                  int
+	wroteLo, wroteHi   int64
+	arrivals           int
+	arriveLo, arriveHi int64
+}
+
+func (rs raceSet) add(r record.Result) {
+	k := raceKey{r.Phase, r.Sched}
+	rel := rs[k]
+	if rel == nil {
+		rel = &release{wroteLo: math.MaxInt64, wroteHi: math.MinInt64, arriveLo: math.MaxInt64, arriveHi: math.MinInt64}
+		rs[k] = rel
+	}
+	rel.n++
+	if r.Wrote != 0 {
+		rel.wroteLo, rel.wroteHi = min(rel.wroteLo, r.Wrote), max(rel.wroteHi, r.Wrote)
+	}
+	if r.Arrival != nil {
+		rel.arrivals++
+		rel.arriveLo, rel.arriveHi = min(rel.arriveLo, *r.Arrival), max(rel.arriveHi, *r.Arrival)
+	}
+}
+
+// spreads counts the batches of two or more and the distributions of their
+// write and arrival spreads.
+func (rs raceSet) spreads() (races int, wrote, arrival record.Dist) {
+	var w, a hist
+	for _, rel := range rs {
+		if rel.n < 2 {
+			continue
+		}
+		races++
+		if rel.wroteHi >= rel.wroteLo {
+			w.add(rel.wroteHi - rel.wroteLo)
+		}
+		if rel.arrivals >= 2 {
+			a.add(rel.arriveHi - rel.arriveLo)
+		}
+	}
+	return races, w.dist(), a.dist()
 }

@@ -35,6 +35,7 @@ const (
 	fErrMsg
 	fHeaders
 	fArrival
+	fDecision
 )
 
 // interner shares the bytes of repeated short strings (methods, URLs,
@@ -144,7 +145,9 @@ func (d *fastDecoder) decodeResult(line []byte, r *Result) bool {
 		case "headers":
 			bit, ok = fHeaders, d.headers(&r.Headers)
 		case "arrival":
-			bit, ok = fArrival, d.arrival(&r.Arrival)
+			bit, ok = fArrival, d.optInt(&r.Arrival)
+		case "decision":
+			bit, ok = fDecision, d.optInt(&r.Decision)
 		default:
 			return false
 		}
@@ -303,8 +306,8 @@ func (d *fastDecoder) intField(v *int64) bool {
 	return true
 }
 
-// arrival reads an integer into a new *int64, or null as nil.
-func (d *fastDecoder) arrival(p **int64) bool {
+// optInt reads an integer into a new *int64, or null as nil (arrival, decision).
+func (d *fastDecoder) optInt(p **int64) bool {
 	if d.null() {
 		*p = nil
 		return true

@@ -14,7 +14,7 @@ func TestFastDecoderTakesWrittenResults(t *testing.T) {
 		Seq: -1, Agent: "ü", Method: "POST", URL: "http://h/?a=<b>&c", Sched: 0,
 		Outcome: OutcomeError, Err: ErrOther, ErrMsg: "quote \" backslash \\ tab \t newline \n slash /",
 		Headers: http.Header{"Ratelimit": {`"default";r=0;t=1`, ""}, "X-Empty": {}, "": nil},
-		Arrival: new(int64),
+		Arrival: new(int64), Decision: new(int64),
 	}
 	in := []Result{odd, {}}
 	for i := range int64(30) {

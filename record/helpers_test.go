@@ -50,6 +50,8 @@ func sampleResult(i int64) Result {
 		r.Headers = http.Header{"Retry-After": {"1"}, "Ratelimit": {`"default";r=0;t=1`}}
 		a := base + 300_000
 		r.Arrival = &a
+		n := i + 1
+		r.Decision = &n
 	}
 	return r
 }

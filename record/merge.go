@@ -52,9 +52,9 @@ type Merged struct {
 // AgentInfo describes one run of a Merged.
 type AgentInfo struct {
 	// Name is the agent's name in refs, unique within the merge: the
-	// header's Agent when it is non-empty and no other run has it, else
-	// "aN" where N is the run's 1-based position among Merge's arguments
-	// (with "-2", "-3", … appended should that collide with another name).
+	// header's Agent, with "-2", "-3", … appended for the second and later
+	// runs of one name; "aN" for an empty Agent, where N is the run's
+	// 1-based position among Merge's arguments (see AgentNames).
 	Name string
 	// Run is the run's 0-based position among Merge's arguments.
 	Run int
@@ -217,21 +217,37 @@ func rebase(r Result, shift, offset int64, agent string) Result {
 }
 
 // AgentNames returns the merged name of each agent, given the agent names
-// of the runs' headers in file order: a name that is set and unique is
-// kept; an empty or duplicated one becomes "aN" (N the file's position
+// of the runs' headers in file order. Names are kept: a name set once is
+// kept as it is; a name several runs share is kept by the first of them and
+// becomes NAME-2, NAME-3, … for the next ones (in file order, skipping any
+// name another run has); an empty name becomes "aN" (N the file's position
 // from 1, suffixed "-2", "-3" … should that collide).
 func AgentNames(agents []string) []string {
-	count := make(map[string]int, len(agents))
-	for _, n := range agents {
-		count[n]++
-	}
-	names := make([]string, len(agents))
 	used := make(map[string]bool, len(agents))
-	for i, n := range agents {
-		if n != "" && count[n] == 1 {
-			names[i] = n
+	for _, n := range agents {
+		if n != "" {
 			used[n] = true
 		}
+	}
+	names := make([]string, len(agents))
+	seen := make(map[string]int, len(agents))
+	for i, n := range agents {
+		if n == "" {
+			continue
+		}
+		seen[n]++
+		if seen[n] == 1 {
+			names[i] = n
+			continue
+		}
+		k := seen[n]
+		c := fmt.Sprintf("%s-%d", n, k)
+		for ; used[c]; k++ {
+			c = fmt.Sprintf("%s-%d", n, k+1)
+		}
+		seen[n] = k
+		names[i] = c
+		used[c] = true
 	}
 	for i := range agents {
 		if names[i] != "" {

@@ -108,7 +108,11 @@ func TestMergeNames(t *testing.T) {
 	}{
 		{[]string{"eu", "us"}, []string{"eu", "us"}},
 		{[]string{"", "us"}, []string{"a1", "us"}},
-		{[]string{"x", "x", "y"}, []string{"a1", "a2", "y"}},
+		{[]string{"x", "x", "y"}, []string{"x", "x-2", "y"}},
+		{[]string{"a1", "a1", "a1"}, []string{"a1", "a1-2", "a1-3"}},
+		{[]string{"web-4242", "", "web-4242", "web-4242-2"}, []string{"web-4242", "a2", "web-4242-3", "web-4242-2"}},
+		{[]string{"eu", "us", "eu", "", "us"}, []string{"eu", "us", "eu-2", "a4", "us-2"}},
+		{[]string{"a2", "a2", ""}, []string{"a2", "a2-2", "a3"}},
 		{[]string{"", ""}, []string{"a1", "a2"}},
 		{[]string{"a2", ""}, []string{"a2", "a2-2"}},
 		{[]string{"a1", "", "a1-2", ""}, []string{"a1", "a2", "a1-2", "a4"}},

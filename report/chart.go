@@ -4,6 +4,10 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/units"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
 // This file computes, from every request, what the HTML charts draw; the
@@ -27,7 +31,7 @@ type windowSeries struct {
 // groupOf returns a request's quota group under the rule: its lane when
 // the key is per client, else 0.
 func groupOf(q *request, r *rule) uint32 {
-	if r != nil && r.perClient() {
+	if r != nil && r.PerClient() {
 		return q.lane
 	}
 	return 0
@@ -61,22 +65,22 @@ func (in *Input) trailingCounts(p *prepared, acc map[uint32][]int64) windowSerie
 	case r == nil:
 		s.label = "accepted in the trailing 1s (no limit known)"
 	case r.isWindow():
-		window = int64(r.window)
-		s.limit = float64(r.limit)
-		if r.fixed {
-			s.label = "accepted so far in each " + fmtDuration(r.window) + " window"
+		window = int64(r.Window)
+		s.limit = float64(r.Limit)
+		if r.fixed() {
+			s.label = "accepted so far in each " + units.HumanDuration(r.Window) + " window"
 		} else {
-			s.label = "accepted in the trailing " + fmtDuration(r.window)
+			s.label = "accepted in the trailing " + units.HumanDuration(r.Window)
 		}
 	default:
-		s.label = "bucket fill: one per accepted request, draining at " + fmtRate(r.rate)
-		s.limit = float64(r.capacity)
+		s.label = "bucket fill: one per accepted request, draining at " + units.HumanRate(r.Rate)
+		s.limit = float64(r.Quota())
 	}
-	if r != nil && r.perClient() {
+	if r != nil && r.PerClient() {
 		s.label += ", per client"
 	}
 	if r != nil {
-		s.label += " — limit " + fmtNum(s.limit)
+		s.label += " — limit " + units.HumanNumber(s.limit)
 		if r.inferred {
 			s.label += " (inferred)"
 		}
@@ -94,15 +98,15 @@ func (in *Input) trailingCounts(p *prepared, acc map[uint32][]int64) windowSerie
 			level, last := 0.0, int64(0)
 			for i, t := range ts {
 				if i > 0 {
-					level = math.Max(0, level-r.rate*float64(t-last)/1e9)
+					level = math.Max(0, level-r.Rate*float64(t-last)/1e9)
 				}
 				level++
 				last = t
 				s.points = append(s.points, point{t, level})
 			}
-		case r != nil && r.fixed:
+		case r != nil && r.fixed():
 			origin := ts[0]
-			if r.align == "epoch" {
+			if r.align() == "epoch" {
 				origin = -(startUnix % window)
 			}
 			cur, n := int64(math.MinInt64), 0
@@ -209,19 +213,22 @@ func (in *Input) recoveries(p *prepared) []int64 {
 // or sliding-window counter (whose counters are fixed windows); nil when
 // none.
 func (in *Input) edgeRule(r *rule) *rule {
-	if r != nil && r.isWindow() && r.fixed {
+	if r != nil && r.isWindow() && r.fixed() {
 		return r
 	}
-	for i := range in.Inferences {
-		inf := &in.Inferences[i]
-		if inf.Algorithm != "fixed-window" && inf.Algorithm != "sliding-window-counter" {
+	for _, inf := range in.Inferences {
+		if inf.Algorithm != infer.FixedWindow && inf.Algorithm != infer.SlidingWindowCounter {
 			continue
 		}
-		if inf.Alignment == nil || *inf.Alignment == "unknown" {
+		if inf.Alignment == nil || *inf.Alignment == infer.AlignUnknown {
 			continue
 		}
 		if e := inferredRule(inf); e != nil {
-			e.fixed, e.align = true, *inf.Alignment
+			e.WindowType = verify.Fixed
+			e.Align = infer.AlignFirstRequest
+			if *inf.Alignment == infer.AlignEpoch {
+				e.Align = infer.AlignEpoch
+			}
 			return e
 		}
 	}
@@ -232,12 +239,12 @@ func (in *Input) edgeRule(r *rule) *rule {
 // without), and false when there are more than maxEdges.
 func (in *Input) windowEdges(p *prepared, acc map[uint32][]int64, t0, t1 int64, maxEdges int) ([]int64, bool) {
 	r := p.edges
-	if r == nil || (r.perClient() && r.align != "epoch") {
+	if r == nil || (r.PerClient() && r.align() != "epoch") {
 		return nil, true
 	}
-	w := int64(r.window)
+	w := int64(r.Window)
 	var origin int64
-	if r.align == "epoch" {
+	if r.align() == "epoch" {
 		origin = -(in.Start.UnixNano() % w)
 	} else {
 		first := int64(math.MaxInt64)

@@ -2,232 +2,145 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
-// Document schemas (contract.md, "JSON documents"), and this package's own
-// report document.
-const (
-	SchemaCheck   = "rlprobe.check/v1"
-	SchemaAnalyze = "rlprobe.analyze/v1"
-	SchemaInfer   = "rlprobe.infer/v1"
-	SchemaRun     = "rlprobe.run/v1"
-	SchemaReport  = "rlprobe.report/v1"
-)
+// SchemaReport is the schema of this package's own report document.
+const SchemaReport = "rlprobe.report/v1"
 
-// Verdicts of check and analyze documents, and of a report ("none" when it
-// holds no check or analyze document).
-const (
-	VerdictPass       = "pass"
-	VerdictFail       = "fail"
-	VerdictIncomplete = "incomplete"
-	VerdictNone       = "none"
-)
+// VerdictNone is the report's verdict when it holds no check or analyze
+// document; otherwise it is the latest document's (verify.VerdictPass,
+// VerdictFail or VerdictIncomplete).
+const VerdictNone = "none"
 
-// Severities and certainties of findings (contract.md, "Findings").
-const (
-	SeverityError   = "error"
-	SeverityWarning = "warning"
-	SeverityInfo    = "info"
-	Certain         = "certain"
-	Possible        = "possible"
-)
-
-// FindingIDs lists every finding id of the contract, in its order.
-var FindingIDs = []string{
-	"window-limit-exceeded", "burst-limit-exceeded", "rate-limit-exceeded", "no-limiting-observed",
-	"race-over-admission", "reject-status-mismatch", "retry-after-malformed", "ratelimit-header-malformed",
-	"retry-after-early", "ratelimit-header-inconsistent", "ratelimit-policy-mismatch", "cacheable-429",
-	"key-spoofable", "retry-after-missing", "retry-after-late", "under-admission", "ratelimit-header-missing",
-}
-
-// Checks lists the check names of the contract, in the order the suite
-// runs them.
-var Checks = []string{"burst", "edge", "sustained", "recovery", "retry-after", "race", "key-spoof", "headers"}
-
-// defaultCheck is the check a finding id belongs to when its finding names
-// none (as package verify assigns them).
-var defaultCheck = map[string]string{
-	"window-limit-exceeded": "burst", "burst-limit-exceeded": "burst", "rate-limit-exceeded": "sustained",
-	"no-limiting-observed": "sustained", "race-over-admission": "race", "reject-status-mismatch": "headers",
-	"retry-after-malformed": "headers", "ratelimit-header-malformed": "headers", "retry-after-early": "retry-after",
-	"ratelimit-header-inconsistent": "headers", "ratelimit-policy-mismatch": "headers", "cacheable-429": "headers",
-	"key-spoofable": "key-spoof", "retry-after-missing": "retry-after", "retry-after-late": "retry-after",
-	"under-admission": "burst", "ratelimit-header-missing": "headers",
-}
-
-// Check is a check or analyze document of the contract, as stored.
-type Check struct {
-	Schema     string          `json:"schema"`
-	Tool       string          `json:"tool"`
-	Verdict    string          `json:"verdict"`
-	Complete   bool            `json:"complete"`
-	Pass       bool            `json:"pass"`
-	Targets    []string        `json:"targets"`
-	Policy     json.RawMessage `json:"policy"` // as stored; nil is JSON null
-	Findings   []Finding       `json:"findings"`
-	RecordFile string          `json:"record_file,omitempty"`
-	// Synthetic marks a document this package assembled from finding lines
-	// that each held a single finding (judged as with --fail-on error).
-	Synthetic bool `json:"-"`
+// Verdict is one stored verdict: a check or analyze document as package
+// verify wrote it, with when and where it was stored. Verdicts are never
+// added up: each is shown with its own policy and time.
+type Verdict struct {
+	// Report is the document, decoded into verify's own type.
+	Report verify.Report
+	// Time is the document's "time" member: when the verdict was given.
+	// Zero when the document has none (written by an older rlprobe).
+	Time time.Time
+	// File names the record file the document was stored in ("" for a
+	// document added with AddDocument).
+	File string
+	// Synthetic marks a document this package assembled from finding
+	// lines that each held a single finding (judged as with --fail-on
+	// error); its policy is the run's header policy.
+	Synthetic bool
 
 	raw     json.RawMessage // the document as stored, without "type"; nil when synthetic
 	agent   int             // the run whose file held it, -1 when none
 	shiftNS int64           // added to its times to put them on the Input's timeline
-}
-
-// Finding is one finding of a check or analyze document.
-type Finding struct {
-	ID        string   `json:"id"`
-	Severity  string   `json:"severity"`
-	Certainty string   `json:"certainty"`
-	Check     string   `json:"check"`
-	Endpoint  string   `json:"endpoint"`
-	Client    string   `json:"client"`
-	Message   string   `json:"message"`
-	Hint      string   `json:"hint"`
-	Evidence  Evidence `json:"evidence"`
-}
-
-// Evidence points at the records behind a finding. Times are nanoseconds
-// since the run's start on the reference clock.
-type Evidence struct {
-	Refs    []string        `json:"refs"`
-	StartNS int64           `json:"start_ns"`
-	EndNS   int64           `json:"end_ns"`
-	Count   int             `json:"count"`
-	Bound   *float64        `json:"bound,omitempty"`
-	Headers json.RawMessage `json:"headers,omitempty"`
+	order   int             // position in reading order
 }
 
 // Fails reports whether the finding decides a failure under the default
 // --fail-on error: certain, with severity error.
-func (f *Finding) Fails() bool { return f.Certainty == Certain && f.Severity == SeverityError }
-
-// Estimate is an inferred parameter: a value and the interval of values
-// that explain the observations equally well.
-type Estimate struct {
-	Value float64 `json:"value"`
-	Low   float64 `json:"low"`
-	High  float64 `json:"high"`
-}
-
-// Params are an inference's parameters; nil means not applicable or not
-// determined.
-type Params struct {
-	Limit     *Estimate `json:"limit"`
-	WindowS   *Estimate `json:"window_s"`
-	RatePerS  *Estimate `json:"rate_per_s"`
-	Capacity  *Estimate `json:"capacity"`
-	Undelayed *Estimate `json:"undelayed"`
-	Queue     *Estimate `json:"queue"`
-}
-
-// Alternative is a family an inference ruled out.
-type Alternative struct {
-	Algorithm  string  `json:"algorithm"`
-	Confidence float64 `json:"confidence"`
-	RuledOutBy string  `json:"ruled_out_by"`
-}
-
-// RetryAfterJudgement says whether rejections carried Retry-After and
-// whether it was honest (nil: not judged).
-type RetryAfterJudgement struct {
-	Sent   bool  `json:"sent"`
-	Honest *bool `json:"honest"`
-}
-
-// Inference is an infer document of the contract, as stored.
-type Inference struct {
-	Schema         string               `json:"schema"`
-	Tool           string               `json:"tool"`
-	Algorithm      string               `json:"algorithm"`
-	Params         Params               `json:"params"`
-	Alignment      *string              `json:"alignment"`
-	CountsRejected *bool                `json:"counts_rejected"`
-	Key            *string              `json:"key"`
-	RejectStatus   *int                 `json:"reject_status"`
-	Headers        []string             `json:"headers"`
-	RetryAfter     *RetryAfterJudgement `json:"retry_after"`
-	MaxRatePerS    *float64             `json:"max_rate_per_s"`
-	Confidence     float64              `json:"confidence"`
-	Alternatives   []Alternative        `json:"alternatives"`
-	Complete       *bool                `json:"complete,omitempty"`
-	Requests       int                  `json:"requests"`
-	DurationS      float64              `json:"duration_s"`
-	RecordFile     string               `json:"record_file,omitempty"`
-
-	raw json.RawMessage
+func Fails(f *verify.Finding) bool {
+	return f.Certainty == verify.Certain && f.Severity.AtLeast(verify.SeverityError)
 }
 
 // Raw returns the document as stored in the record file (or added),
 // without the record line's "type" member; for a synthetic document, its
 // JSON encoding.
-func (c *Check) Raw() (json.RawMessage, error) {
-	if c.raw != nil {
-		return c.raw, nil
+func (v *Verdict) Raw() (json.RawMessage, error) {
+	if v.raw != nil {
+		return v.raw, nil
 	}
-	b, err := json.Marshal(c)
+	b, err := json.Marshal(struct {
+		verify.Report
+		Time *time.Time `json:"time,omitempty"`
+	}{v.Report, timeOrNil(v.Time)})
 	if err != nil {
 		return nil, fmt.Errorf("report: encode check document: %w", err)
 	}
 	return b, nil
 }
 
-// Raw returns the document as stored, without the line's "type" member.
-func (inf *Inference) Raw() (json.RawMessage, error) {
-	if inf.raw != nil {
-		return inf.raw, nil
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
 	}
-	b, err := json.Marshal(inf)
-	if err != nil {
-		return nil, fmt.Errorf("report: encode infer document: %w", err)
-	}
-	return b, nil
+	return &t
 }
 
 // judge sets Verdict and Pass from the findings and Complete, as package
-// verify does under --fail-on error.
-func (c *Check) judge() {
-	c.Verdict = VerdictPass
-	if !c.Complete {
-		c.Verdict = VerdictIncomplete
+// verify does under --fail-on error; for documents assembled here.
+func judge(r *verify.Report) {
+	r.Verdict = verify.VerdictPass
+	if !r.Complete {
+		r.Verdict = verify.VerdictIncomplete
 	}
-	for i := range c.Findings {
-		if c.Findings[i].Fails() {
-			c.Verdict = VerdictFail
+	for i := range r.Findings {
+		if Fails(&r.Findings[i]) {
+			r.Verdict = verify.VerdictFail
 		}
 	}
-	c.Pass = c.Verdict == VerdictPass
+	r.Pass = r.Verdict == verify.VerdictPass
 }
 
 // synthesize gathers a file's single-finding lines into one analyze
-// document.
-func synthesize(a *Agent, fs []Finding, agent int) Check {
-	c := Check{
-		Schema: SchemaAnalyze, Tool: a.Header.Tool, Targets: a.Header.Targets, Policy: a.Header.Policy,
-		Findings: fs, Complete: a.End != nil && a.End.Reason == record.ReasonCompleted,
-		RecordFile: a.File, Synthetic: true, agent: agent,
+// document under the run's header policy.
+func (in *Input) synthesize(a *Agent, fs []verify.Finding, agent int) Verdict {
+	v := Verdict{Report: verify.Report{
+		Schema: verify.SchemaAnalyze, Tool: cmp.Or(a.Header.Tool, "rlprobe (devel)"), Targets: a.Header.Targets,
+		Findings: fs, Complete: a.End != nil && a.End.Reason == record.ReasonCompleted, RecordFile: a.File,
+	}, File: a.File, Synthetic: true, agent: agent}
+	if v.Report.Targets == nil {
+		v.Report.Targets = []string{}
 	}
-	if c.Tool == "" {
-		c.Tool = "rlprobe (devel)"
+	v.Report.Policy = a.policy
+	judge(&v.Report)
+	return v
+}
+
+// policyOf decodes a stored policy (raw JSON, may be null) into verify's
+// Policy, normalized; a policy it cannot read is noted in Warnings, named
+// by what, and left empty.
+func (in *Input) policyOf(raw json.RawMessage, what string) verify.Policy {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return verify.Policy{}
 	}
-	if c.Targets == nil {
-		c.Targets = []string{}
+	var peek struct {
+		Endpoints json.RawMessage `json:"endpoints"`
 	}
-	c.judge()
-	return c
+	if json.Unmarshal(raw, &peek) == nil && string(peek.Endpoints) == "null" {
+		return verify.Policy{} // a zero verify.Policy, as a document without one writes it
+	}
+	var p verify.Policy
+	if err := json.Unmarshal(raw, &p); err != nil {
+		in.Warnings = append(in.Warnings, fmt.Sprintf("%s: %v; shown without it", what, err))
+		return verify.Policy{}
+	}
+	return p.Normalize()
+}
+
+// checkWire decodes a check or analyze document: verify's Report, with the
+// policy kept raw (it may be null, and a policy this rlprobe cannot read
+// should not lose the verdict) and the document's time.
+type checkWire struct {
+	verify.Report
+	Policy json.RawMessage `json:"policy"`
+	Time   time.Time       `json:"time"`
 }
 
 // addRaw decodes a finding or inference line (or an added document) and
 // adds it to in. A line holding a single finding is returned for the
-// caller to gather instead. lineType is the record type, "" when unknown.
-func (in *Input) addRaw(raw json.RawMessage, agent int, lineType string) (*Finding, error) {
+// caller to gather instead. lineType is the record type, "" when unknown;
+// where names the document in warnings.
+func (in *Input) addRaw(raw json.RawMessage, agent int, lineType, where string) (*verify.Finding, error) {
 	var peek struct {
 		Schema    string          `json:"schema"`
 		ID        string          `json:"id"`
@@ -241,35 +154,37 @@ func (in *Input) addRaw(raw json.RawMessage, agent int, lineType string) (*Findi
 	if err != nil {
 		return nil, err
 	}
-	isCheck := peek.Schema == SchemaCheck || peek.Schema == SchemaAnalyze
-	isInfer := peek.Schema == SchemaInfer
+	isCheck := peek.Schema == verify.SchemaCheck || peek.Schema == verify.SchemaAnalyze
 	switch {
-	case isInfer || (!isCheck && peek.Schema == "" && peek.Algorithm != nil && (lineType == record.TypeInference || lineType == "")):
-		var inf Inference
-		if err := json.Unmarshal(body, &inf); err != nil {
+	case peek.Schema == infer.Schema ||
+		(!isCheck && peek.Schema == "" && peek.Algorithm != nil && (lineType == record.TypeInference || lineType == "")):
+		// An infer document without "complete" predates budgets: it finished.
+		inf := &infer.Inference{Complete: true}
+		if err := json.Unmarshal(body, inf); err != nil {
 			return nil, fmt.Errorf("infer document: %w", err)
 		}
-		inf.raw = body
-		in.Inferences = append(in.Inferences, inf)
+		// Latest first: a later line was appended later.
+		in.Inferences = slices.Insert(in.Inferences, 0, inf)
+		in.infRaw = slices.Insert(in.infRaw, 0, body)
 		in.prep = nil
 		return nil, nil
 	case isCheck || (peek.Schema == "" && peek.Findings != nil):
-		c := Check{agent: agent}
-		if err := json.Unmarshal(body, &c); err != nil {
-			return nil, fmt.Errorf("%s document: %w", cmpOr(peek.Schema, "check"), err)
+		var w checkWire
+		if err := json.Unmarshal(body, &w); err != nil {
+			return nil, fmt.Errorf("%s document: %w", cmp.Or(peek.Schema, "check"), err)
 		}
-		c.raw = body
-		if c.Verdict == "" {
-			c.judge()
+		v := Verdict{Report: w.Report, Time: w.Time, raw: body, agent: agent, File: where}
+		v.Report.Policy = in.policyOf(w.Policy, cmp.Or(where, "an added document")+": the verdict's policy")
+		if v.Report.Findings == nil {
+			v.Report.Findings = []verify.Finding{}
 		}
-		if c.Findings == nil {
-			c.Findings = []Finding{}
+		if v.Report.Verdict == "" {
+			judge(&v.Report)
 		}
-		in.Checks = append(in.Checks, c)
-		in.prep = nil
+		in.addVerdict(v)
 		return nil, nil
 	case peek.ID != "" && peek.Schema == "":
-		var f Finding
+		var f verify.Finding
 		if err := json.Unmarshal(body, &f); err != nil {
 			return nil, fmt.Errorf("finding: %w", err)
 		}
@@ -278,6 +193,27 @@ func (in *Input) addRaw(raw json.RawMessage, agent int, lineType string) (*Findi
 		return nil, fmt.Errorf("a document of schema %q, which this rlprobe does not know", peek.Schema)
 	}
 	return nil, errors.New("neither a check, analyze or infer document nor a finding")
+}
+
+// addVerdict adds v and keeps the verdicts latest first.
+func (in *Input) addVerdict(v Verdict) {
+	v.order = in.nextOrder
+	in.nextOrder++
+	in.Verdicts = append(in.Verdicts, v)
+	in.sortVerdicts()
+	in.prep = nil
+}
+
+// sortVerdicts orders the verdicts latest first: by time, those without
+// one after those with, and in reverse reading order among equals (a
+// later line was appended later).
+func (in *Input) sortVerdicts() {
+	slices.SortStableFunc(in.Verdicts, func(a, b Verdict) int {
+		if c := b.Time.Compare(a.Time); c != 0 {
+			return c
+		}
+		return b.order - a.order
+	})
 }
 
 // stripType returns the object raw without its "type" member, keeping the
@@ -311,38 +247,30 @@ func stripType(raw json.RawMessage) (json.RawMessage, error) {
 	return b, nil
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+// Latest returns the latest stored verdict, nil when there is none.
+func (in *Input) Latest() *Verdict {
+	if len(in.Verdicts) == 0 {
+		return nil
 	}
-	return b
+	return &in.Verdicts[0]
 }
 
-// Verdict returns the report's verdict: fail when a check or analyze
-// document fails, else incomplete when one is incomplete, else pass when
-// there is one, else none.
+// Verdict returns the report's verdict: the latest stored verdict's (pass,
+// fail or incomplete), or none without a check or analyze document.
+// Earlier verdicts — under another policy, or of another run — are shown
+// beside it, never added to it.
 func (in *Input) Verdict() string {
-	if len(in.Checks) == 0 {
-		return VerdictNone
+	if v := in.Latest(); v != nil {
+		return v.Report.Verdict
 	}
-	v := VerdictPass
-	for _, c := range in.Checks {
-		switch c.Verdict {
-		case VerdictFail:
-			return VerdictFail
-		case VerdictIncomplete:
-			v = VerdictIncomplete
-		}
-	}
-	return v
+	return VerdictNone
 }
 
-// Findings returns every finding of every check and analyze document, in
-// document order.
-func (in *Input) Findings() []Finding {
-	var out []Finding
-	for _, c := range in.Checks {
-		out = append(out, c.Findings...)
+// Findings returns every finding of every verdict, latest verdict first.
+func (in *Input) Findings() []verify.Finding {
+	var out []verify.Finding
+	for _, v := range in.Verdicts {
+		out = append(out, v.Report.Findings...)
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/report"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
 // A record file with three requests and a single finding line, rendered as
@@ -22,7 +23,7 @@ func Example() {
 		w.WriteResult(record.Result{Seq: int64(i), Method: "GET", URL: "http://127.0.0.1:8080/", Sched: sent, Sent: sent,
 			Wrote: sent + 1000, TTFB: sent + 500_000, Done: sent + 600_000, Outcome: record.OutcomeResponse, Status: status})
 	}
-	w.WriteFinding(report.Finding{ID: "retry-after-missing", Severity: "warning", Certainty: "certain", Check: "retry-after",
+	w.WriteFinding(verify.Finding{ID: "retry-after-missing", Severity: "warning", Certainty: "certain", Check: "retry-after",
 		Endpoint: "/", Message: "1 rejection carried no Retry-After"})
 	w.Close(record.End{Reason: record.ReasonCompleted, Scheduled: 3, Sent: 3})
 
@@ -42,16 +43,20 @@ func Example() {
 	//
 	// no certain error · 1 warning · 3 requests (2 accepted, 1 rejected) in 3ms
 	//
-	// | | severity | finding | check | endpoint | client | message |
-	// |---|---|---|---|---|---|---|
-	// | ⚠️ | warning (certain) | `retry-after-missing` | retry-after | / |  | 1 rejection carried no Retry-After |
+	// | verdict | time | policy | found |
+	// |---|---|---|---|
+	// | PASS | time unknown | no policy | no certain error, 1 warning |
+	//
+	// | | verdict | severity | finding | check | endpoint | client | message |
+	// |---|---|---|---|---|---|---|---|
+	// | ⚠️ | 1 | warning (certain) | `retry-after-missing` | retry-after | / |  | 1 rejection carried no Retry-After |
 	//
 	// **Requests**
 	//
-	// | outcome | status | count | p50 | p99 |
-	// |---|---:|---:|---:|---:|
-	// | accepted | 200 | 2 | 600µs | 600µs |
-	// | rejected | 429 | 1 | 600µs | 600µs |
+	// | outcome | status | count | p50 | p99 | max |
+	// |---|---:|---:|---:|---:|---:|
+	// | accepted | 200 | 2 | 600µs | 600µs | 600µs |
+	// | rejected | 429 | 1 | 600µs | 600µs | 600µs |
 	//
 	// <sub>record files: run.jsonl · rlprobe v1.0.0</sub>
 }
@@ -63,7 +68,7 @@ func ExampleFromMerged() {
 	run.Results = append(run.Results, record.Result{Seq: 0, Method: "GET", URL: "http://h/", Sched: 1e6, Sent: 1e6,
 		TTFB: 2e6, Done: 2e6, Outcome: record.OutcomeResponse, Status: 200})
 	in := report.FromMerged(record.Merge(run), []string{"run.jsonl"})
-	checkDoc := map[string]any{"schema": report.SchemaCheck, "tool": "rlprobe v1.0.0", "verdict": "pass",
+	checkDoc := map[string]any{"schema": verify.SchemaCheck, "tool": "rlprobe v1.0.0", "verdict": "pass",
 		"complete": true, "pass": true, "targets": []string{"http://h/"}, "policy": nil, "findings": []any{}}
 	if err := in.AddDocument(checkDoc); err != nil {
 		fmt.Println(err)

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -122,33 +124,34 @@ func fixedWindowRun() synth {
 		Outcome: record.OutcomeNotSent, Err: "cap"}
 	s.results = append(s.results, e, o, n)
 	s.end = &record.End{Reason: record.ReasonCompleted, Scheduled: seq + 3, Sent: seq + 2}
-	bound := 10.0
+	bound := int64(10)
 	s.findings = []any{map[string]any{
-		"schema": "rlprobe.check/v1", "tool": "rlprobe v0.0.0-test", "verdict": "fail", "complete": true, "pass": false,
+		"schema": "rlprobe.check/v1", "tool": "rlprobe v0.0.0-test", "time": start0.Add(5 * time.Second),
+		"verdict": "fail", "complete": true, "pass": false,
 		"targets": []string{"http://127.0.0.1:8080/api"}, "policy": json.RawMessage(fixedPolicy),
-		"findings": []Finding{{
+		"findings": []verify.Finding{{
 			ID: "window-limit-exceeded", Severity: "error", Certainty: "certain", Check: "edge", Endpoint: "GET /api",
 			Message: "20 accepted requests certainly arrived within 1s; the policy allows 10",
 			Hint:    "A fixed window lets up to 2N through around its edge: use a sliding log or declare --window-type fixed.",
-			Evidence: Evidence{Refs: []string{"a1:26", "a1:27", "a1:30"}, StartNS: 858 * ms, EndNS: 1440 * ms, Count: 20,
-				Bound: &bound, Headers: json.RawMessage(`{"Ratelimit":["limit=10, remaining=0, reset=1"]}`)},
+			Evidence: verify.Evidence{Refs: []string{"a1:26", "a1:27", "a1:30"}, StartNS: 858 * ms, EndNS: 1440 * ms, Count: 20,
+				Bound: &bound, Headers: http.Header{"Ratelimit": {"limit=10, remaining=0, reset=1"}}},
 		}, {
 			ID: "retry-after-late", Severity: "warning", Certainty: "possible", Check: "retry-after", Endpoint: "GET /api",
 			Client: "k2", Message: "a request was accepted 0.6s before the advertised Retry-After", Hint: "Advertise the real wait.",
-			Evidence: Evidence{Refs: []string{"a1:41"}, StartNS: 1353 * ms, EndNS: 2007 * ms, Count: 1},
+			Evidence: verify.Evidence{Refs: []string{"a1:41"}, StartNS: 1353 * ms, EndNS: 2007 * ms, Count: 1},
 		}},
 		"record_file": "fixed.jsonl",
 	}}
-	limit, window := Estimate{10, 10, 10}, Estimate{1, 0.95, 1.02}
-	epoch, key, st := "epoch", "global", 429
-	honest := true
-	s.inferences = []any{Inference{
-		Schema: SchemaInfer, Tool: "rlprobe v0.0.0-test", Algorithm: "fixed-window",
-		Params: Params{Limit: &limit, WindowS: &window}, Alignment: &epoch, Key: &key, RejectStatus: &st,
-		Headers: []string{"draft-7"}, RetryAfter: &RetryAfterJudgement{Sent: true, Honest: &honest}, Confidence: 0.985,
-		Alternatives: []Alternative{{Algorithm: "sliding-window-counter", Confidence: 0.91, RuledOutBy: "20 accepted across the edge at 1s"},
-			{Algorithm: "none", Confidence: 0.5, RuledOutBy: "40 requests were rejected"}},
-		Requests: 123, DurationS: 4.03, RecordFile: "fixed.jsonl",
+	limit, window := infer.Param{Value: 10, Low: 10, High: 10}, infer.Param{Value: 1, Low: 0.95, High: 1.02}
+	epoch, st := "epoch", 429
+	honest, grade, wait := true, "rounded-up", 0.42
+	s.inferences = []any{infer.Inference{
+		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.FixedWindow,
+		Params: infer.Params{Limit: &limit, WindowS: &window}, Alignment: &epoch, Key: "global", RejectStatus: &st,
+		Headers: []string{"draft-7"}, RetryAfter: infer.RetryAfter{Sent: true, Honest: &honest, Grade: &grade, TrueWaitS: &wait}, Confidence: 0.985,
+		Alternatives: []infer.Alternative{{Algorithm: infer.SlidingWindowCounter, Confidence: 0.91, RuledOutBy: "20 accepted across the edge at 1s"},
+			{Algorithm: infer.None, Confidence: 0.5, RuledOutBy: "40 requests were rejected"}},
+		Requests: 123, DurationS: 4.03, Complete: true, RecordFile: "fixed.jsonl",
 	}}
 	return s
 }
@@ -179,12 +182,12 @@ func bucketRun() synth {
 	}
 	s.end = &record.End{Reason: record.ReasonCompleted, Scheduled: 30, Sent: 30}
 	s.findings = []any{
-		Finding{ID: "ratelimit-header-missing", Severity: "info", Certainty: "certain", Check: "headers", Endpoint: "/",
+		verify.Finding{ID: "ratelimit-header-missing", Severity: "info", Certainty: "certain", Check: "headers", Endpoint: "/",
 			Message: "no response carried a rate-limit header", Hint: "Send RateLimit and RateLimit-Policy.",
-			Evidence: Evidence{Refs: []string{"agent-1:0"}, Count: 30}},
-		Finding{ID: "under-admission", Severity: "warning", Certainty: "possible", Check: "sustained", Endpoint: "/",
+			Evidence: verify.Evidence{Refs: []string{"agent-1:0"}, Count: 30}},
+		verify.Finding{ID: "under-admission", Severity: "warning", Certainty: "possible", Check: "sustained", Endpoint: "/",
 			Message:  "a rejection at 7.992s while the pessimistic count was 2 of 4",
-			Evidence: Evidence{Refs: []string{"agent-1:24"}, StartNS: 7992 * ms, EndNS: 7992 * ms, Count: 2}},
+			Evidence: verify.Evidence{Refs: []string{"agent-1:24"}, StartNS: 7992 * ms, EndNS: 7992 * ms, Count: 2}},
 	}
 	return s
 }
@@ -210,15 +213,16 @@ func leakyRun() synth {
 		s.results = append(s.results, r)
 	}
 	s.end = &record.End{Reason: record.ReasonCompleted, Scheduled: 8, Sent: 8}
-	capacity, rate, undelayed, queue := Estimate{4, 4, 4}, Estimate{1, 0.98, 1.02}, Estimate{1, 1, 1}, Estimate{3, 3, 3}
-	st, key := 503, "global"
+	capacity, rate := infer.Param{Value: 4, Low: 4, High: 4}, infer.Param{Value: 1, Low: 0.98, High: 1.02}
+	undelayed, queue := infer.Param{Value: 1, Low: 1, High: 1}, infer.Param{Value: 3, Low: 3, High: 3}
+	st := 503
 	no := false
-	s.inferences = []any{Inference{
-		Schema: SchemaInfer, Tool: "rlprobe v0.0.0-test", Algorithm: "leaky-bucket-queue",
-		Params:         Params{Capacity: &capacity, RatePerS: &rate, Undelayed: &undelayed, Queue: &queue},
-		CountsRejected: &no, Key: &key, RejectStatus: &st, Headers: []string{"none"},
-		RetryAfter: &RetryAfterJudgement{}, Confidence: 1, Alternatives: []Alternative{},
-		Requests: 8, DurationS: 3.01, RecordFile: "leaky.jsonl",
+	s.inferences = []any{infer.Inference{
+		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.LeakyBucketQueue,
+		Params:         infer.Params{Capacity: &capacity, RatePerS: &rate, Undelayed: &undelayed, Queue: &queue},
+		CountsRejected: &no, Key: "global", RejectStatus: &st, Headers: []string{"none"},
+		Confidence: 1, Alternatives: []infer.Alternative{},
+		Requests: 8, DurationS: 3.01, Complete: true, RecordFile: "leaky.jsonl",
 	}}
 	return s
 }

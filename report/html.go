@@ -9,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
 // classColors are the classes' colours in the HTML report.
@@ -165,31 +169,23 @@ func (h *htmlWriter) page() {
 	h.s("</aside>\n</div>\n</body>\n</html>\n")
 }
 
+// timeline is the layout of the timeline panel: one lane per client in
+// order of its first request (at most maxLanes; further clients share the
+// last), over pixel-column bins.
+type timeline struct {
+	sc          scale
+	order       []uint32 // lanes in order of their first request
+	rowOf       []int    // lane → row
+	rows        int
+	laneH       int
+	top, bottom int
+	height      int
+}
+
 // charts draws the four SVG panels sharing one time axis.
 func (h *htmlWriter) charts() {
-	in, p := h.in, h.p
-	acc := in.acceptedByGroup(p)
-
-	// Lanes: clients in order of their first request.
-	order := make([]uint32, 0, len(in.lanes))
-	seen := make([]bool, len(in.lanes))
-	for i := range in.reqs {
-		if l := in.reqs[i].lane; !seen[l] {
-			seen[l] = true
-			order = append(order, l)
-		}
-	}
-	rows := min(len(order), maxLanes)
-	rowOf := make([]int, len(in.lanes))
-	for i, l := range order {
-		rowOf[l] = min(i, maxLanes-1)
-	}
-	binPx, laneH := 2, 16
-	if rows > 16 {
-		binPx, laneH = 3, 10
-	}
-	sc := newScale(p.first, p.lastSend, binPx)
-
+	acc := h.in.acceptedByGroup(h.p)
+	tl := h.layout()
 	h.s("<section id=\"timeline\">\n<h2>Timeline</h2>\n<div class=\"legend\">")
 	for c := Class(0); c < numClasses; c++ {
 		h.f("<span><i style=\"background:%s\"></i>%s</span>", c.Color(), c)
@@ -197,85 +193,62 @@ func (h *htmlWriter) charts() {
 	h.f("<span><i style=\"background:%s\"></i>window edge</span>", colorEdge)
 	h.f("<span><i style=\"background:%s\"></i>quota came back</span>", colorRecovery)
 	h.f("<span><i style=\"background:%s\"></i>finding</span></div>\n", colorFinding)
+	h.f("<svg viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"requests by send time, one lane per client\">\n", svgWidth, tl.height)
+	h.axis(tl.sc, tl.top, tl.bottom, true)
+	h.marks(tl)
+	h.laneLabels(tl)
+	edgesDrawn := h.edges(tl, acc)
+	h.recoveries(tl)
+	h.moments(tl)
+	h.s("</svg>\n")
+	h.timelineCaption(tl, edgesDrawn)
+	h.windowPanel(tl.sc, acc)
+	h.latencyPanel(tl.sc)
+	h.claimsPanel(tl.sc, acc)
+}
 
-	top := 26
-	height := top + rows*(laneH+2) + 6
-	bottom := height - 6
-	h.f("<svg viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"requests by send time, one lane per client\">\n", svgWidth, height)
-	h.axis(sc, top, bottom, true)
+// layout places the lanes and the scale of the timeline.
+func (h *htmlWriter) layout() timeline {
+	in, p := h.in, h.p
+	var tl timeline
+	seen := make([]bool, len(in.lanes))
+	for i := range in.reqs {
+		if l := in.reqs[i].lane; !seen[l] {
+			seen[l] = true
+			tl.order = append(tl.order, l)
+		}
+	}
+	tl.rows = min(len(tl.order), maxLanes)
+	tl.rowOf = make([]int, len(in.lanes))
+	for i, l := range tl.order {
+		tl.rowOf[l] = min(i, maxLanes-1)
+	}
+	binPx, laneH := 2, 16
+	if tl.rows > 16 {
+		binPx, laneH = 3, 10
+	}
+	tl.sc = newScale(p.first, p.lastSend, binPx)
+	tl.laneH = laneH
+	tl.top = 26
+	tl.height = tl.top + tl.rows*(laneH+2) + 6
+	tl.bottom = tl.height - 6
+	return tl
+}
 
-	// Marks: per lane and pixel column, counts per class, stacked.
-	counts := make([]int32, rows*sc.bins*int(numClasses))
+// marks draws the requests: per lane and pixel column, counts per class,
+// stacked; runs of columns holding one class are merged.
+func (h *htmlWriter) marks(tl timeline) {
+	in, sc := h.in, tl.sc
+	counts := make([]int32, tl.rows*sc.bins*int(numClasses))
 	for i := range in.reqs {
 		q := &in.reqs[i]
-		k := (rowOf[q.lane]*sc.bins+sc.bin(q.t))*int(numClasses) + int(q.class)
+		k := (tl.rowOf[q.lane]*sc.bins+sc.bin(q.t))*int(numClasses) + int(q.class)
 		counts[k]++
 	}
 	var paths [numClasses]strings.Builder
-	for r := 0; r < rows; r++ {
-		y0 := top + r*(laneH+2) + 1
-		run := struct {
-			class      Class
-			start, end int
-		}{start: -1}
-		flush := func() {
-			if run.start >= 0 {
-				x := sc.binX(run.start)
-				fmt.Fprintf(&paths[run.class], "M%d %dh%dv%dh-%dz", x, y0, (run.end-run.start+1)*binPx, laneH, (run.end-run.start+1)*binPx)
-				run.start = -1
-			}
-		}
-		for bn := 0; bn < sc.bins; bn++ {
-			cs := counts[(r*sc.bins+bn)*int(numClasses):][:numClasses]
-			total, only := int32(0), Class(0)
-			kinds := 0
-			for c, n := range cs {
-				if n > 0 {
-					total += n
-					only = Class(c)
-					kinds++
-				}
-			}
-			if total == 0 {
-				flush()
-				continue
-			}
-			if kinds == 1 {
-				if run.start >= 0 && run.class == only && run.end == bn-1 {
-					run.end = bn
-					continue
-				}
-				flush()
-				run.class, run.start, run.end = only, bn, bn
-				continue
-			}
-			flush()
-			hs := stackHeights(cs, laneH)
-			y := y0
-			for c, hh := range hs {
-				if hh > 0 {
-					fmt.Fprintf(&paths[c], "M%d %dh%dv%dh-%dz", sc.binX(bn), y, binPx, hh, binPx)
-					y += hh
-				}
-			}
-		}
-		flush()
-	}
-	// Lane labels and backgrounds.
-	for r := 0; r < rows; r++ {
-		y0 := top + r*(laneH+2) + 1
-		label := clientLabel(in.lanes[order[r]])
-		n := p.laneN[order[r]]
-		if r == maxLanes-1 && len(order) > maxLanes {
-			label = fmt.Sprintf("%d more clients", len(order)-maxLanes+1)
-			n = 0
-			for _, l := range order[maxLanes-1:] {
-				n += p.laneN[l]
-			}
-		}
-		h.f("<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f6f8fa\"/>", marginLeft, y0, sc.bins*binPx, laneH)
-		h.f("<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s<title>%s: %s</title></text>\n", marginLeft-6, y0+laneH-3,
-			esc(truncate(label, 22)), esc(label), esc(plural(n, "request")))
+	for r := 0; r < tl.rows; r++ {
+		y0 := tl.top + r*(tl.laneH+2) + 1
+		laneMarks(&paths, counts[r*sc.bins*int(numClasses):][:sc.bins*int(numClasses)], sc, y0, tl.laneH)
 	}
 	h.s("<g shape-rendering=\"crispEdges\">\n")
 	for c := range paths {
@@ -284,82 +257,161 @@ func (h *htmlWriter) charts() {
 		}
 	}
 	h.s("</g>\n")
+}
 
-	// Window edges of a fixed window.
-	edges, ok := in.windowEdges(p, acc, sc.t0, sc.t1, maxEdges)
+// laneMarks adds one lane's marks to the class paths: counts holds, per
+// column, the requests per class.
+func laneMarks(paths *[numClasses]strings.Builder, counts []int32, sc scale, y0, laneH int) {
+	run := struct {
+		class      Class
+		start, end int
+	}{start: -1}
+	flush := func() {
+		if run.start >= 0 {
+			w := (run.end - run.start + 1) * sc.binPx
+			fmt.Fprintf(&paths[run.class], "M%d %dh%dv%dh-%dz", sc.binX(run.start), y0, w, laneH, w)
+			run.start = -1
+		}
+	}
+	for bn := 0; bn < sc.bins; bn++ {
+		cs := counts[bn*int(numClasses):][:numClasses]
+		total, only, kinds := int32(0), Class(0), 0
+		for c, n := range cs {
+			if n > 0 {
+				total += n
+				only = Class(c)
+				kinds++
+			}
+		}
+		switch {
+		case total == 0:
+			flush()
+		case kinds == 1 && run.start >= 0 && run.class == only && run.end == bn-1:
+			run.end = bn
+		case kinds == 1:
+			flush()
+			run.class, run.start, run.end = only, bn, bn
+		default:
+			flush()
+			y := y0
+			for c, hh := range stackHeights(cs, laneH) {
+				if hh > 0 {
+					fmt.Fprintf(&paths[c], "M%d %dh%dv%dh-%dz", sc.binX(bn), y, sc.binPx, hh, sc.binPx)
+					y += hh
+				}
+			}
+		}
+	}
+	flush()
+}
+
+// laneLabels draws the lanes' backgrounds and labels.
+func (h *htmlWriter) laneLabels(tl timeline) {
+	in, p := h.in, h.p
+	for r := 0; r < tl.rows; r++ {
+		y0 := tl.top + r*(tl.laneH+2) + 1
+		label := clientLabel(in.lanes[tl.order[r]])
+		n := p.laneN[tl.order[r]]
+		if r == maxLanes-1 && len(tl.order) > maxLanes {
+			label = fmt.Sprintf("%d more clients", len(tl.order)-maxLanes+1)
+			n = 0
+			for _, l := range tl.order[maxLanes-1:] {
+				n += p.laneN[l]
+			}
+		}
+		h.f("<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f6f8fa\"/>", marginLeft, y0, tl.sc.bins*tl.sc.binPx, tl.laneH)
+		h.f("<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s<title>%s: %s</title></text>\n", marginLeft-6, y0+tl.laneH-3,
+			esc(truncate(label, 22)), esc(label), esc(plural(n, "request")))
+	}
+}
+
+// edges draws the window edges of a fixed window; false when they are too
+// dense to draw.
+func (h *htmlWriter) edges(tl timeline, acc map[uint32][]int64) bool {
+	p := h.p
+	edges, ok := h.in.windowEdges(p, acc, tl.sc.t0, tl.sc.t1, maxEdges)
 	if len(edges) > 0 {
 		var d strings.Builder
 		for _, e := range edges {
-			fmt.Fprintf(&d, "M%.1f %dV%d", sc.x(e), top, bottom)
+			fmt.Fprintf(&d, "M%.1f %dV%d", tl.sc.x(e), tl.top, tl.bottom)
 		}
 		what := "declared"
 		if p.edges.inferred {
 			what = "inferred"
 		}
 		h.f("<path d=\"%s\" stroke=\"%s\" stroke-dasharray=\"3 3\" fill=\"none\"><title>%s window edges every %s (%s)</title></path>\n",
-			d.String(), colorEdge, what, fmtDuration(p.edges.window), esc(p.edges.align))
+			d.String(), colorEdge, what, units.HumanDuration(p.edges.Window), esc(p.edges.align()))
 	}
-	// Detected boundaries: quota came back, one triangle per column.
-	recs := in.recoveries(p)
-	if len(recs) > 0 {
-		var d strings.Builder
-		last := -1
-		for _, t := range recs {
-			if bn := sc.bin(t); bn != last {
-				last = bn
-				fmt.Fprintf(&d, "M%.1f %dl-3 -6h6z", sc.x(t), top)
-			}
+	return ok
+}
+
+// recoveries marks where quota was seen to come back, one triangle per
+// column.
+func (h *htmlWriter) recoveries(tl timeline) {
+	recs := h.in.recoveries(h.p)
+	if len(recs) == 0 {
+		return
+	}
+	var d strings.Builder
+	last := -1
+	for _, t := range recs {
+		if bn := tl.sc.bin(t); bn != last {
+			last = bn
+			fmt.Fprintf(&d, "M%.1f %dl-3 -6h6z", tl.sc.x(t), tl.top)
 		}
-		h.f("<path d=\"%s\" fill=\"%s\"><title>%s: accepted, sent after a rejection had been answered</title></path>\n",
-			d.String(), colorRecovery, plural(len(recs), "recovery"))
 	}
-	// Finding moments, linked both ways with the list.
-	fs := in.Findings()
-	shifts := in.findingShifts()
+	h.f("<path d=\"%s\" fill=\"%s\"><title>%s: accepted, sent after a rejection had been answered</title></path>\n",
+		d.String(), colorRecovery, plural(len(recs), "recovery"))
+}
+
+// moments marks each finding's interval, linked both ways with the list.
+func (h *htmlWriter) moments(tl timeline) {
+	fs := h.in.Findings()
+	shifts := h.in.findingShifts()
 	for i := range fs[:min(len(fs), maxMoments)] {
 		f := &fs[i]
 		if !hasMoment(f) {
 			continue
 		}
-		x0, x1 := sc.x(f.Evidence.StartNS+shifts[i]), sc.x(f.Evidence.EndNS+shifts[i])
+		x0, x1 := tl.sc.x(f.Evidence.StartNS+shifts[i]), tl.sc.x(f.Evidence.EndNS+shifts[i])
 		x1 = math.Max(x1, x0+2)
 		h.f("<a href=\"#finding-%d\" id=\"moment-%d\" class=\"moment\"><rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"none\" stroke=\"%s\" stroke-dasharray=\"4 2\"/>",
-			i+1, i+1, x0, top, x1-x0, bottom-top, colorFinding)
+			i+1, i+1, x0, tl.top, x1-x0, tl.bottom-tl.top, colorFinding)
 		h.f("<circle cx=\"%.1f\" cy=\"%d\" r=\"7\" fill=\"%s\"/><text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#fff\" font-size=\"9\">%d</text><title>%s: %s</title></a>\n",
-			x0, top-14, colorFinding, x0, top-11, i+1, esc(f.ID), esc(f.Message))
+			x0, tl.top-14, colorFinding, x0, tl.top-11, i+1, esc(f.ID), esc(f.Message))
 	}
-	h.s("</svg>\n")
+}
+
+// timelineCaption says what the timeline shows.
+func (h *htmlWriter) timelineCaption(tl timeline, edgesDrawn bool) {
+	in, p := h.in, h.p
 	caption := fmt.Sprintf("%s sent from %s to %s after the start (answers until %s), %s", plural(len(in.reqs), "request"),
-		fmtOffset(p.first), fmtOffset(p.lastSend), fmtOffset(p.last), plural(len(order), "client"))
-	if len(order) > maxLanes {
-		caption += fmt.Sprintf(" (the last lane gathers %d)", len(order)-maxLanes+1)
+		fmtOffset(p.first), fmtOffset(p.lastSend), fmtOffset(p.last), plural(len(tl.order), "client"))
+	if len(tl.order) > maxLanes {
+		caption += fmt.Sprintf(" (the last lane gathers %d)", len(tl.order)-maxLanes+1)
 	}
-	if !ok {
-		caption += fmt.Sprintf("; window edges every %s not drawn (too dense)", fmtDuration(p.edges.window))
+	if !edgesDrawn {
+		caption += fmt.Sprintf("; window edges every %s not drawn (too dense)", units.HumanDuration(p.edges.Window))
 	}
 	if p.threshold > 0 {
-		caption += "; delayed: accepted with latency ≥ " + fmtDuration(time.Duration(p.threshold))
+		caption += "; delayed: accepted with latency ≥ " + units.HumanDuration(time.Duration(p.threshold))
 	}
 	h.f("<p class=\"caption\">%s. Each column stacks its requests by class.</p>\n</section>\n", esc(caption))
-
-	h.windowPanel(sc, acc)
-	h.latencyPanel(sc)
-	h.claimsPanel(sc, acc)
 }
 
 // findingShifts returns, per finding of Findings, the shift that puts its
 // times on the Input's timeline.
 func (in *Input) findingShifts() []int64 {
 	var out []int64
-	for _, c := range in.Checks {
-		for range c.Findings {
-			out = append(out, c.shiftNS)
+	for _, v := range in.Verdicts {
+		for range v.Report.Findings {
+			out = append(out, v.shiftNS)
 		}
 	}
 	return out
 }
 
-func hasMoment(f *Finding) bool {
+func hasMoment(f *verify.Finding) bool {
 	return f.Evidence.StartNS != 0 || f.Evidence.EndNS != 0 || len(f.Evidence.Refs) > 0
 }
 
@@ -436,7 +488,7 @@ func fmtTick(t int64) string {
 	if t == 0 {
 		return "0"
 	}
-	return time.Duration(t).String()
+	return units.HumanDuration(time.Duration(t))
 }
 
 // windowPanel draws the count judged against the limit.
@@ -487,10 +539,10 @@ func (h *htmlWriter) windowPanel(sc scale, acc map[uint32][]int64) {
 	}
 	if s.limit > 0 {
 		h.f("<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#1d1d1f\" stroke-dasharray=\"6 3\"/>", marginLeft, marginLeft+sc.bins*sc.binPx, y(s.limit), y(s.limit))
-		h.f("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">limit %s</text>", marginLeft-6, y(s.limit)+4, fmtNum(s.limit))
+		h.f("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">limit %s</text>", marginLeft-6, y(s.limit)+4, units.HumanNumber(s.limit))
 	}
 	if peak := top / 1.1; s.limit == 0 || math.Abs(y(peak)-y(s.limit)) > 10 {
-		h.f("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>", marginLeft-6, y(peak)+4, fmtNum(peak))
+		h.f("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>", marginLeft-6, y(peak)+4, units.HumanNumber(peak))
 	}
 	h.s("\n")
 	h.s("</svg>\n")
@@ -550,7 +602,7 @@ func (h *htmlWriter) latencyPanel(sc scale) {
 	for e := dlo; e <= dhi; e++ {
 		yy := y(int64(math.Pow(10, e)))
 		h.f("<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e1e4e8\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-			marginLeft, marginLeft+sc.bins*sc.binPx, yy, yy, marginLeft-6, yy+4, esc(fmtDuration(time.Duration(math.Pow(10, e)))))
+			marginLeft, marginLeft+sc.bins*sc.binPx, yy, yy, marginLeft-6, yy+4, esc(units.HumanDuration(time.Duration(math.Pow(10, e)))))
 	}
 	var paths [numClasses]strings.Builder
 	for k, c := range cols {
@@ -574,7 +626,7 @@ func (h *htmlWriter) latencyPanel(sc scale) {
 	if p.threshold > 0 {
 		yy := y(p.threshold)
 		h.f("<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"4 3\"><title>delayed from %s</title></line>\n",
-			marginLeft, marginLeft+sc.bins*sc.binPx, yy, yy, Delayed.Color(), esc(fmtDuration(time.Duration(p.threshold))))
+			marginLeft, marginLeft+sc.bins*sc.binPx, yy, yy, Delayed.Color(), esc(units.HumanDuration(time.Duration(p.threshold))))
 	}
 	h.s("</svg>\n<p class=\"caption\">Fastest and slowest answer of each class per column (time to first byte after the request was written), log scale.</p>\n</section>\n")
 }
@@ -656,34 +708,18 @@ func (h *htmlWriter) summary() {
 	}
 	s := p.sum
 	h.s("<section id=\"summary\">\n<h2>Requests</h2>\n<table><tr><th>outcome</th><th>status</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>\n")
-	for _, st := range sortedStatuses(s.Statuses) {
-		code, _ := strconv.Atoi(st)
-		d := s.Latency[st]
-		h.f("<tr><td>%s</td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n",
-			statusClass(code, p.rejects), esc(st), s.Statuses[st], FormatMicros(d.P50US), FormatMicros(d.P90US), FormatMicros(d.P99US), FormatMicros(d.MaxUS))
-	}
-	for _, k := range sortedKeys(s.ErrorClasses) {
-		h.f("<tr><td>error</td><td>%s</td><td class=\"n\">%d</td><td></td><td></td><td></td><td></td></tr>\n", esc(k), s.ErrorClasses[k])
-	}
-	for _, k := range sortedKeys(s.NotSentReasons) {
-		h.f("<tr><td>not-sent</td><td>%s</td><td class=\"n\">%d</td><td></td><td></td><td></td><td></td></tr>\n", esc(k), s.NotSentReasons[k])
+	for _, r := range in.requestRows(p, true) {
+		h.f("<tr><td>%s</td><td>%s</td>", esc(r[0]), esc(r[1]))
+		for _, c := range r[2:] {
+			h.f("<td class=\"n\">%s</td>", esc(c))
+		}
+		h.s("</tr>\n")
 	}
 	h.s("</table>\n")
-	h.f("<p class=\"caption\">%s sent in %s (%s/s); %s delayed; pacing error p50 %s, p99 %s.</p>\n",
-		esc(plural(s.Sent, "request")), esc(fmtSeconds(s.DurationS)), fmtNum(s.SentPerS), esc(plural(s.Delayed, "accepted request")),
+	h.f("<p class=\"caption\">%s sent in %s (%s); %s delayed; pacing error p50 %s, p99 %s.</p>\n",
+		esc(plural(s.Sent, "request")), esc(fmtSeconds(s.DurationS)), esc(units.HumanRate(s.SentPerS)), esc(plural(s.Delayed, "accepted request")),
 		FormatMicros(s.Pacing.P50US), FormatMicros(s.Pacing.P99US))
-	if len(s.Clients) > 1 {
-		cs := topClients(s.Clients, maxClientRow)
-		h.f("<h2>Clients (%d)</h2>\n<table><tr><th>client</th><th>sent</th><th>accepted</th><th>delayed</th><th>rejected</th><th>other</th><th>errors</th><th>not-sent</th></tr>\n", len(s.Clients))
-		for _, c := range cs {
-			h.f("<tr><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td></tr>\n",
-				esc(clientLabel(c.Client)), c.Sent, c.Accepted, c.Delayed, c.Rejected, c.Other, c.Errors, c.NotSent)
-		}
-		h.s("</table>\n")
-		if len(s.Clients) > len(cs) {
-			h.f("<p class=\"caption\">… and %d more clients.</p>\n", len(s.Clients)-len(cs))
-		}
-	}
+	h.clientTable(s.Clients)
 	h.s("<h2>Runs</h2>\n<table><tr><th>agent</th><th>file</th><th>start</th><th>results</th><th>end</th></tr>\n")
 	for _, a := range in.Agents {
 		end := "cut short"
@@ -704,67 +740,94 @@ func (h *htmlWriter) summary() {
 	h.s("</section>\n")
 }
 
-// findings lists the findings, each linked to its moment on the timeline.
+// clientTable writes the clients table when there are several.
+func (h *htmlWriter) clientTable(clients []record.ClientSummary) {
+	if len(clients) <= 1 {
+		return
+	}
+	cs := topClients(clients, maxClientRow)
+	h.f("<h2>Clients (%d)</h2>\n<table><tr><th>client</th><th>sent</th><th>accepted</th><th>delayed</th><th>rejected</th><th>other</th><th>errors</th><th>not-sent</th></tr>\n", len(clients))
+	for _, c := range cs {
+		h.f("<tr><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td></tr>\n",
+			esc(clientLabel(c.Client)), c.Sent, c.Accepted, c.Delayed, c.Rejected, c.Other, c.Errors, c.NotSent)
+	}
+	h.s("</table>\n")
+	if len(clients) > len(cs) {
+		h.f("<p class=\"caption\">… and %d more clients.</p>\n", len(clients)-len(cs))
+	}
+}
+
+// findings lists the stored verdicts, latest first, each with its policy
+// and time and its findings, every finding linked to its moment on the
+// timeline.
 func (h *htmlWriter) findings() {
-	fs := h.in.Findings()
-	shifts := h.in.findingShifts()
-	h.f("<section id=\"findings\">\n<h2>Findings (%d)</h2>\n", len(fs))
-	if len(h.in.Checks) == 0 {
+	in := h.in
+	fs := in.Findings()
+	h.f("<section id=\"findings\">\n<h2>Verdicts (%d) and findings (%d)</h2>\n", len(in.Verdicts), len(fs))
+	if len(in.Verdicts) == 0 {
 		h.s("<p class=\"caption\">No check or analyze document in the record files: run <code>rlprobe analyze FILE</code> with a policy to judge this run.</p>\n")
-	} else if len(fs) == 0 {
-		h.s("<p class=\"caption\">None.</p>\n")
 	}
-	if len(fs) > 0 {
-		h.s("<ol>\n")
-	}
-	for i := range fs[:min(len(fs), maxMoments)] {
-		f := &fs[i]
-		cls := ""
-		if f.Certainty == Possible {
-			cls = " class=\"possible\""
+	shifts := in.findingShifts()
+	n := 0 // findings listed so far, across verdicts
+	for i := range in.Verdicts {
+		v := &in.Verdicts[i]
+		r := verdictRow(v)
+		h.f("<h3><span class=\"verdict v-%s\">%s</span>%s</h3><p class=\"meta\">policy: %s · %s</p>\n",
+			esc(v.Report.Verdict), esc(r[0]), esc(r[1]), esc(r[2]), esc(r[3]))
+		if len(v.Report.Findings) == 0 {
+			continue
 		}
-		h.f("<li id=\"finding-%d\"%s><span class=\"sev sev-%s\">%s · %s</span> <b>%s</b>", i+1, cls, esc(f.Severity), esc(f.Severity), esc(f.Certainty), esc(f.ID))
-		var where []string
-		for _, w := range []string{f.Check, f.Endpoint, f.Client} {
-			if w != "" {
-				where = append(where, w)
+		h.f("<ol start=\"%d\">\n", n+1)
+		for j := range v.Report.Findings {
+			if n < maxMoments {
+				h.finding(&v.Report.Findings[j], n, shifts[n])
 			}
+			n++
 		}
-		if len(where) > 0 {
-			h.f("<div class=\"where\">%s</div>", esc(strings.Join(where, " · ")))
-		}
-		h.f("<div>%s</div>", esc(f.Message))
-		if f.Hint != "" {
-			h.f("<p class=\"hint\">%s</p>", esc(f.Hint))
-		}
-		e := &f.Evidence
-		if hasMoment(f) && len(h.in.reqs) > 0 {
-			h.f("<a href=\"#moment-%d\">at %s–%s</a>", i+1, fmtOffset(e.StartNS+shifts[i]), fmtOffset(e.EndNS+shifts[i]))
-		}
-		ev := fmt.Sprintf(" count %d", e.Count)
-		if e.Bound != nil {
-			ev += ", bound " + fmtNum(*e.Bound)
-		}
-		h.s(esc(ev))
-		if len(e.Refs) > 0 || (len(e.Headers) > 0 && string(e.Headers) != "null") {
-			h.s("<details><summary>evidence</summary>")
-			if len(e.Refs) > 0 {
-				h.f("<div class=\"where\">refs: %s</div>", esc(strings.Join(e.Refs, " ")))
-			}
-			if len(e.Headers) > 0 && string(e.Headers) != "null" {
-				h.f("<pre>%s</pre>", esc(string(e.Headers)))
-			}
-			h.s("</details>")
-		}
-		h.s("</li>\n")
-	}
-	if len(fs) > 0 {
 		h.s("</ol>\n")
 	}
 	if len(fs) > maxMoments {
 		h.f("<p class=\"caption\">… and %d more findings (see the JSON report).</p>\n", len(fs)-maxMoments)
 	}
 	h.s("</section>\n")
+}
+
+// finding writes the i-th finding (0-based over every verdict) as a list
+// item; shift puts its times on the timeline.
+func (h *htmlWriter) finding(f *verify.Finding, i int, shift int64) {
+	cls := ""
+	if f.Certainty == verify.Possible {
+		cls = " class=\"possible\""
+	}
+	sev, cert := string(f.Severity), string(f.Certainty)
+	h.f("<li id=\"finding-%d\"%s><span class=\"sev sev-%s\">%s · %s</span> <b>%s</b>", i+1, cls, esc(sev), esc(sev), esc(cert), esc(f.ID))
+	if where := whereOf(f); where != "" {
+		h.f("<div class=\"where\">%s</div>", esc(strings.ReplaceAll(where, "\n", " · ")))
+	}
+	h.f("<div>%s</div>", esc(f.Message))
+	if f.Hint != "" {
+		h.f("<p class=\"hint\">%s</p>", esc(f.Hint))
+	}
+	e := &f.Evidence
+	if hasMoment(f) && len(h.in.reqs) > 0 {
+		h.f("<a href=\"#moment-%d\">at %s–%s</a>", i+1, fmtOffset(e.StartNS+shift), fmtOffset(e.EndNS+shift))
+	}
+	ev := fmt.Sprintf(" count %d", e.Count)
+	if e.Bound != nil {
+		ev += ", bound " + strconv.FormatInt(*e.Bound, 10)
+	}
+	h.s(esc(ev))
+	if len(e.Refs) > 0 || len(e.Headers) > 0 {
+		h.s("<details><summary>evidence</summary>")
+		if len(e.Refs) > 0 {
+			h.f("<div class=\"where\">refs: %s</div>", esc(strings.Join(e.Refs, " ")))
+		}
+		if len(e.Headers) > 0 {
+			h.f("<pre>%s</pre>", esc(headersJSON(e.Headers)))
+		}
+		h.s("</details>")
+	}
+	h.s("</li>\n")
 }
 
 // model describes the inferred models.
@@ -774,10 +837,12 @@ func (h *htmlWriter) model() {
 	if len(infs) == 0 {
 		h.s("<p class=\"caption\">No infer document in the record files.</p>\n")
 	}
-	for i := range infs {
-		inf := &infs[i]
-		h.f("<h3>%s</h3><p class=\"caption\">confidence %s · %s in %s</p>\n", esc(inf.Algorithm), fmtNum(inf.Confidence),
+	for _, inf := range infs {
+		h.f("<h3>%s</h3><p class=\"caption\">confidence %s · %s in %s</p>\n", esc(string(inf.Algorithm)), units.HumanNumber(inf.Confidence),
 			esc(plural(inf.Requests, "request")), esc(fmtSeconds(inf.DurationS)))
+		if inf.Note != "" {
+			h.f("<p class=\"caption\">%s</p>\n", esc(inf.Note))
+		}
 		rows := estimateRows(inf)
 		if len(rows) > 0 {
 			h.s("<table><tr><th>parameter</th><th>value</th><th>interval</th></tr>\n")
@@ -789,7 +854,7 @@ func (h *htmlWriter) model() {
 		if len(inf.Alternatives) > 0 {
 			h.s("<table><tr><th>alternative</th><th>confidence</th><th>ruled out by</th></tr>\n")
 			for _, a := range inf.Alternatives {
-				h.f("<tr><td>%s</td><td class=\"n\">%s</td><td>%s</td></tr>\n", esc(a.Algorithm), fmtNum(a.Confidence), esc(a.RuledOutBy))
+				h.f("<tr><td>%s</td><td class=\"n\">%s</td><td>%s</td></tr>\n", esc(string(a.Algorithm)), units.HumanNumber(a.Confidence), esc(a.RuledOutBy))
 			}
 			h.s("</table>\n")
 		}

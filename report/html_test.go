@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
 // hostileRun is a run whose every text field tries to smuggle a link, a
@@ -30,11 +31,11 @@ func hostileRun() synth {
 		s.results[i].Client = "c" + evil[:i%len(evil)]
 	}
 	doc := s.findings[0].(map[string]any)
-	fs := doc["findings"].([]Finding)
+	fs := doc["findings"].([]verify.Finding)
 	fs[0].Message += evil
 	fs[0].Hint = evil
 	fs[0].Client = evil
-	fs[0].Evidence.Headers = json.RawMessage(`{"Link":["<http://evil.example/>; rel=preload"],"X":["` + strings.ReplaceAll(evil, `"`, `\"`) + `"]}`)
+	fs[0].Evidence.Headers = http.Header{"Link": {"<http://evil.example/>; rel=preload"}, "X": {evil}}
 	return s
 }
 
@@ -189,13 +190,13 @@ func bigInput(n, clients, findings int) *Input {
 		r := response(int64(i), fmt.Sprintf("client-%d", i%clients), sent, int64(1+i%13)*100_000, status, hdr)
 		run.Results = append(run.Results, r)
 	}
-	var fs []Finding
+	var fs []verify.Finding
 	for i := 0; i < findings; i++ {
-		fs = append(fs, Finding{ID: FindingIDs[i%len(FindingIDs)], Severity: "error", Certainty: "certain", Check: "burst",
+		fs = append(fs, verify.Finding{ID: verify.FindingIDs[i%len(verify.FindingIDs)], Severity: "error", Certainty: "certain", Check: "burst",
 			Endpoint: "GET /api", Client: fmt.Sprintf("client-%d", i%clients), Message: strings.Repeat("m", 200),
-			Evidence: Evidence{Refs: make([]string, 50), StartNS: int64(i) * 1e9, EndNS: int64(i)*1e9 + 5e8, Count: 11}})
+			Evidence: verify.Evidence{Refs: make([]string, 50), StartNS: int64(i) * 1e9, EndNS: int64(i)*1e9 + 5e8, Count: 11}})
 	}
-	doc, _ := json.Marshal(map[string]any{"schema": SchemaCheck, "tool": "rlprobe x", "verdict": "fail", "complete": true,
+	doc, _ := json.Marshal(map[string]any{"schema": verify.SchemaCheck, "tool": "rlprobe x", "verdict": "fail", "complete": true,
 		"pass": false, "targets": []string{}, "policy": json.RawMessage(fixedPolicy), "findings": fs})
 	run.Findings = []json.RawMessage{doc}
 	return FromMerged(record.Merge(run), []string{"big.jsonl"})

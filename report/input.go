@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -14,7 +15,9 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
 // Class is how a request counts, for display. The zero value is Accepted.
@@ -66,10 +69,18 @@ type request struct {
 	total int64 // latency as the run document counts it (record.Result.Latency); -1 without
 	pace  int64 // pacing error (record.Result.SendTimes), 0 when never sent
 	claim int64 // the wait a non-2xx answer advertised, ns; valid when claimKind != claimNone
-	lane  uint32
-	route uint32
+	// sched, wrote and arrival are the result's own (relative to its
+	// agent's start): what race releases are counted by. arrival is
+	// noArrival without an echo.
+	sched, wrote, arrival int64
+	lane                  uint32
+	route                 uint32
 	// reason indexes Input.reasons: the error class or not-sent reason.
-	reason    uint16
+	reason uint16
+	// age indexes Input.ages: the answer's Age header, 0 without one.
+	age uint16
+	// phase indexes Input.phases: the result's phase, 0 without one.
+	phase     uint16
 	agent     uint16
 	status    int16
 	outcome   uint8
@@ -97,6 +108,8 @@ type Agent struct {
 	ShiftNS int64
 	// Results is how many results the run holds.
 	Results int
+
+	policy verify.Policy // the header's policy, decoded once
 }
 
 // Source is a named record file to read.
@@ -106,7 +119,8 @@ type Source struct {
 }
 
 // Input is what a report shows: one or several runs on one timeline, with
-// the check, analyze and infer documents found in their files or added.
+// the check, analyze and infer documents found in their files or added,
+// decoded into package verify's and package infer's own types.
 //
 // Build one with ReadFiles, Read or FromMerged; the zero Input is an empty
 // report (no runs, no documents). An Input is not safe for concurrent use:
@@ -124,13 +138,14 @@ type Input struct {
 	Start time.Time
 	// Agents describes the runs in the order read.
 	Agents []Agent
-	// Checks are the check and analyze documents, in file order then in
-	// the order added. Finding lines that hold a single finding rather than
+	// Verdicts are the check and analyze documents, latest first (see
+	// Verdict.Time). Finding lines that hold a single finding rather than
 	// a whole document are gathered, per file, into one analyze document
 	// with Synthetic set.
-	Checks []Check
-	// Inferences are the infer documents, in file order then added.
-	Inferences []Inference
+	Verdicts []Verdict
+	// Inferences are the infer documents, latest first: the reverse of
+	// file order then the order added.
+	Inferences []*infer.Inference
 	// Warnings are what the record readers tolerated and the lines this
 	// package could not use, one sentence each.
 	Warnings []string
@@ -141,7 +156,12 @@ type Input struct {
 	routes   []route
 	routeIdx map[string]uint32 // method + " " + URL → route
 	reasons  []string          // error classes and not-sent reasons; index 0 is ""
-	prep     *prepared
+	ages     []string          // Age header values; index 0 is "" (none)
+	phases   []string          // phases of the results; index 0 is ""
+	infRaw   []json.RawMessage // the infer documents as stored, by index of Inferences
+
+	nextOrder int // reading order of the next verdict
+	prep      *prepared
 }
 
 // ReadFiles reads the record files at paths (see Read).
@@ -195,6 +215,8 @@ func newInput() *Input {
 		laneIdx:  map[string]uint32{},
 		routeIdx: map[string]uint32{},
 		reasons:  []string{""},
+		ages:     []string{""},
+		phases:   []string{""},
 	}
 }
 
@@ -207,7 +229,7 @@ func (in *Input) readOne(src Source) (time.Time, error) {
 		return time.Time{}, errors.New("too many record files (at most 65536)")
 	}
 	in.Files = append(in.Files, src.Name)
-	var loose []Finding
+	var loose []verify.Finding
 	for {
 		l, err := rd.Next()
 		if errors.Is(err, io.EOF) {
@@ -218,7 +240,8 @@ func (in *Input) readOne(src Source) (time.Time, error) {
 		}
 		switch v := l.Value.(type) {
 		case record.Header:
-			in.Agents = append(in.Agents, Agent{File: src.Name, Header: v})
+			in.Agents = append(in.Agents, Agent{File: src.Name, Header: v,
+				policy: in.policyOf(v.Policy, src.Name+": the run's policy")})
 		case record.Result:
 			in.addResult(&v, agent, in.Agents[agent].Header.Start)
 			in.Agents[agent].Results++
@@ -226,7 +249,7 @@ func (in *Input) readOne(src Source) (time.Time, error) {
 			e := v
 			in.Agents[agent].End = &e
 		case json.RawMessage:
-			f, err := in.addRaw(v, agent, l.Type)
+			f, err := in.addRaw(v, agent, l.Type, src.Name)
 			if err != nil {
 				in.Warnings = append(in.Warnings, fmt.Sprintf("%s: line %d: %v; skipped", src.Name, l.Number, err))
 			}
@@ -240,7 +263,7 @@ func (in *Input) readOne(src Source) (time.Time, error) {
 	}
 	a := &in.Agents[agent]
 	if loose != nil {
-		in.Checks = append(in.Checks, synthesize(a, loose, agent))
+		in.addVerdict(in.synthesize(a, loose, agent))
 	}
 	off, _, source := (&record.Run{Header: a.Header, End: a.End}).Clock()
 	a.clockSource = source
@@ -267,9 +290,9 @@ func (in *Input) rebase(starts []time.Time) {
 			r.recv += shift
 		}
 	}
-	for i := range in.Checks {
-		if a := in.Checks[i].agent; a >= 0 {
-			in.Checks[i].shiftNS = in.Agents[a].ShiftNS
+	for i := range in.Verdicts {
+		if a := in.Verdicts[i].agent; a >= 0 {
+			in.Verdicts[i].shiftNS = in.Agents[a].ShiftNS
 		}
 	}
 	in.sortRequests()
@@ -291,7 +314,8 @@ func FromMerged(m *record.Merged, files []string) *Input {
 	in.Start = m.Start
 	byName := map[string]int{}
 	for i, a := range m.Agents {
-		in.Agents = append(in.Agents, Agent{Name: a.Name, Header: a.Header, End: a.End, ShiftNS: a.ShiftNS, Results: a.Results})
+		in.Agents = append(in.Agents, Agent{Name: a.Name, Header: a.Header, End: a.End, ShiftNS: a.ShiftNS, Results: a.Results,
+			policy: in.policyOf(a.Header.Policy, "run "+a.Name+": the run's policy")})
 		if i < len(files) {
 			in.Agents[i].File = files[i]
 		}
@@ -301,23 +325,23 @@ func FromMerged(m *record.Merged, files []string) *Input {
 		r := &m.Results[i]
 		in.addResult(r, byName[r.Agent], m.Start)
 	}
-	var loose []Finding
+	var loose []verify.Finding
 	for _, raw := range m.Findings {
-		if f, err := in.addRaw(raw, -1, record.TypeFinding); err != nil {
+		if f, err := in.addRaw(raw, -1, record.TypeFinding, ""); err != nil {
 			in.Warnings = append(in.Warnings, fmt.Sprintf("a finding line: %v; skipped", err))
 		} else if f != nil {
 			loose = append(loose, *f)
 		}
 	}
 	for _, raw := range m.Inferences {
-		if _, err := in.addRaw(raw, -1, record.TypeInference); err != nil {
+		if _, err := in.addRaw(raw, -1, record.TypeInference, ""); err != nil {
 			in.Warnings = append(in.Warnings, fmt.Sprintf("an inference line: %v; skipped", err))
 		}
 	}
 	if loose != nil && len(in.Agents) > 0 {
-		c := synthesize(&in.Agents[0], loose, -1)
-		c.RecordFile = strings.Join(in.Files, ", ")
-		in.Checks = append(in.Checks, c)
+		v := in.synthesize(&in.Agents[0], loose, -1)
+		v.Report.RecordFile = strings.Join(in.Files, ", ")
+		in.addVerdict(v)
 	}
 	in.Warnings = append(in.Warnings, m.Warnings...)
 	in.sortRequests()
@@ -326,9 +350,10 @@ func FromMerged(m *record.Merged, files []string) *Input {
 
 // AddDocument adds a check, analyze or infer document (or a single
 // finding) that is not in the record files: any value that marshals to one
-// of the contract's JSON documents — a verify or infer document value,
-// json.RawMessage or []byte. Its times are taken to be on the Input's
-// timeline.
+// of the contract's JSON documents — a verify.Report, *infer.Inference or
+// verify.Finding, json.RawMessage or []byte. Its times are taken to be on
+// the Input's timeline. Single findings added one after another are
+// gathered into one verdict.
 func (in *Input) AddDocument(doc any) error {
 	var raw []byte
 	switch v := doc.(type) {
@@ -347,19 +372,31 @@ func (in *Input) AddDocument(doc any) error {
 	if err := json.Compact(&c, raw); err != nil {
 		return fmt.Errorf("report: add document: %w", err)
 	}
-	f, err := in.addRaw(c.Bytes(), -1, "")
+	f, err := in.addRaw(c.Bytes(), -1, "", "")
 	if err != nil {
 		return fmt.Errorf("report: add document: %w", err)
 	}
 	if f != nil {
-		in.Checks = append(in.Checks, Check{
-			Schema: SchemaAnalyze, Tool: in.tool(), Complete: true, Findings: []Finding{*f},
-			Targets: []string{}, Synthetic: true, agent: -1,
-		})
-		in.Checks[len(in.Checks)-1].judge()
+		in.addFinding(*f)
 	}
 	in.prep = nil
 	return nil
+}
+
+// addFinding adds a single finding to the latest verdict added as single
+// findings, or to a new one.
+func (in *Input) addFinding(f verify.Finding) {
+	for i := range in.Verdicts {
+		if v := &in.Verdicts[i]; v.Synthetic && v.agent < 0 && v.order == in.nextOrder-1 {
+			v.Report.Findings = append(v.Report.Findings, f)
+			judge(&v.Report)
+			return
+		}
+	}
+	v := Verdict{Report: verify.Report{Schema: verify.SchemaAnalyze, Tool: in.tool(), Complete: true,
+		Findings: []verify.Finding{f}, Targets: []string{}}, Synthetic: true, agent: -1}
+	judge(&v.Report)
+	in.addVerdict(v)
 }
 
 // addResult compacts r (of the agent with index agent, whose relative
@@ -381,6 +418,10 @@ func (in *Input) addResult(r *record.Result, agent int, origin time.Time) {
 	if q.outcome != outNotSent && r.Sent != 0 {
 		q.pace, _ = r.SendTimes()
 	}
+	q.sched, q.wrote, q.arrival = r.Sched, r.Wrote, noArrival
+	if r.Arrival != nil {
+		q.arrival = *r.Arrival
+	}
 	if lat, ok := r.Latency(); ok {
 		q.total = max(lat, 0)
 	}
@@ -397,12 +438,18 @@ func (in *Input) addResult(r *record.Result, agent int, origin time.Time) {
 		}
 		q.lat = max(q.lat, 0)
 		q.status = int16(max(min(r.Status, 32767), 0))
-		if (r.Status < 200 || r.Status > 299) && len(r.Headers) > 0 {
+		if c, _ := record.Classify(*r, 0); c != record.ClassAccepted && len(r.Headers) > 0 {
 			q.claim, q.claimKind = claimOf(r.Headers, origin.Add(time.Duration(q.recv)))
 		}
 	}
 	if r.Err != "" {
-		q.reason = in.reason(r.Err)
+		q.reason = intern(&in.reasons, r.Err)
+	}
+	if r.Phase != "" {
+		q.phase = intern(&in.phases, r.Phase)
+	}
+	if age := headerValue(r.Headers, "Age"); age != "" {
+		q.age = intern(&in.ages, age)
 	}
 	q.lane = in.lane(r.Client)
 	q.route = in.route(r.Method, r.URL)
@@ -466,19 +513,38 @@ func (in *Input) route(method, rawURL string) uint32 {
 	return i
 }
 
-func (in *Input) reason(s string) uint16 {
-	if i := slices.Index(in.reasons, s); i >= 0 {
+// intern returns s's index in *table, adding it; beyond 1000 distinct
+// values, further ones share "other".
+func intern(table *[]string, s string) uint16 {
+	if i := slices.Index(*table, s); i >= 0 {
 		return uint16(i)
 	}
-	if len(in.reasons) >= 1000 {
+	if len(*table) >= 1000 {
 		s = "other"
-		if i := slices.Index(in.reasons, s); i >= 0 {
+		if i := slices.Index(*table, s); i >= 0 {
 			return uint16(i)
 		}
 	}
-	in.reasons = append(in.reasons, s)
-	return uint16(len(in.reasons) - 1)
+	*table = append(*table, s)
+	return uint16(len(*table) - 1)
 }
+
+// headerValue returns the first value of the header name, whatever the
+// spelling of its key (records keep the server's spelling).
+func headerValue(h map[string][]string, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	for k, v := range h {
+		if len(v) > 0 && strings.EqualFold(k, name) {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+// noArrival marks a request without an arrival echo.
+const noArrival = math.MinInt64
 
 // tool returns the report's tool string.
 func (in *Input) tool() string {

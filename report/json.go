@@ -4,20 +4,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/rlprobe/rlprobe/record"
 )
 
 // Document is the report document (schema rlprobe.report/v1, see
-// docs/schema/report.schema.json): the verdict over every stored check, the
-// run summary, and the contract's check, analyze and infer documents
-// exactly as stored (without the record line's "type" member).
+// docs/schema/report.schema.json): the latest stored verdict, the run
+// document, and the contract's check, analyze and infer documents exactly
+// as stored (without the record line's "type" member) — the checks latest
+// first, each with its own policy and time.
 type Document struct {
 	Schema      string            `json:"schema"` // SchemaReport
 	Tool        string            `json:"tool"`
-	Verdict     string            `json:"verdict"` // pass, fail, incomplete or none
+	Verdict     string            `json:"verdict"` // the latest check's: pass, fail, incomplete; none without one
 	Complete    bool              `json:"complete"`
 	RecordFiles []string          `json:"record_files"`
 	Targets     []string          `json:"targets"`
-	Run         *Summary          `json:"run"` // null without runs
+	Run         *record.RunDoc    `json:"run"` // null without runs
 	Checks      []json.RawMessage `json:"checks"`
 	Inferences  []json.RawMessage `json:"inferences"`
 	Warnings    []string          `json:"warnings"`
@@ -34,17 +37,24 @@ func (in *Input) Document() (*Document, error) {
 		s := in.Summary()
 		d.Run = &s
 	}
-	for i := range in.Checks {
-		raw, err := in.Checks[i].Raw()
+	for i := range in.Verdicts {
+		raw, err := in.Verdicts[i].Raw()
 		if err != nil {
 			return nil, err
 		}
 		d.Checks = append(d.Checks, raw)
 	}
-	for i := range in.Inferences {
-		raw, err := in.Inferences[i].Raw()
-		if err != nil {
-			return nil, err
+	for i, inf := range in.Inferences {
+		var raw json.RawMessage
+		if i < len(in.infRaw) {
+			raw = in.infRaw[i]
+		}
+		if raw == nil {
+			b, err := json.Marshal(inf)
+			if err != nil {
+				return nil, fmt.Errorf("report: encode infer document: %w", err)
+			}
+			raw = b
 		}
 		d.Inferences = append(d.Inferences, raw)
 	}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
 // TestReadFindingForms: a finding line may hold a whole check document or
@@ -27,44 +28,56 @@ func TestReadFindingForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(in.Checks) != 2 {
-		t.Fatalf("got %d check documents, want 2", len(in.Checks))
+	if len(in.Verdicts) != 2 {
+		t.Fatalf("got %d check documents, want 2", len(in.Verdicts))
 	}
-	c0, c1 := in.Checks[0], in.Checks[1]
-	if c0.Synthetic || c0.Schema != SchemaCheck || c0.Verdict != VerdictFail || len(c0.Findings) != 2 {
+	// Latest first: the whole document has a time, the gathered one none.
+	c0, c1 := in.Verdicts[0], in.Verdicts[1]
+	if c0.Synthetic || c0.Report.Schema != verify.SchemaCheck || c0.Report.Verdict != verify.VerdictFail ||
+		len(c0.Report.Findings) != 2 || !c0.Time.Equal(start0.Add(5*time.Second)) || c0.File != whole {
 		t.Errorf("whole document = %+v", c0)
+	}
+	if got := describePolicy(&c0.Report.Policy); got != "GET /api: 10 in any 1s" {
+		t.Errorf("whole document's policy = %q", got)
 	}
 	raw, _ := c0.Raw()
 	want, _ := json.Marshal(fixedWindowRun().findings[0])
 	if !bytes.Equal(raw, want) {
 		t.Errorf("stored document not kept verbatim without its type:\n got %.100s\nwant %.100s", raw, want)
 	}
-	if !c1.Synthetic || c1.Schema != SchemaAnalyze || c1.Verdict != VerdictPass || len(c1.Findings) != 2 || c1.RecordFile != single {
+	if !c1.Synthetic || c1.Report.Schema != verify.SchemaAnalyze || c1.Report.Verdict != verify.VerdictPass ||
+		len(c1.Report.Findings) != 2 || c1.Report.RecordFile != single || describePolicy(&c1.Report.Policy) != "capacity 4, 2/s" {
 		t.Errorf("gathered document = %+v", c1)
 	}
 	if len(in.Inferences) != 1 || in.Inferences[0].Algorithm != "fixed-window" {
 		t.Errorf("inferences = %+v", in.Inferences)
 	}
-	if in.Verdict() != VerdictFail {
+	if in.Verdict() != verify.VerdictFail {
 		t.Errorf("Verdict() = %s, want fail", in.Verdict())
 	}
 }
 
 func TestVerdict(t *testing.T) {
-	fail := Finding{ID: "window-limit-exceeded", Severity: "error", Certainty: "certain", Message: "x"}
-	possible := Finding{ID: "window-limit-exceeded", Severity: "error", Certainty: "possible", Message: "x"}
-	warn := Finding{ID: "retry-after-late", Severity: "warning", Certainty: "certain", Message: "x"}
+	fail := verify.Finding{ID: "window-limit-exceeded", Severity: "error", Certainty: "certain", Message: "x"}
+	possible := verify.Finding{ID: "window-limit-exceeded", Severity: "error", Certainty: "possible", Message: "x"}
+	warn := verify.Finding{ID: "retry-after-late", Severity: "warning", Certainty: "certain", Message: "x"}
+	doc := func(verdict string, at int) map[string]any {
+		return map[string]any{"schema": verify.SchemaCheck, "verdict": verdict, "complete": verdict != "incomplete",
+			"time": start0.Add(time.Duration(at) * time.Second), "findings": []verify.Finding{}}
+	}
 	tests := []struct {
 		name string
 		docs []any
 		want string
 	}{
 		{"nothing", nil, VerdictNone},
-		{"a certain error", []any{fail}, VerdictFail},
-		{"possible and warnings pass", []any{possible, warn}, VerdictPass},
-		{"stored verdict wins", []any{map[string]any{"schema": SchemaCheck, "verdict": "incomplete", "complete": false, "findings": []Finding{}}}, VerdictIncomplete},
-		{"fail beats incomplete", []any{map[string]any{"schema": SchemaCheck, "verdict": "incomplete", "findings": []Finding{}}, fail}, VerdictFail},
-		{"judged when absent", []any{map[string]any{"schema": SchemaAnalyze, "complete": true, "findings": []Finding{possible}}}, VerdictPass},
+		{"a certain error", []any{fail}, verify.VerdictFail},
+		{"possible and warnings pass", []any{possible, warn}, verify.VerdictPass},
+		{"stored verdict wins", []any{map[string]any{"schema": verify.SchemaCheck, "verdict": "incomplete", "complete": false, "findings": []verify.Finding{}}}, verify.VerdictIncomplete},
+		{"the latest added counts, not a sum", []any{map[string]any{"schema": verify.SchemaCheck, "verdict": "incomplete", "findings": []verify.Finding{}}, fail}, verify.VerdictFail},
+		{"the latest in time counts", []any{doc("pass", 9), doc("fail", 3)}, verify.VerdictPass},
+		{"the latest in time counts, added last", []any{doc("fail", 3), doc("pass", 9)}, verify.VerdictPass},
+		{"judged when absent", []any{map[string]any{"schema": verify.SchemaAnalyze, "complete": true, "findings": []verify.Finding{possible}}}, verify.VerdictPass},
 	}
 	for _, tt := range tests {
 		in := &Input{}
@@ -126,8 +139,8 @@ func TestReadTimeline(t *testing.T) {
 				in.Agents[q.agent].Name, r.Sent, r.TTFB, r.Agent)
 		}
 	}
-	if got := []string{in.Agents[0].Name, in.Agents[1].Name}; !slices.Equal(got, []string{"a1", "a2"}) {
-		t.Errorf("agent names = %v, want a1 a2", got)
+	if got := []string{in.Agents[0].Name, in.Agents[1].Name}; !slices.Equal(got, []string{"x", "x-2"}) {
+		t.Errorf("agent names = %v, want x x-2 (merge keeps names, numbering repeats)", got)
 	}
 }
 
@@ -232,10 +245,10 @@ func TestTrailingCounts(t *testing.T) {
 		want   []float64
 		viol   int
 	}{
-		{"sliding 3 per 1s", `{"limit":3,"window":"1s"}`, []float64{1, 2, 3, 4, 4, 5, 3, 2}, 3},
-		{"fixed 3 per 1s, epoch", `{"limit":3,"window":"1s","window_type":"fixed","align":"epoch"}`, []float64{1, 2, 3, 4, 1, 2, 3, 1}, 1},
-		{"fixed 3 per 1s, first request at 1ms", `{"limit":3,"window":"1s","window_type":"fixed"}`, []float64{1, 2, 3, 4, 1, 2, 3, 1}, 1},
-		{"bucket 2, 1/s", `{"capacity":2,"rate":"1/s"}`, []float64{1, 1.9, 2.8, 3.1, 4, 4.95, 5.05, 5.9}, 6},
+		{"sliding 3 per 1s", policyOf(`{"limit":3,"window":"1s"}`), []float64{1, 2, 3, 4, 4, 5, 3, 2}, 3},
+		{"fixed 3 per 1s, epoch", policyOf(`{"limit":3,"window":"1s","window_type":"fixed","align":"epoch"}`), []float64{1, 2, 3, 4, 1, 2, 3, 1}, 1},
+		{"fixed 3 per 1s, first request at 1ms", policyOf(`{"limit":3,"window":"1s","window_type":"fixed"}`), []float64{1, 2, 3, 4, 1, 2, 3, 1}, 1},
+		{"bucket 2, 1/s", policyOf(`{"capacity":2,"rate":"1/s"}`), []float64{1, 1.9, 2.8, 3.1, 4, 4.95, 5.05, 5.9}, 6},
 	}
 	for _, tt := range tests {
 		s := synth{header: header("", tt.policy)}
@@ -260,7 +273,7 @@ func TestTrailingCounts(t *testing.T) {
 
 // TestTrailingCountsPerClient: a per-client key counts each client apart.
 func TestTrailingCountsPerClient(t *testing.T) {
-	s := synth{header: header("", `{"limit":2,"window":"1s","key":"header:X-Key"}`)}
+	s := synth{header: header("", policyOf(`{"limit":2,"window":"1s","key":"header:X-Key"}`))}
 	for i := range 6 {
 		s.results = append(s.results, response(int64(i), []string{"a", "b"}[i%2], int64(i+1)*100*ms, ms, 200, nil))
 	}
@@ -280,7 +293,7 @@ func TestTrailingCountsPerClient(t *testing.T) {
 }
 
 func TestRecoveriesAndClaims(t *testing.T) {
-	s := synth{header: header("", `{"limit":1,"window":"1s"}`)}
+	s := synth{header: header("", policyOf(`{"limit":1,"window":"1s"}`))}
 	ra := http.Header{"Retry-After": {"2"}}
 	reset := http.Header{"Ratelimit": {"limit=1, remaining=0, reset=3"}}
 	s.results = []record.Result{
@@ -326,31 +339,39 @@ func TestRecoveriesAndClaims(t *testing.T) {
 	}
 }
 
-func TestParsePolicy(t *testing.T) {
-	tests := []struct {
-		raw  string
-		want []rule
-	}{
-		{`{"version":1,"endpoints":[{"path":"/a","method":"get","limit":100,"window":"1m0s","key":"ip"}]}`,
-			[]rule{{method: "GET", path: "/a", limit: 100, window: time.Minute, key: "ip"}}},
-		{`[{"rate":"300/m","burst":3},{"rate":"2r/s","capacity":5,"status":503}]`,
-			[]rule{{rate: 5, capacity: 4}, {rate: 2, capacity: 5, status: 503}}},
-		{`{"limit":10,"window":1.5,"window_type":"fixed"}`,
-			[]rule{{limit: 10, window: 1500 * time.Millisecond, fixed: true, align: "first-request"}}},
-		{`{"rate":0.5}`, nil}, // no capacity: nothing to draw
-		{`"nonsense"`, nil},
-		{``, nil},
-	}
-	for _, tt := range tests {
-		got := parsePolicy(json.RawMessage(tt.raw))
-		if !slices.Equal(got, tt.want) {
-			t.Errorf("parsePolicy(%s) = %+v, want %+v", tt.raw, got, tt.want)
+// policyOf wraps one endpoint's JSON in a policy document.
+func policyOf(endpoint string) string { return `{"version":1,"endpoints":[` + endpoint + `]}` }
+
+// TestStoredPolicies: verify's policy documents are read with verify's
+// own decoder; one this rlprobe cannot read keeps its verdict, with a
+// warning, and a null policy is no policy.
+func TestStoredPolicies(t *testing.T) {
+	in := &Input{}
+	for _, d := range []string{
+		`{"schema":"rlprobe.analyze/v1","verdict":"pass","complete":true,"findings":[],"policy":` +
+			policyOf(`{"path":"/a","method":"get","rate":"300/m","burst":3,"key":"ip"}`) + `}`,
+		`{"schema":"rlprobe.analyze/v1","verdict":"fail","complete":true,"findings":[],"policy":{"version":1,"endpoints":[{"limt":3}]}}`,
+		`{"schema":"rlprobe.check/v1","verdict":"pass","complete":true,"findings":[],"policy":null}`,
+	} {
+		if err := in.AddDocument(json.RawMessage(d)); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for _, in := range []string{`"5"`, `"5/d"`, `"x/s"`} {
-		if _, err := parseRate(json.RawMessage(in)); err == nil {
-			t.Errorf("parseRate(%s) succeeded", in)
-		}
+	// A verify.Report without a policy writes the zero Policy: no policy,
+	// no warning.
+	if err := in.AddDocument(verify.Report{Schema: verify.SchemaCheck, Tool: "rlprobe x", Verdict: "pass", Complete: true}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := range in.Verdicts {
+		got = append(got, in.Verdicts[i].Report.Verdict+" "+describePolicy(&in.Verdicts[i].Report.Policy))
+	}
+	want := []string{"pass no policy", "pass no policy", "fail no policy", "pass GET /a: capacity 4, 5/s per ip"}
+	if !slices.Equal(got, want) {
+		t.Errorf("verdicts, latest first = %q, want %q", got, want)
+	}
+	if len(in.Warnings) != 1 || !strings.Contains(in.Warnings[0], "limt") {
+		t.Errorf("warnings = %q, want one naming the unknown key", in.Warnings)
 	}
 }
 
@@ -435,7 +456,7 @@ func TestParseFormat(t *testing.T) {
 // TestMarkdownEscapes: cells cannot break the table or inject HTML.
 func TestMarkdownEscapes(t *testing.T) {
 	in := &Input{}
-	if err := in.AddDocument(Finding{ID: "cacheable-429", Severity: "error", Certainty: "certain", Endpoint: "GET /a|b",
+	if err := in.AddDocument(verify.Finding{ID: "cacheable-429", Severity: "error", Certainty: "certain", Endpoint: "GET /a|b",
 		Message: "a | b\n<img src=x> *bold* `code`"}); err != nil {
 		t.Fatal(err)
 	}
@@ -445,8 +466,8 @@ func TestMarkdownEscapes(t *testing.T) {
 	}
 	for _, line := range strings.Split(b.String(), "\n") {
 		if strings.HasPrefix(line, "| ❌") {
-			if n := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|"); n != 8 {
-				t.Errorf("row has %d cell separators, want 8: %s", n, line)
+			if n := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|"); n != 9 {
+				t.Errorf("row has %d cell separators, want 9: %s", n, line)
 			}
 			if strings.Contains(line, "<img") || strings.Contains(line, "*bold*") {
 				t.Errorf("row not escaped: %s", line)

@@ -1,7 +1,9 @@
 package report
 
 import (
+	"cmp"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,62 +11,6 @@ import (
 
 	"github.com/rlprobe/rlprobe/record"
 )
-
-// Summary condenses the runs of an Input, for display and as the "run"
-// member of the report document (schema rlprobe.run/v1). Counts follow the
-// contract's outcome classes; Accepted counts every 2xx answer, Delayed
-// those of them that were also delayed (see DelayedThreshold). Latency and
-// pacing error are those of `rlprobe run` (record.Result.Latency and
-// SendTimes), in microseconds, but exact (nearest rank) where run's come
-// from an HDR histogram (three significant digits).
-type Summary struct {
-	Schema    string   `json:"schema"` // SchemaRun
-	Tool      string   `json:"tool"`
-	Complete  bool     `json:"complete"`
-	Reason    string   `json:"reason"` // completed, or the first other end reason ("interrupted" for a run cut short)
-	Targets   []string `json:"targets"`
-	Scheduled int      `json:"scheduled"`
-	Sent      int      `json:"sent"` // responses + errors
-	Responses int      `json:"responses"`
-	Errors    int      `json:"errors"`
-	NotSent   int      `json:"not_sent"`
-	Accepted  int      `json:"accepted"`
-	Delayed   int      `json:"delayed"`
-	Rejected  int      `json:"rejected"`
-	Other     int      `json:"other"`
-	// Statuses counts responses by status code ("200": n).
-	Statuses map[string]int `json:"statuses"`
-	// ErrorClasses counts errors by class; NotSentReasons not-sent
-	// results by reason.
-	ErrorClasses   map[string]int `json:"error_classes,omitempty"`
-	NotSentReasons map[string]int `json:"not_sent_reasons,omitempty"`
-	// Clients has one entry per client identity, in order of their labels.
-	Clients []ClientSummary `json:"clients"`
-	// Latency is the distribution of latency per status code.
-	Latency map[string]record.Dist `json:"latency"`
-	// Pacing is the distribution of sent − scheduled (negative counts as 0).
-	Pacing record.Dist `json:"pacing_error"`
-	// DelayedThresholdMS is the latency from which an accepted request is
-	// shown as delayed; 0 when there were too few answers to tell.
-	DelayedThresholdMS float64 `json:"delayed_threshold_ms"`
-	// DurationS is the span from the first send to the last answer.
-	DurationS float64 `json:"duration_s"`
-	// SentPerS is Sent / DurationS (0 when the span is empty).
-	SentPerS   float64 `json:"sent_per_s"`
-	RecordFile string  `json:"record_file"`
-}
-
-// ClientSummary counts one client's results.
-type ClientSummary struct {
-	Client   string `json:"client"`
-	Sent     int    `json:"sent"`
-	Accepted int    `json:"accepted"`
-	Delayed  int    `json:"delayed"`
-	Rejected int    `json:"rejected"`
-	Other    int    `json:"other"`
-	Errors   int    `json:"errors"`
-	NotSent  int    `json:"not_sent"`
-}
 
 // distOf returns the distribution of ns values (sorted in place).
 func distOf(ns []int64) record.Dist {
@@ -98,17 +44,16 @@ func DelayedThreshold(p10 time.Duration) time.Duration {
 
 // prepared is what the renderers share, computed once per Input.
 type prepared struct {
-	rule      *rule   // the limit drawn; nil when none is known
-	rules     []rule  // every declared rule
-	rejects   []int   // statuses counted as rejected
-	covered   []bool  // by route: does rule cover it
-	threshold int64   // delayed threshold, ns; 0 none
-	first     int64   // earliest send
-	last      int64   // latest send or answer
-	lastSend  int64   // latest send (the timeline's end)
-	edges     *rule   // the fixed windows whose edges are drawn; nil when none
-	laneN     []int   // requests per lane
-	sum       Summary // the run summary
+	rule      *rule         // the limit drawn; nil when none is known
+	declared  []int         // the declared reject statuses (of every policy and inference)
+	covered   []bool        // by route: does rule cover it
+	threshold int64         // delayed threshold, ns; 0 none
+	first     int64         // earliest send
+	last      int64         // latest send or answer
+	lastSend  int64         // latest send (the timeline's end)
+	edges     *rule         // the fixed windows whose edges are drawn; nil when none
+	laneN     []int         // requests per lane
+	sum       record.RunDoc // the run summary
 }
 
 // prepare computes (once) the classes and the summary.
@@ -116,54 +61,99 @@ func (in *Input) prepare() *prepared {
 	if in.prep != nil {
 		return in.prep
 	}
-	p := &prepared{rejects: []int{429, 503}}
-	for i := range in.Checks {
-		p.rules = append(p.rules, parsePolicy(in.Checks[i].Policy)...)
+	p := &prepared{}
+	in.pickRule(p)
+	p.covered = make([]bool, len(in.routes))
+	for i, rt := range in.routes {
+		p.covered[i] = p.rule == nil || ((p.rule.Method == "" || strings.EqualFold(p.rule.Method, rt.method)) &&
+			(p.rule.Path == "" || p.rule.Path == rt.path))
+	}
+	in.classify(p)
+	p.edges = in.edgeRule(p.rule)
+	p.sum = in.summarize(p)
+	in.prep = p
+	return p
+}
+
+// pickRule chooses the limit drawn — the first rule with a limit of the
+// latest verdict's policy, else of the runs' policies, else of an
+// inference — and gathers the declared reject statuses.
+func (in *Input) pickRule(p *prepared) {
+	var rules []rule
+	for i := range in.Verdicts {
+		for _, e := range in.Verdicts[i].Report.Policy.Endpoints {
+			rules = append(rules, rule{Endpoint: e})
+		}
 	}
 	for i := range in.Agents {
-		p.rules = append(p.rules, parsePolicy(in.Agents[i].Header.Policy)...)
+		for _, e := range in.Agents[i].policy.Endpoints {
+			rules = append(rules, rule{Endpoint: e})
+		}
 	}
-	for i := range p.rules {
-		if r := &p.rules[i]; p.rule == nil && (r.isWindow() || r.isBucket()) {
+	for i := range rules {
+		if r := &rules[i]; p.rule == nil && (r.isWindow() || r.isBucket()) {
 			p.rule = r
 		}
-		if s := p.rules[i].status; s != 0 && !slices.Contains(p.rejects, s) {
-			p.rejects = append(p.rejects, s)
+		if s := rules[i].Status; s != 0 && !slices.Contains(p.declared, s) {
+			p.declared = append(p.declared, s)
 		}
 	}
-	for i := range in.Inferences {
-		inf := &in.Inferences[i]
-		if inf.RejectStatus != nil && *inf.RejectStatus != 0 && !slices.Contains(p.rejects, *inf.RejectStatus) {
-			p.rejects = append(p.rejects, *inf.RejectStatus)
+	for _, inf := range in.Inferences {
+		if inf.RejectStatus != nil && *inf.RejectStatus != 0 && !slices.Contains(p.declared, *inf.RejectStatus) {
+			p.declared = append(p.declared, *inf.RejectStatus)
 		}
 		if p.rule == nil {
 			p.rule = inferredRule(inf)
 		}
 	}
-	p.covered = make([]bool, len(in.routes))
-	for i, rt := range in.routes {
-		p.covered[i] = p.rule == nil || ((p.rule.method == "" || strings.EqualFold(p.rule.method, rt.method)) &&
-			(p.rule.path == "" || p.rule.path == rt.path))
-	}
+}
 
-	// Classes, then the delayed threshold from the answers' latencies.
+// classOf classifies a request by record.Classify: rejected when any
+// declared reject status (or 429, 503) makes it so.
+func (in *Input) classOf(q *request, declared []int) Class {
+	switch q.outcome {
+	case outNotSent:
+		return NotSent
+	case outError:
+		return Error
+	}
+	r := record.Result{Outcome: record.OutcomeResponse, Status: int(q.status)}
+	if q.age != 0 {
+		r.Headers = http.Header{"Age": {in.ages[q.age]}}
+	}
+	c := classFrom(record.Classify(r, 0))
+	for _, d := range declared {
+		if c == Other && classFrom(record.Classify(r, d)) == Rejected {
+			c = Rejected
+		}
+	}
+	return c
+}
+
+// classFrom maps record's outcome class to the display class.
+func classFrom(c record.Class, _ bool) Class {
+	switch c {
+	case record.ClassAccepted:
+		return Accepted
+	case record.ClassRejected:
+		return Rejected
+	case record.ClassError:
+		return Error
+	case record.ClassNotSent:
+		return NotSent
+	}
+	return Other
+}
+
+// classify sets every request's class, then the delayed threshold from
+// the answers' latencies (accepted answers at or above it are Delayed).
+func (in *Input) classify(p *prepared) {
 	var lats []int64
 	p.first, p.last = math.MaxInt64, math.MinInt64
 	p.laneN = make([]int, len(in.lanes))
 	for i := range in.reqs {
 		q := &in.reqs[i]
-		switch {
-		case q.outcome == outNotSent:
-			q.class = NotSent
-		case q.outcome == outError:
-			q.class = Error
-		case q.status >= 200 && q.status <= 299:
-			q.class = Accepted
-		case slices.Contains(p.rejects, int(q.status)):
-			q.class = Rejected
-		default:
-			q.class = Other
-		}
+		q.class = in.classOf(q, p.declared)
 		if q.lat >= 0 && q.outcome == outResponse {
 			lats = append(lats, q.lat)
 		}
@@ -175,7 +165,6 @@ func (in *Input) prepare() *prepared {
 	if len(in.reqs) == 0 {
 		p.first, p.last, p.lastSend = 0, 0, 0
 	}
-	p.edges = in.edgeRule(p.rule)
 	if len(lats) >= 2 {
 		slices.Sort(lats)
 		p10 := lats[int(math.Ceil(0.1*float64(len(lats))))-1]
@@ -186,32 +175,22 @@ func (in *Input) prepare() *prepared {
 			}
 		}
 	}
-	p.sum = in.summarize(p)
-	in.prep = p
-	return p
 }
 
-// summarize counts the classified requests.
-func (in *Input) summarize(p *prepared) Summary {
-	s := Summary{
-		Schema: SchemaRun, Tool: in.tool(), Complete: in.Complete(), Reason: record.ReasonCompleted,
-		Targets: in.Targets(), Statuses: map[string]int{}, Latency: map[string]record.Dist{},
-		RecordFile: strings.Join(in.Files, ", "),
+// summarize counts the classified requests into the run document.
+func (in *Input) summarize(p *prepared) record.RunDoc {
+	d := record.RunDoc{
+		Schema: record.SchemaRun, Tool: in.tool(), Complete: in.Complete(), Reason: in.endReason(),
+		Targets: in.Targets(), RecordFile: strings.Join(in.Files, ", "),
 	}
-	for _, a := range in.Agents {
-		if a.End == nil {
-			s.Reason = record.ReasonInterrupted
-			break
-		}
-		if a.End.Reason != record.ReasonCompleted {
-			s.Reason = a.End.Reason
-			break
-		}
+	if len(in.Agents) == 1 {
+		seed := in.Agents[0].Header.Seed
+		d.Seed = &seed
+		d.Plan = in.Agents[0].Header.Plan
 	}
-	if len(in.Agents) == 0 {
-		s.Reason = ""
-	}
-	clients := make([]ClientSummary, len(in.lanes))
+	s := &d.RunSummary
+	s.Statuses, s.Latency = map[string]int{}, map[string]record.Dist{}
+	clients := make([]record.ClientSummary, len(in.lanes))
 	for i, c := range in.lanes {
 		clients[i].Client = c
 	}
@@ -219,67 +198,173 @@ func (in *Input) summarize(p *prepared) Summary {
 	var pacing []int64
 	for i := range in.reqs {
 		q := &in.reqs[i]
-		c := &clients[q.lane]
-		s.Scheduled++
-		switch q.outcome {
-		case outNotSent:
-			s.NotSent++
-			c.NotSent++
-			if s.NotSentReasons == nil {
-				s.NotSentReasons = map[string]int{}
-			}
-			s.NotSentReasons[cmpOr(in.reasons[q.reason], "unknown")]++
-			continue
-		case outError:
-			s.Errors++
-			c.Errors++
-			if s.ErrorClasses == nil {
-				s.ErrorClasses = map[string]int{}
-			}
-			s.ErrorClasses[cmpOr(in.reasons[q.reason], "other")]++
-		default:
-			s.Responses++
-			s.Statuses[strconv.Itoa(int(q.status))]++
+		if in.count(s, &clients[q.lane], q) {
 			if q.total >= 0 {
 				byStatus[q.status] = append(byStatus[q.status], q.total)
 			}
-			switch q.class {
-			case Accepted, Delayed:
-				s.Accepted++
-				c.Accepted++
-				if q.class == Delayed {
-					s.Delayed++
-					c.Delayed++
-				}
-			case Rejected:
-				s.Rejected++
-				c.Rejected++
-			default:
-				s.Other++
-				c.Other++
+			pacing = append(pacing, max(q.pace, 0))
+			if q.pace > int64(record.LateThreshold) {
+				s.Late++
 			}
 		}
-		s.Sent++
-		c.Sent++
-		pacing = append(pacing, max(q.pace, 0))
 	}
 	for st, l := range byStatus {
 		s.Latency[strconv.Itoa(int(st))] = distOf(l)
 	}
 	s.Pacing = distOf(pacing)
+	in.races(s)
 	// In order of their labels, as run lists them.
-	slices.SortStableFunc(clients, func(a, b ClientSummary) int { return strings.Compare(a.Client, b.Client) })
+	slices.SortStableFunc(clients, func(a, b record.ClientSummary) int { return strings.Compare(a.Client, b.Client) })
 	s.Clients = clients
 	if s.Clients == nil {
-		s.Clients = []ClientSummary{}
+		s.Clients = []record.ClientSummary{}
 	}
 	s.DelayedThresholdMS = math.Round(float64(p.threshold)/1e3) / 1e3
 	if span := p.last - p.first; span > 0 {
 		s.DurationS = math.Round(float64(span)/1e6) / 1e3
 		s.SentPerS = math.Round(float64(s.Sent)/(float64(span)/1e9)*1e3) / 1e3
 	}
-	return s
+	return d
 }
 
-// Summary returns the run summary (computed on first use).
-func (in *Input) Summary() Summary { return in.prepare().sum }
+// count adds a classified request to the summary and its client's counts;
+// it reports whether the request was sent.
+func (in *Input) count(s *record.RunSummary, c *record.ClientSummary, q *request) bool {
+	s.Scheduled++
+	switch q.class {
+	case NotSent:
+		s.NotSent++
+		c.NotSent++
+		if s.NotSentReasons == nil {
+			s.NotSentReasons = map[string]int{}
+		}
+		s.NotSentReasons[cmpOr(in.reasons[q.reason], "unknown")]++
+		return false
+	case Error:
+		s.Errors++
+		c.Errors++
+		if s.ErrorClasses == nil {
+			s.ErrorClasses = map[string]int{}
+		}
+		s.ErrorClasses[cmpOr(in.reasons[q.reason], "other")]++
+	case Accepted, Delayed:
+		s.Accepted++
+		c.Accepted++
+		if q.class == Delayed {
+			s.Delayed++
+			c.Delayed++
+		}
+	case Rejected:
+		s.Rejected++
+		c.Rejected++
+	default:
+		s.Other++
+		c.Other++
+	}
+	if q.class != Error {
+		s.Responses++
+		s.Statuses[strconv.Itoa(int(q.status))]++
+	}
+	s.Sent++
+	c.Sent++
+	return true
+}
+
+// races counts the race releases — two or more sent results of one
+// agent and phase with the same sched — and their spreads of wrote and of
+// the echoed arrival.
+func (in *Input) races(s *record.RunSummary) {
+	var idx []int32
+	for i := range in.reqs {
+		if q := &in.reqs[i]; q.outcome != outNotSent && q.t != 0 {
+			idx = append(idx, int32(i))
+		}
+	}
+	key := func(i int32) (uint16, uint16, int64) {
+		q := &in.reqs[i]
+		return q.agent, q.phase, q.sched
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		aa, ap, as := key(a)
+		ba, bp, bs := key(b)
+		return cmp.Or(cmp.Compare(aa, ba), cmp.Compare(ap, bp), cmp.Compare(as, bs))
+	})
+	var wrote, arrival []int64
+	for lo := 0; lo < len(idx); {
+		hi := lo + 1
+		for hi < len(idx) && sameRelease(&in.reqs[idx[lo]], &in.reqs[idx[hi]]) {
+			hi++
+		}
+		if hi-lo >= 2 {
+			s.Races++
+			w, a := spread(in.reqs, idx[lo:hi])
+			if w >= 0 {
+				wrote = append(wrote, w)
+			}
+			if a >= 0 {
+				arrival = append(arrival, a)
+			}
+		}
+		lo = hi
+	}
+	s.RaceWroteSpread = distOf(wrote)
+	s.RaceArrivalSpread = distOf(arrival)
+}
+
+func sameRelease(a, b *request) bool {
+	return a.agent == b.agent && a.phase == b.phase && a.sched == b.sched
+}
+
+// spread returns a release's max − min of wrote (-1 without any) and of
+// the echoed arrival (-1 with fewer than two echoes).
+func spread(reqs []request, members []int32) (wrote, arrival int64) {
+	wLo, wHi, aLo, aHi := int64(math.MaxInt64), int64(math.MinInt64), int64(math.MaxInt64), int64(math.MinInt64)
+	echoes := 0
+	for _, i := range members {
+		q := &reqs[i]
+		if q.wrote != 0 {
+			wLo, wHi = min(wLo, q.wrote), max(wHi, q.wrote)
+		}
+		if q.arrival != noArrival {
+			echoes++
+			aLo, aHi = min(aLo, q.arrival), max(aHi, q.arrival)
+		}
+	}
+	wrote, arrival = -1, -1
+	if wHi >= wLo {
+		wrote = wHi - wLo
+	}
+	if echoes >= 2 {
+		arrival = aHi - aLo
+	}
+	return wrote, arrival
+}
+
+// endReason is completed, or the first other end reason of the runs
+// ("interrupted" for a run cut short); "" without runs.
+func (in *Input) endReason() string {
+	if len(in.Agents) == 0 {
+		return ""
+	}
+	for _, a := range in.Agents {
+		if a.End == nil {
+			return record.ReasonInterrupted
+		}
+		if a.End.Reason != record.ReasonCompleted {
+			return a.End.Reason
+		}
+	}
+	return record.ReasonCompleted
+}
+
+// Summary returns the run document of the Input's runs (computed on first
+// use). Latency and pacing percentiles are exact (nearest rank), where
+// `rlprobe run`'s come from an HDR histogram (three significant digits).
+func (in *Input) Summary() record.RunDoc { return in.prepare().sum }
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

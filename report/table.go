@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +13,10 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
 // TableOptions configure Table. The zero value fits 100 columns, without
@@ -40,159 +45,236 @@ const (
 )
 
 // Table writes the terminal report: the one-line verdict first, then the
+// stored verdicts (latest first, each with its policy and time) and their
 // findings, the requests by outcome and status with latencies, the
 // clients, the inferred model, and the files and warnings — tables fitted
 // to opt.Width, long cells wrapped.
 func Table(w io.Writer, in *Input, opt TableOptions) error {
-	width := opt.Width
-	if width == 0 {
-		width = 100
+	t := &tableWriter{in: in, p: in.prepare(), width: max(cmp.Or(opt.Width, 100), 60),
+		maxRows: opt.MaxRows, color: opt.Color}
+	if t.maxRows <= 0 {
+		t.maxRows = 50
 	}
-	width = max(width, 60)
-	maxRows := opt.MaxRows
-	if maxRows <= 0 {
-		maxRows = 50
-	}
-	paint := func(code, s string) string {
-		if !opt.Color || code == "" {
-			return s
-		}
-		return code + s + ansiReset
-	}
-	p := in.prepare()
-	var b bytes.Buffer
-	// para writes a paragraph wrapped to the width; invisible is the
-	// length of the ANSI codes it holds.
-	para := func(s string, invisible int) {
-		b.WriteString(wrap(s, width, -invisible))
-		b.WriteString("\n")
-	}
-	code := map[string]string{VerdictPass: ansiBold + ansiGreen, VerdictFail: ansiBold + ansiRed,
-		VerdictIncomplete: ansiBold + ansiYellow}[in.Verdict()]
-	para(paint(code, in.VerdictWord()+":")+" "+in.VerdictLine(), len(paint(code, "")))
-
-	// Findings: four columns, or two on a narrow terminal.
-	fs := in.Findings()
-	if len(fs) > 0 {
-		fmt.Fprintf(&b, "\nFindings (%d)\n", len(fs))
-		shown := fs[:min(len(fs), maxRows)]
-		sevCode := map[string]string{SeverityError: ansiRed, SeverityWarning: ansiYellow, SeverityInfo: ansiCyan}
-		certainty := func(c string) string {
-			if c == Possible {
-				return paint(ansiDim, c)
-			}
-			return c
-		}
-		wide := 8 + 2 + 11 + 2 + 24 + 2
-		for i := range shown {
-			wide = max(wide, 8+2+len(shown[i].ID)+2+maxLineLen(whereOf(&shown[i]))+2+24)
-		}
-		var rows [][]string
-		if wide <= width {
-			for i := range shown {
-				f := &shown[i]
-				rows = append(rows, []string{f.Severity + "\n" + f.Certainty, f.ID, whereOf(f), messageOf(f)})
-			}
-			renderFitted(&b, []string{"severity", "finding", "where", "message"}, rows, width, 3, "llll", func(row []string) []string {
-				sev, cert, _ := strings.Cut(row[0], "\n")
-				row[0] = paint(sevCode[sev], sev) + "\n" + certainty(cert)
-				return row
-			})
-		} else {
-			for i := range shown {
-				f := &shown[i]
-				rows = append(rows, []string{f.Severity + " " + f.Certainty + "\n" + f.ID + "\n" + whereOf(f), messageOf(f)})
-			}
-			renderFitted(&b, []string{"finding", "message"}, rows, width, 1, "ll", func(row []string) []string {
-				first, rest, _ := strings.Cut(row[0], "\n")
-				sev, cert, _ := strings.Cut(first, " ")
-				row[0] = paint(sevCode[sev], sev) + " " + certainty(cert) + "\n" + rest
-				return row
-			})
-		}
-		if len(fs) > maxRows {
-			fmt.Fprintf(&b, "… and %d more findings\n", len(fs)-maxRows)
-		}
-	}
-
-	// Requests.
-	s := p.sum
-	if len(in.Agents) > 0 {
-		title := "Requests"
-		if p.rule != nil {
-			title += " (limit: " + p.rule.describe() + ")"
-		}
-		b.WriteString("\n")
-		para(title, 0)
-		var rows [][]string
-		for _, st := range sortedStatuses(s.Statuses) {
-			code, _ := strconv.Atoi(st)
-			d := s.Latency[st]
-			rows = append(rows, []string{statusClass(code, p.rejects), st, strconv.Itoa(s.Statuses[st]),
-				FormatMicros(d.P50US), FormatMicros(d.P90US), FormatMicros(d.P99US), FormatMicros(d.MaxUS)})
-		}
-		for _, k := range sortedKeys(s.ErrorClasses) {
-			rows = append(rows, []string{"error", k, strconv.Itoa(s.ErrorClasses[k]), "", "", "", ""})
-		}
-		for _, k := range sortedKeys(s.NotSentReasons) {
-			rows = append(rows, []string{"not-sent", k, strconv.Itoa(s.NotSentReasons[k]), "", "", "", ""})
-		}
-		renderFitted(&b, []string{"outcome", "status", "count", "p50", "p90", "p99", "max"}, rows, width, -1, "llrrrrr", nil)
-		if s.Delayed > 0 {
-			para(fmt.Sprintf("%d of the accepted requests were delayed (latency ≥ %s)", s.Delayed,
-				FormatMicros(int64(s.DelayedThresholdMS*1000))), 0)
-		}
-		para(fmt.Sprintf("%s sent in %s (%s/s); pacing error p50 %s, p99 %s", plural(s.Sent, "request"),
-			fmtSeconds(s.DurationS), fmtNum(s.SentPerS), FormatMicros(s.Pacing.P50US), FormatMicros(s.Pacing.P99US)), 0)
-	}
-	if len(s.Clients) > 1 {
-		fmt.Fprintf(&b, "\nClients (%d)\n", len(s.Clients))
-		cs := topClients(s.Clients, maxRows)
-		header, rows := clientColumns(cs, width)
-		renderFitted(&b, header, rows, width, 0, "lrrrrrrr", nil)
-		if len(s.Clients) > len(cs) {
-			fmt.Fprintf(&b, "… and %d more clients\n", len(s.Clients)-len(cs))
-		}
-	}
-
-	// Inferences.
-	for i := range in.Inferences {
-		inf := &in.Inferences[i]
-		b.WriteString("\n")
-		para(fmt.Sprintf("Inferred: %s (confidence %s, %s in %s)", paint(ansiBold, inf.Algorithm),
-			fmtNum(inf.Confidence), plural(inf.Requests, "request"), fmtSeconds(inf.DurationS)), len(paint(ansiBold, "")))
-		var rows [][]string
-		for _, r := range estimateRows(inf) {
-			rows = append(rows, r[:])
-		}
-		if len(rows) > 0 {
-			renderFitted(&b, []string{"parameter", "value", "interval"}, rows, width, 1, "lll", nil)
-		}
-		if len(inf.Alternatives) > 0 {
-			rows = rows[:0]
-			for _, a := range inf.Alternatives {
-				rows = append(rows, []string{a.Algorithm, fmtNum(a.Confidence), a.RuledOutBy})
-			}
-			renderFitted(&b, []string{"alternative", "confidence", "ruled out by"}, rows, width, 2, "lrl", nil)
-		}
-		if inf.Complete != nil && !*inf.Complete {
-			para("the experiments did not finish: the result may be ambiguous", 0)
-		}
-	}
-
-	b.WriteString("\n")
-	para("record files: "+strings.Join(in.Files, ", "), 0)
+	code := map[string]string{verify.VerdictPass: ansiBold + ansiGreen, verify.VerdictFail: ansiBold + ansiRed,
+		verify.VerdictIncomplete: ansiBold + ansiYellow}[in.Verdict()]
+	t.para(t.paint(code, in.VerdictWord()+":")+" "+in.VerdictLine(), len(t.paint(code, "")))
+	t.verdicts()
+	t.requests()
+	t.clients()
+	t.inferences()
+	t.b.WriteString("\n")
+	t.para("record files: "+strings.Join(in.Files, ", "), 0)
 	for _, wmsg := range in.Warnings {
-		para(paint(ansiYellow, "warning:")+" "+wmsg, len(paint(ansiYellow, "")))
+		t.para(t.paint(ansiYellow, "warning:")+" "+wmsg, len(t.paint(ansiYellow, "")))
 	}
-	if _, err := w.Write(b.Bytes()); err != nil {
+	if _, err := w.Write(t.b.Bytes()); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil
 }
 
+// tableWriter accumulates the terminal report.
+type tableWriter struct {
+	b       bytes.Buffer
+	in      *Input
+	p       *prepared
+	width   int
+	maxRows int
+	color   bool
+}
+
+// paint wraps s in an ANSI colour when colour is on.
+func (t *tableWriter) paint(code, s string) string {
+	if !t.color || code == "" {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+// para writes a paragraph wrapped to the width; invisible is the length
+// of the ANSI codes it holds.
+func (t *tableWriter) para(s string, invisible int) {
+	t.b.WriteString(wrap(s, t.width, -invisible))
+	t.b.WriteString("\n")
+}
+
+// verdicts lists the stored verdicts, latest first, then each one's
+// findings under its own heading.
+func (t *tableWriter) verdicts() {
+	in := t.in
+	if len(in.Verdicts) == 0 {
+		return
+	}
+	fmt.Fprintf(&t.b, "\nVerdicts (%d, latest first)\n", len(in.Verdicts))
+	var rows [][]string
+	need := 0
+	for i := range in.Verdicts {
+		r := verdictRow(&in.Verdicts[i])
+		rows = append(rows, r)
+		need = max(need, 10+22+utf8.RuneCountInString(r[2])+2+20)
+	}
+	if need <= t.width {
+		renderFitted(&t.b, []string{"verdict", "time", "policy", "found"}, rows, t.width, 3, "llll", nil)
+	} else {
+		for i, r := range rows {
+			rows[i] = []string{r[0] + "\n" + r[1], r[2] + "\n" + r[3]}
+		}
+		renderFitted(&t.b, []string{"verdict", "policy and findings"}, rows, t.width, 1, "ll", nil)
+	}
+	for i := range in.Verdicts {
+		fs := in.Verdicts[i].Report.Findings
+		if len(fs) == 0 {
+			continue
+		}
+		title := fmt.Sprintf("Findings (%d)", len(fs))
+		if len(in.Verdicts) > 1 {
+			title = fmt.Sprintf("Findings of %s (%d)", in.verdictTitle(i), len(fs))
+		}
+		t.b.WriteString("\n")
+		t.para(title, 0)
+		t.findings(fs)
+	}
+}
+
+// findings writes one verdict's findings: four columns, or two on a
+// narrow terminal.
+func (t *tableWriter) findings(fs []verify.Finding) {
+	shown := fs[:min(len(fs), t.maxRows)]
+	sevCode := map[verify.Severity]string{verify.SeverityError: ansiRed, verify.SeverityWarning: ansiYellow, verify.SeverityInfo: ansiCyan}
+	certainty := func(c string) string {
+		if c == string(verify.Possible) {
+			return t.paint(ansiDim, c)
+		}
+		return c
+	}
+	wide := 8 + 2 + 11 + 2 + 24 + 2
+	for i := range shown {
+		wide = max(wide, 8+2+len(shown[i].ID)+2+maxLineLen(whereOf(&shown[i]))+2+24)
+	}
+	var rows [][]string
+	if wide <= t.width {
+		for i := range shown {
+			f := &shown[i]
+			rows = append(rows, []string{string(f.Severity) + "\n" + string(f.Certainty), f.ID, whereOf(f), messageOf(f)})
+		}
+		renderFitted(&t.b, []string{"severity", "finding", "where", "message"}, rows, t.width, 3, "llll", func(row []string) []string {
+			sev, cert, _ := strings.Cut(row[0], "\n")
+			row[0] = t.paint(sevCode[verify.Severity(sev)], sev) + "\n" + certainty(cert)
+			return row
+		})
+	} else {
+		for i := range shown {
+			f := &shown[i]
+			rows = append(rows, []string{string(f.Severity) + " " + string(f.Certainty) + "\n" + f.ID + "\n" + whereOf(f), messageOf(f)})
+		}
+		renderFitted(&t.b, []string{"finding", "message"}, rows, t.width, 1, "ll", func(row []string) []string {
+			first, rest, _ := strings.Cut(row[0], "\n")
+			sev, cert, _ := strings.Cut(first, " ")
+			row[0] = t.paint(sevCode[verify.Severity(sev)], sev) + " " + certainty(cert) + "\n" + rest
+			return row
+		})
+	}
+	if len(fs) > t.maxRows {
+		fmt.Fprintf(&t.b, "… and %d more findings\n", len(fs)-t.maxRows)
+	}
+}
+
+// requests writes the requests by outcome and status.
+func (t *tableWriter) requests() {
+	in, p := t.in, t.p
+	if len(in.Agents) == 0 {
+		return
+	}
+	s := p.sum
+	title := "Requests"
+	if p.rule != nil {
+		title += " (limit: " + p.rule.describe() + ")"
+	}
+	t.b.WriteString("\n")
+	t.para(title, 0)
+	renderFitted(&t.b, []string{"outcome", "status", "count", "p50", "p90", "p99", "max"}, in.requestRows(p, true), t.width, -1, "llrrrrr", nil)
+	if s.Delayed > 0 {
+		t.para(fmt.Sprintf("%d of the accepted requests were delayed (latency ≥ %s)", s.Delayed,
+			FormatMicros(int64(s.DelayedThresholdMS*1000))), 0)
+	}
+	t.para(fmt.Sprintf("%s sent in %s (%s); pacing error p50 %s, p99 %s", plural(s.Sent, "request"),
+		fmtSeconds(s.DurationS), units.HumanRate(s.SentPerS), FormatMicros(s.Pacing.P50US), FormatMicros(s.Pacing.P99US)), 0)
+}
+
+// requestRows lists the requests by outcome and status: outcome, status,
+// count, then the latency percentiles (p50, p90, p99, max; without p90
+// unless all).
+func (in *Input) requestRows(p *prepared, all bool) [][]string {
+	s := &p.sum
+	var rows [][]string
+	for _, st := range sortedStatuses(s.Statuses) {
+		d := s.Latency[st]
+		row := []string{p.statusClass(st), st, strconv.Itoa(s.Statuses[st]), FormatMicros(d.P50US)}
+		if all {
+			row = append(row, FormatMicros(d.P90US))
+		}
+		rows = append(rows, append(row, FormatMicros(d.P99US), FormatMicros(d.MaxUS)))
+	}
+	blank := []string{"", "", "", ""}
+	if !all {
+		blank = blank[:3]
+	}
+	for _, k := range sortedKeys(s.ErrorClasses) {
+		rows = append(rows, append([]string{"error", k, strconv.Itoa(s.ErrorClasses[k])}, blank...))
+	}
+	for _, k := range sortedKeys(s.NotSentReasons) {
+		rows = append(rows, append([]string{"not-sent", k, strconv.Itoa(s.NotSentReasons[k])}, blank...))
+	}
+	return rows
+}
+
+// clients writes the clients table when there are several.
+func (t *tableWriter) clients() {
+	s := t.p.sum
+	if len(s.Clients) <= 1 {
+		return
+	}
+	fmt.Fprintf(&t.b, "\nClients (%d)\n", len(s.Clients))
+	cs := topClients(s.Clients, t.maxRows)
+	header, rows := clientColumns(cs, t.width)
+	renderFitted(&t.b, header, rows, t.width, 0, "lrrrrrrr", nil)
+	if len(s.Clients) > len(cs) {
+		fmt.Fprintf(&t.b, "… and %d more clients\n", len(s.Clients)-len(cs))
+	}
+}
+
+// inferences writes each inferred model with its parameters and
+// alternatives.
+func (t *tableWriter) inferences() {
+	for _, inf := range t.in.Inferences {
+		t.b.WriteString("\n")
+		t.para(fmt.Sprintf("Inferred: %s (confidence %s, %s in %s)", t.paint(ansiBold, string(inf.Algorithm)),
+			units.HumanNumber(inf.Confidence), plural(inf.Requests, "request"), fmtSeconds(inf.DurationS)), len(t.paint(ansiBold, "")))
+		var rows [][]string
+		for _, r := range estimateRows(inf) {
+			rows = append(rows, r[:])
+		}
+		if len(rows) > 0 {
+			renderFitted(&t.b, []string{"parameter", "value", "interval"}, rows, t.width, 1, "lll", nil)
+		}
+		if len(inf.Alternatives) > 0 {
+			rows = rows[:0]
+			for _, a := range inf.Alternatives {
+				rows = append(rows, []string{string(a.Algorithm), units.HumanNumber(a.Confidence), a.RuledOutBy})
+			}
+			renderFitted(&t.b, []string{"alternative", "confidence", "ruled out by"}, rows, t.width, 2, "lrl", nil)
+		}
+		if inf.Note != "" {
+			t.para(inf.Note, 0)
+		}
+		if !inf.Complete {
+			t.para("the experiments did not finish: the result may be ambiguous", 0)
+		}
+	}
+}
+
 // whereOf is a finding's check, endpoint and client, one a line.
-func whereOf(f *Finding) string {
+func whereOf(f *verify.Finding) string {
 	var where []string
 	for _, s := range []string{f.Check, f.Endpoint, f.Client} {
 		if s != "" {
@@ -203,7 +285,7 @@ func whereOf(f *Finding) string {
 }
 
 // messageOf is a finding's message with its hint.
-func messageOf(f *Finding) string {
+func messageOf(f *verify.Finding) string {
 	if f.Hint != "" {
 		return f.Message + "\n→ " + f.Hint
 	}
@@ -221,10 +303,10 @@ func maxLineLen(s string) int {
 // clientColumns lays out the clients table: columns that are zero for
 // every client are left out, and headers are abbreviated when the full
 // ones do not fit.
-func clientColumns(cs []ClientSummary, width int) ([]string, [][]string) {
+func clientColumns(cs []record.ClientSummary, width int) ([]string, [][]string) {
 	long := []string{"client", "sent", "accepted", "delayed", "rejected", "other", "errors", "not-sent"}
 	short := []string{"client", "sent", "acc", "delay", "rej", "other", "err", "unsent"}
-	vals := func(c ClientSummary) []int {
+	vals := func(c record.ClientSummary) []int {
 		return []int{c.Sent, c.Accepted, c.Delayed, c.Rejected, c.Other, c.Errors, c.NotSent}
 	}
 	keep := []int{0, 1, 2, 4} // client, sent, accepted, rejected always
@@ -267,15 +349,12 @@ func clientColumns(cs []ClientSummary, width int) ([]string, [][]string) {
 	return header, rows
 }
 
-// statusClass names the outcome class of an HTTP status.
-func statusClass(code int, rejects []int) string {
-	switch {
-	case code >= 200 && code <= 299:
-		return "accepted"
-	case slices.Contains(rejects, code):
-		return "rejected"
-	}
-	return "other"
+// statusClass names the outcome class of a status code (as a string) by
+// record.Classify under the declared reject statuses.
+func (p *prepared) statusClass(status string) string {
+	code, _ := strconv.Atoi(status)
+	q := request{outcome: outResponse, status: int16(code)}
+	return (&Input{}).classOf(&q, p.declared).String()
 }
 
 func clientLabel(c string) string {
@@ -287,12 +366,12 @@ func clientLabel(c string) string {
 
 // topClients returns at most n clients, those with the most requests,
 // ties in their order.
-func topClients(cs []ClientSummary, n int) []ClientSummary {
+func topClients(cs []record.ClientSummary, n int) []record.ClientSummary {
 	if len(cs) <= n {
 		return cs
 	}
 	out := slices.Clone(cs)
-	slices.SortStableFunc(out, func(a, b ClientSummary) int { return (b.Sent + b.NotSent) - (a.Sent + a.NotSent) })
+	slices.SortStableFunc(out, func(a, b record.ClientSummary) int { return (b.Sent + b.NotSent) - (a.Sent + a.NotSent) })
 	return out[:n]
 }
 

@@ -2,79 +2,109 @@ package report
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/units"
+	"github.com/rlprobe/rlprobe/verify"
 )
 
-// VerdictWord returns the verdict in capitals for the first line of a
-// report: PASS, FAIL, INCOMPLETE or NO VERDICT.
-func (in *Input) VerdictWord() string {
-	switch in.Verdict() {
-	case VerdictPass:
+// verdictWord returns a verdict in capitals: PASS, FAIL, INCOMPLETE or NO
+// VERDICT.
+func verdictWord(v string) string {
+	switch v {
+	case verify.VerdictPass:
 		return "PASS"
-	case VerdictFail:
+	case verify.VerdictFail:
 		return "FAIL"
-	case VerdictIncomplete:
+	case verify.VerdictIncomplete:
 		return "INCOMPLETE"
 	}
 	return "NO VERDICT"
 }
 
-// VerdictLine returns the report's one-line verdict, without the verdict
-// word: why, what else was found, how much traffic, what was inferred.
-func (in *Input) VerdictLine() string {
-	var parts []string
-	fs := in.Findings()
-	var failing, possible, warnings, infos int
-	var ids []string
+// VerdictWord returns the latest verdict in capitals for the first line of
+// a report: PASS, FAIL, INCOMPLETE or NO VERDICT.
+func (in *Input) VerdictWord() string { return verdictWord(in.Verdict()) }
+
+// tally counts one verdict's findings by how they weigh.
+type tally struct {
+	failing, possible, warnings, infos int
+	ids                                []string // ids of the failing findings, first seen first
+}
+
+func tallyOf(fs []verify.Finding) tally {
+	var t tally
 	for i := range fs {
 		f := &fs[i]
 		switch {
-		case f.Fails():
-			failing++
-			if !slices.Contains(ids, f.ID) {
-				ids = append(ids, f.ID)
+		case Fails(f):
+			t.failing++
+			if !slices.Contains(t.ids, f.ID) {
+				t.ids = append(t.ids, f.ID)
 			}
-		case f.Severity == SeverityError:
-			possible++
-		case f.Severity == SeverityWarning:
-			warnings++
+		case f.Severity == verify.SeverityError:
+			t.possible++
+		case f.Severity == verify.SeverityWarning:
+			t.warnings++
 		default:
-			infos++
+			t.infos++
 		}
 	}
-	switch in.Verdict() {
-	case VerdictFail:
-		s := plural(failing, "certain error")
+	return t
+}
+
+// parts says what one verdict found: "1 certain error
+// (window-limit-exceeded)", "1 warning", …
+func (t tally) parts(verdict string) []string {
+	var parts []string
+	switch verdict {
+	case verify.VerdictFail:
+		s := plural(t.failing, "certain error")
+		ids := t.ids
 		if len(ids) > 3 {
-			ids = append(ids[:3], "…")
+			ids = append(slices.Clip(ids[:3]), "…")
 		}
 		if len(ids) > 0 {
 			s += " (" + strings.Join(ids, ", ") + ")"
 		}
 		parts = append(parts, s)
-	case VerdictPass:
+	case verify.VerdictPass:
 		parts = append(parts, "no certain error")
-	case VerdictIncomplete:
+	case verify.VerdictIncomplete:
 		s := "the checks did not finish"
-		if failing > 0 {
-			s += "; " + plural(failing, "certain error")
+		if t.failing > 0 {
+			s += "; " + plural(t.failing, "certain error")
 		}
 		parts = append(parts, s)
-	default:
+	}
+	if t.possible > 0 {
+		parts = append(parts, plural(t.possible, "possible error"))
+	}
+	if t.warnings > 0 {
+		parts = append(parts, plural(t.warnings, "warning"))
+	}
+	if t.infos > 0 {
+		parts = append(parts, plural(t.infos, "note"))
+	}
+	return parts
+}
+
+// VerdictLine returns the report's one-line verdict, without the verdict
+// word: what the latest verdict found (never a sum across verdicts), how
+// many earlier verdicts are stored, how much traffic, what was inferred.
+func (in *Input) VerdictLine() string {
+	var parts []string
+	if v := in.Latest(); v != nil {
+		parts = tallyOf(v.Report.Findings).parts(v.Report.Verdict)
+		if n := len(in.Verdicts) - 1; n > 0 {
+			parts = append(parts, plural(n, "earlier verdict")+" listed below")
+		}
+	} else {
 		parts = append(parts, "no check or analyze document stored")
-	}
-	if possible > 0 {
-		parts = append(parts, plural(possible, "possible error"))
-	}
-	if warnings > 0 {
-		parts = append(parts, plural(warnings, "warning"))
-	}
-	if infos > 0 {
-		parts = append(parts, plural(infos, "note"))
 	}
 	if len(in.Agents) > 0 {
 		s := in.Summary()
@@ -90,10 +120,33 @@ func (in *Input) VerdictLine() string {
 		parts = append(parts, t)
 	}
 	if len(in.Inferences) > 0 {
-		inf := &in.Inferences[len(in.Inferences)-1]
-		parts = append(parts, "inferred "+inf.Algorithm)
+		parts = append(parts, "inferred "+string(in.Inferences[0].Algorithm))
 	}
 	return strings.Join(parts, " · ")
+}
+
+// verdictTime formats when a verdict was given: RFC 3339 in UTC, to the
+// second; "time unknown" for a document without one.
+func verdictTime(t time.Time) string {
+	if t.IsZero() {
+		return "time unknown"
+	}
+	return t.UTC().Truncate(time.Second).Format(time.RFC3339)
+}
+
+// verdictRow is one stored verdict in words: its verdict, time, policy
+// and what it found.
+func verdictRow(v *Verdict) []string {
+	found := strings.Join(tallyOf(v.Report.Findings).parts(v.Report.Verdict), ", ")
+	return []string{verdictWord(v.Report.Verdict), verdictTime(v.Time), describePolicy(&v.Report.Policy), found}
+}
+
+// verdictTitle names a verdict in a heading: "verdict 2 of 3: PASS under
+// POLICY at TIME".
+func (in *Input) verdictTitle(i int) string {
+	v := &in.Verdicts[i]
+	return fmt.Sprintf("verdict %d of %d: %s under %s at %s", i+1, len(in.Verdicts), verdictWord(v.Report.Verdict),
+		describePolicy(&v.Report.Policy), verdictTime(v.Time))
 }
 
 // plural writes n and noun, with an s unless n is 1.
@@ -104,47 +157,31 @@ func plural(n int, noun string) string {
 	return strconv.Itoa(n) + " " + noun + "s"
 }
 
-// fmtSeconds formats seconds as a duration rounded for people.
-func fmtSeconds(s float64) string {
-	return fmtDuration(time.Duration(math.Round(s * 1e9)))
-}
+// fmtSeconds formats seconds (a document's _s field) as a duration for
+// people.
+func fmtSeconds(s float64) string { return units.HumanDuration(units.Seconds(s)) }
 
-// FormatMicros formats a duration of us microseconds for people: below a
-// millisecond exactly (850µs), below a second to 0.1 ms (1.2ms), else to
-// 10 ms (2.35s).
-func FormatMicros(us int64) string {
-	d := time.Duration(us) * time.Microsecond
-	switch {
-	case d < time.Millisecond:
-		return d.String()
-	case d < time.Second:
-		return d.Round(100 * time.Microsecond).String()
-	default:
-		return d.Round(10 * time.Millisecond).String()
-	}
-}
+// FormatMicros formats a duration of us microseconds (a run document's
+// _us fields) for people, in the one display format of units.HumanDuration:
+// 850µs, 1.2ms, 2.346s.
+func FormatMicros(us int64) string { return units.HumanDuration(time.Duration(us) * time.Microsecond) }
 
-// fmtNum formats a float without needless digits (4 significant).
-func fmtNum(v float64) string {
-	return strconv.FormatFloat(round4(v), 'f', -1, 64)
-}
-
-// fmtEstimate formats an inferred parameter: "10", "10 (9–11)".
-func fmtEstimate(e *Estimate) (value, interval string) {
+// fmtEstimate formats an inferred parameter: "10", "9–11".
+func fmtEstimate(e *infer.Param) (value, interval string) {
 	if e == nil {
 		return "", ""
 	}
-	value = fmtNum(e.Value)
+	value = units.HumanNumber(e.Value)
 	if e.Low != e.Value || e.High != e.Value {
-		interval = fmtNum(e.Low) + "–" + fmtNum(e.High)
+		interval = units.HumanNumber(e.Low) + "–" + units.HumanNumber(e.High)
 	}
 	return value, interval
 }
 
 // estimateRows lists an inference's parameters as name, value, interval.
-func estimateRows(inf *Inference) [][3]string {
+func estimateRows(inf *infer.Inference) [][3]string {
 	var rows [][3]string
-	add := func(name string, e *Estimate) {
+	add := func(name string, e *infer.Param) {
 		if e != nil {
 			v, iv := fmtEstimate(e)
 			rows = append(rows, [3]string{name, v, iv})
@@ -158,7 +195,7 @@ func estimateRows(inf *Inference) [][3]string {
 	add("undelayed", p.Undelayed)
 	add("queue", p.Queue)
 	if inf.MaxRatePerS != nil {
-		rows = append(rows, [3]string{"max_rate_per_s", fmtNum(*inf.MaxRatePerS), ""})
+		rows = append(rows, [3]string{"max_rate_per_s", units.HumanNumber(*inf.MaxRatePerS), ""})
 	}
 	if inf.Alignment != nil {
 		rows = append(rows, [3]string{"alignment", *inf.Alignment, ""})
@@ -166,8 +203,8 @@ func estimateRows(inf *Inference) [][3]string {
 	if inf.CountsRejected != nil {
 		rows = append(rows, [3]string{"counts_rejected", strconv.FormatBool(*inf.CountsRejected), ""})
 	}
-	if inf.Key != nil && *inf.Key != "" {
-		rows = append(rows, [3]string{"key", *inf.Key, ""})
+	if inf.Key != "" {
+		rows = append(rows, [3]string{"key", inf.Key, ""})
 	}
 	if inf.RejectStatus != nil {
 		rows = append(rows, [3]string{"reject_status", strconv.Itoa(*inf.RejectStatus), ""})
@@ -175,20 +212,38 @@ func estimateRows(inf *Inference) [][3]string {
 	if len(inf.Headers) > 0 {
 		rows = append(rows, [3]string{"headers", strings.Join(inf.Headers, ", "), ""})
 	}
-	if ra := inf.RetryAfter; ra != nil {
-		s := "not sent"
-		if ra.Sent {
-			s = "sent"
-			switch {
-			case ra.Honest == nil:
-				s += ", not judged"
-			case *ra.Honest:
-				s += ", honest"
-			default:
-				s += ", dishonest"
-			}
-		}
-		rows = append(rows, [3]string{"retry_after", s, ""})
+	rows = append(rows, [3]string{"retry_after", retryAfterWords(&inf.RetryAfter), ""})
+	if inf.NeverRejects {
+		rows = append(rows, [3]string{"never_rejects", "true", ""})
+	}
+	if oa := inf.OverAdmission; oa != nil {
+		rows = append(rows, [3]string{"over_admission", fmt.Sprintf("%d at once, %d paced", oa.ConcurrentMax, oa.SequentialMax), oa.Evidence})
 	}
 	return rows
+}
+
+// retryAfterWords says what infer judged of Retry-After: "sent, honest
+// (exact)", "sent, dishonest (early; true wait 2s)".
+func retryAfterWords(ra *infer.RetryAfter) string {
+	if !ra.Sent {
+		return "not sent"
+	}
+	s := "sent, dishonest"
+	switch {
+	case ra.Honest == nil:
+		return "sent, not judged"
+	case *ra.Honest:
+		s = "sent, honest"
+	}
+	var why []string
+	if ra.Grade != nil {
+		why = append(why, *ra.Grade)
+	}
+	if ra.TrueWaitS != nil {
+		why = append(why, "true wait "+fmtSeconds(*ra.TrueWaitS))
+	}
+	if len(why) > 0 {
+		s += " (" + strings.Join(why, "; ") + ")"
+	}
+	return s
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // RouteSpec is one route as a user writes it: the serve flags, or one entry
@@ -40,54 +40,13 @@ type RouteSpec struct {
 	Fault            StringList `yaml:"fault"`
 }
 
-// Duration is a time.Duration written in Go syntax ("1.5s", "2m"); a bare
-// number is refused, because its unit would be a guess.
-type Duration time.Duration
+// Duration is a duration in Go syntax ("1.5s", "2m"), bare numbers
+// refused, read by units.
+type Duration = units.Duration
 
-// ParseDuration parses a Go duration, refusing bare numbers with a hint.
-func ParseDuration(s string) (time.Duration, error) {
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		return 0, fmt.Errorf("duration %q has no unit: write it like %ss or %sms", s, s, s)
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: use Go syntax such as 500ms, 1.5s, 2m", s)
-	}
-	return d, nil
-}
-
-// UnmarshalYAML parses a duration scalar.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: a duration must be a scalar such as 60s", n.Line)
-	}
-	v, err := ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// Rate is a rate in requests per second, written as the contract's rates
-// (N/s, N/m, N/h, Nr/s, Nr/m).
-type Rate float64
-
-// UnmarshalYAML parses a rate scalar.
-func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: a rate must be a scalar such as 10/s", n.Line)
-	}
-	if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
-		return fmt.Errorf("line %d: rate %q has no unit: write it like %s/s or %sr/m", n.Line, n.Value, n.Value, n.Value)
-	}
-	v, err := limiter.ParseRate(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	*r = Rate(v)
-	return nil
-}
+// Rate is a rate in requests per second in the contract's grammar (N/s,
+// N/m, N/h, Nr/s, Nr/m), read by units.
+type Rate = units.Rate
 
 // StringList is a list written either as a comma-separated string (as the
 // flags take it) or as a sequence.

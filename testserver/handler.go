@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
@@ -46,7 +48,10 @@ type HandlerOptions struct {
 	// synctest clock.
 	Now func() time.Time
 	// EchoArrival adds headers.ArrivalHeader to every response: the
-	// request's receive time in Unix nanoseconds (see Handler).
+	// request's receive time in Unix nanoseconds (see Handler); and, when
+	// the route's Backend is an OrderedBackend (the memory backends),
+	// headers.DecisionHeader to every decided one: the decision's number
+	// in the order the route's limiter decided.
 	EchoArrival bool
 	// OnBackendError is what a route answers when its backend fails; ""
 	// means BackendErrorDeny.
@@ -77,10 +82,9 @@ type HandlerOptions struct {
 //
 // A Handler is safe for concurrent use.
 type Handler struct {
-	routes   map[string]*route
-	catchAll *route
-	now      func() time.Time
-	echo     bool
+	table atomic.Pointer[table]
+	now   func() time.Time
+	echo  bool
 	// realClock: now is time.Now, whose readings the kernel's receive
 	// stamps share.
 	realClock bool
@@ -110,7 +114,7 @@ var _ http.Handler = (*Handler)(nil)
 // NewHandler validates routes and returns their handler. Paths must be
 // unique and start with "/" (or be "" for the catch-all route).
 func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
-	h := &Handler{routes: map[string]*route{}, now: opt.Now, echo: opt.EchoArrival, onError: opt.OnBackendError, log: opt.Log,
+	h := &Handler{now: opt.Now, echo: opt.EchoArrival, onError: opt.OnBackendError, log: opt.Log,
 		stopping: make(chan struct{})}
 	if h.now == nil {
 		h.now = time.Now
@@ -123,9 +127,26 @@ func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
 	default:
 		return nil, fmt.Errorf("testserver: on-backend-error %q (valid: allow, deny)", h.onError)
 	}
+	t, err := newTable(routes)
+	if err != nil {
+		return nil, err
+	}
+	h.table.Store(t)
+	return h, nil
+}
+
+// table is a handler's routes: swapped whole by Reload.
+type table struct {
+	routes   map[string]*route
+	catchAll *route
+}
+
+// newTable validates routes into a table.
+func newTable(routes []Route) (*table, error) {
 	if len(routes) == 0 {
 		return nil, errors.New("testserver: no route")
 	}
+	t := &table{routes: map[string]*route{}}
 	var errs []error
 	for i, r := range routes {
 		rt, err := newRoute(r)
@@ -135,20 +156,30 @@ func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
 		}
 		switch {
 		case r.Path == "":
-			if h.catchAll != nil {
+			if t.catchAll != nil {
 				errs = append(errs, errors.New("testserver: more than one catch-all route (empty path)"))
 			}
-			h.catchAll = rt
-		case h.routes[r.Path] != nil:
+			t.catchAll = rt
+		case t.routes[r.Path] != nil:
 			errs = append(errs, fmt.Errorf("testserver: path %q appears twice", r.Path))
 		default:
-			h.routes[r.Path] = rt
+			t.routes[r.Path] = rt
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	return t, errors.Join(errs...)
+}
+
+// Reload replaces the handler's routes, as a config reload does: requests
+// already being decided finish under the old routes, every later one is
+// decided under the new ones, with fresh limiter state (memory backends)
+// or the backends given. On an error nothing changes.
+func (h *Handler) Reload(routes []Route) error {
+	t, err := newTable(routes)
+	if err != nil {
+		return err
 	}
-	return h, nil
+	h.table.Store(t)
+	return nil
 }
 
 func newRoute(r Route) (*route, error) {
@@ -215,9 +246,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set(headers.ArrivalHeader, strconv.FormatInt(echoed, 10))
 	}
-	rt := h.routes[r.URL.Path]
+	t := h.table.Load()
+	rt := t.routes[r.URL.Path]
 	if rt == nil {
-		rt = h.catchAll
+		rt = t.catchAll
 	}
 	if rt == nil {
 		h.logf(r, arrival, "-", http.StatusNotFound, "no route")
@@ -225,7 +257,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := rt.keyOf(r)
-	dec, err := rt.backend.Decide(r.Context(), key, arrival)
+	dec, err := h.decide(w, r, rt, key, arrival)
 	if err != nil {
 		if h.onError == BackendErrorAllow {
 			h.logf(r, arrival, key, http.StatusOK, "backend error, allowed: "+err.Error())
@@ -273,6 +305,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.writeRateLimit(w.Header(), dec, arrival.Add(dec.Delay), dec.Delay)
 	h.logf(r, arrival, key, http.StatusOK, fmt.Sprintf("remaining=%d delay=%v", dec.Remaining, dec.Delay))
 	writeBody(w, http.StatusOK, "ok\n")
+}
+
+// decide asks the route's backend for a decision and, when echoing, sets
+// the decision's number (an OrderedBackend's, taken as it decided).
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, rt *route, key string, arrival time.Time) (limiter.Decision, error) {
+	ob, ok := rt.backend.(OrderedBackend)
+	if !h.echo || !ok {
+		return rt.backend.Decide(r.Context(), key, arrival)
+	}
+	dec, n, err := ob.DecideOrdered(r.Context(), key, arrival)
+	if err == nil {
+		w.Header().Set(headers.DecisionHeader, strconv.FormatInt(n, 10))
+	}
+	return dec, err
 }
 
 // StopDelays ends every current and future leaky-bucket wait at once with
@@ -338,8 +384,12 @@ func (rt *route) writeRateLimit(h http.Header, dec limiter.Decision, now time.Ti
 	if rt.faults[FaultMalformedRateLimit] {
 		for _, d := range rt.dialect {
 			for _, f := range stateFields(d) {
-				if vs := h.Values(f); len(vs) > 0 {
-					vs[len(vs)-1] += ";"
+				// headers.Set wrote the field verbatim ("RateLimit"), which
+				// h.Values, canonicalising to "Ratelimit", would miss.
+				for k, vs := range h {
+					if strings.EqualFold(k, f) && len(vs) > 0 {
+						vs[len(vs)-1] += ";"
+					}
 				}
 			}
 		}

@@ -153,8 +153,9 @@ func joinFaults() string {
 	return strings.Join(s, ", ")
 }
 
-// validateDialects refuses unknown dialects, none with others, and two
-// dialects that write the same fields.
+// validateDialects refuses unknown dialects, the vendor dialects (read,
+// never served), none with others, and two dialects that write the same
+// fields.
 func validateDialects(ds []headers.Dialect) error {
 	var errs []error
 	var ietf, x []headers.Dialect
@@ -164,6 +165,8 @@ func validateDialects(ds []headers.Dialect) error {
 			ietf = append(ietf, d)
 		case headers.XRateLimit, headers.XRateLimitEpoch:
 			x = append(x, d)
+		case headers.OpenAI, headers.GitHub, headers.Shopify:
+			errs = append(errs, fmt.Errorf("testserver: header dialect %s is read from real APIs, not served (serve: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8)", d))
 		case headers.None:
 			if len(ds) > 1 {
 				errs = append(errs, errors.New("testserver: header dialect none cannot be combined with others"))

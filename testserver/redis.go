@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -442,3 +445,55 @@ var scripts = func() map[limiter.Algorithm]*redis.Script {
 		limiter.LeakyBucket:          nginx,
 	}
 }()
+
+// defaultRedisPort is redis-server's port, as redis-cli assumes it.
+const defaultRedisPort = "6379"
+
+// ParseRedisAddress reads where Redis is, in any form a user would type:
+// a URL (redis://[user:password@]host[:port][/db], rediss:// for TLS,
+// unix:///path), or, as redis-cli takes -h and -p, a bare host:port
+// ("127.0.0.1:6379", "[::1]:6380", "localhost"), a host alone (port 6379),
+// ":port" (host 127.0.0.1) or the path of a Unix socket ("/run/redis.sock").
+// Errors name the forms accepted.
+func ParseRedisAddress(s string) (*redis.Options, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("testserver: redis address %q: %s; want host:port such as 127.0.0.1:6379, a socket path, or a URL such as redis://127.0.0.1:6379/0", s, why)
+	}
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return nil, bad("empty")
+	case strings.Contains(s, "://"):
+		opt, err := redis.ParseURL(s)
+		if err != nil {
+			return nil, fmt.Errorf("testserver: redis URL %q: %w (want redis://[user:password@]host[:port][/db], rediss:// or unix://, or host:port)", s, err)
+		}
+		return opt, nil
+	case strings.HasPrefix(s, "/"):
+		return &redis.Options{Network: "unix", Addr: s}, nil
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		// No port: a host name or a bare IP address (IPv6 included).
+		if strings.ContainsAny(s, "/@?#[]") || (strings.Contains(s, ":") && !isIP(s)) {
+			return nil, bad(err.Error())
+		}
+		host, port = s, defaultRedisPort
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return nil, bad(fmt.Sprintf("port %q is not a number from 1 to 65535", port))
+	}
+	if strings.ContainsAny(host, "/@?# ") {
+		return nil, bad(fmt.Sprintf("host %q", host))
+	}
+	return &redis.Options{Network: "tcp", Addr: net.JoinHostPort(host, port)}, nil
+}
+
+// isIP reports whether s is an IP address.
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}

@@ -56,7 +56,9 @@ var (
 
 // RedisConfig locates the Redis backend and says how it behaves.
 type RedisConfig struct {
-	// URL is a redis:// or rediss:// URL; "" means DefaultRedisURL.
+	// URL locates Redis: a redis://, rediss:// or unix:// URL, or host:port
+	// as redis-cli takes it (see ParseRedisAddress); "" means
+	// DefaultRedisURL.
 	URL string
 	// Prefix starts every key; "" means DefaultRedisPrefix. Servers with
 	// the same URL, prefix and route paths share their quotas.
@@ -64,6 +66,15 @@ type RedisConfig struct {
 	// NonAtomic and RaceGap are RedisOptions.NonAtomic and RaceGap.
 	NonAtomic bool
 	RaceGap   time.Duration
+}
+
+// MemoryConfig says how BackendMemory behaves.
+type MemoryConfig struct {
+	// NonAtomic decides with NonAtomicMemoryBackend (the check-then-act
+	// race, in memory) instead of MemoryBackend.
+	NonAtomic bool
+	// RaceGap is NonAtomicOptions.RaceGap.
+	RaceGap time.Duration
 }
 
 // Config is a Server's configuration. Routes are required; every other
@@ -79,6 +90,8 @@ type Config struct {
 	Backend BackendKind
 	// Redis configures BackendRedis.
 	Redis RedisConfig
+	// Memory configures BackendMemory.
+	Memory MemoryConfig
 	// Listen is the TCP address to listen on ("host:port", port 0 picks a
 	// free one); "" means DefaultListen.
 	Listen string
@@ -140,10 +153,13 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg}
 	switch cfg.Backend {
 	case BackendMemory:
+		if cfg.Memory.RaceGap < 0 {
+			errs = append(errs, fmt.Errorf("testserver: race gap %v is negative", cfg.Memory.RaceGap))
+		}
 	case BackendRedis:
-		opt, err := redis.ParseURL(cfg.Redis.URL)
+		opt, err := ParseRedisAddress(cfg.Redis.URL)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("testserver: redis URL %q: %w", cfg.Redis.URL, err))
+			errs = append(errs, err)
 		} else {
 			s.redis = redis.NewClient(opt)
 		}
@@ -156,24 +172,8 @@ func New(cfg Config) (*Server, error) {
 		}
 		return nil, err
 	}
-	routes := make([]Route, len(cfg.Routes))
-	for i, r := range cfg.Routes {
-		if r.Backend != nil {
-			errs = append(errs, fmt.Errorf("testserver: route %q: Config routes get their backend from Config.Backend", r.Path))
-			continue
-		}
-		if s.redis != nil {
-			b, err := NewRedisBackend(s.redis, r.Policy.Limiter, RedisOptions{
-				Prefix: cfg.Redis.Prefix + routeID(r.Path) + ":", NonAtomic: cfg.Redis.NonAtomic, RaceGap: cfg.Redis.RaceGap})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("route %q: %w", r.Path, err))
-				continue
-			}
-			r.Backend = b
-		}
-		routes[i] = r
-	}
-	if err := errors.Join(errs...); err != nil {
+	routes, err := s.buildRoutes(cfg.Routes)
+	if err != nil {
 		s.closeRedis()
 		return nil, err
 	}
@@ -198,6 +198,50 @@ func New(cfg Config) (*Server, error) {
 		s.cert = &cert
 	}
 	return s, nil
+}
+
+// buildRoutes gives each route its backend: the server's Redis when it
+// has one, the non-atomic memory backend when asked, else (nil) the
+// handler's memory backend.
+func (s *Server) buildRoutes(in []Route) ([]Route, error) {
+	routes := make([]Route, len(in))
+	var errs []error
+	for i, r := range in {
+		if r.Backend != nil {
+			errs = append(errs, fmt.Errorf("testserver: route %q: Config routes get their backend from Config.Backend", r.Path))
+			continue
+		}
+		if s.redis != nil {
+			b, err := NewRedisBackend(s.redis, r.Policy.Limiter, RedisOptions{
+				Prefix: s.cfg.Redis.Prefix + routeID(r.Path) + ":", NonAtomic: s.cfg.Redis.NonAtomic, RaceGap: s.cfg.Redis.RaceGap})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("route %q: %w", r.Path, err))
+				continue
+			}
+			r.Backend = b
+		} else if s.cfg.Memory.NonAtomic {
+			b, err := NewNonAtomicMemoryBackend(r.Policy.Limiter, NonAtomicOptions{RaceGap: s.cfg.Memory.RaceGap})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("route %q: %w", r.Path, err))
+				continue
+			}
+			r.Backend = b
+		}
+		routes[i] = r
+	}
+	return routes, errors.Join(errs...)
+}
+
+// Reload replaces the server's routes with those of cfg, as nginx -s
+// reload does: later requests are decided under the new policies. Only
+// Routes are read from cfg: the listener, TLS, backend and handler options
+// stay as the server started. On an error nothing changes.
+func (s *Server) Reload(cfg Config) error {
+	routes, err := s.buildRoutes(cfg.Routes)
+	if err != nil {
+		return err
+	}
+	return s.handler.Reload(routes)
 }
 
 // routeID names a route in Redis keys.

@@ -322,3 +322,54 @@ func TestShutdownEndsDelays(t *testing.T) {
 		}
 	})
 }
+
+// TestReloadChangesThePolicy: a reload doubles the limit of a running
+// server; requests after it are decided under the new policy, and an
+// invalid config changes nothing.
+func TestReloadChangesThePolicy(t *testing.T) {
+	fw := func(limit int64) Config {
+		return Config{Routes: []Route{{Policy: Policy{Limiter: limiter.Config{Algorithm: limiter.FixedWindow, Limit: limit, Window: time.Hour}}}}}
+	}
+	srv, err := New(fw(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml := NewMemListener()
+	if err := srv.StartListener(ml); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return ml.Dial(ctx, network, addr, netip.Addr{})
+	}}}
+	accepted := func(n int) int {
+		ok := 0
+		for range n {
+			resp, err := c.Get("http://" + MemListenerAddr + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				ok++
+			}
+		}
+		return ok
+	}
+	if got := accepted(5); got != 2 {
+		t.Fatalf("before the reload %d accepted, want 2", got)
+	}
+	bad := fw(0)
+	if err := srv.Reload(bad); err == nil {
+		t.Fatal("an invalid config was reloaded")
+	}
+	if got := accepted(1); got != 0 {
+		t.Fatalf("a failed reload changed the policy: %d accepted", got)
+	}
+	if err := srv.Reload(fw(4)); err != nil {
+		t.Fatal(err)
+	}
+	if got := accepted(6); got != 4 {
+		t.Fatalf("after the reload %d accepted, want 4 (fresh state, doubled limit)", got)
+	}
+}

@@ -99,7 +99,9 @@ func TestAnalyzeWindowCertainty(t *testing.T) {
 		t.Errorf("a possible finding fails the verdict: %s", rep.Verdict)
 	}
 
-	// The server's echo pins the arrival: certain again.
+	// An arrival echo bounds the decision from below only: the sixth
+	// decided in [1995, 2010], possibly 2010 ms after the first was
+	// written — still possible.
 	b = newRun("a", 0)
 	for range 5 {
 		b.add(0, 1, 200)
@@ -107,6 +109,18 @@ func TestAnalyzeWindowCertainty(t *testing.T) {
 	r := b.add(1990, 2010, 200)
 	echo := int64(1995e6)
 	r.Arrival = &echo
+	rep = analyze(t, fiveIn2s, Options{}, b)
+	only(t, rep, IDWindowLimitExceeded, Possible)
+
+	// Echoes on the first five raise their lower bounds: the six surely
+	// decided within [15, 2010] ms, less than 2 s: certain.
+	b = newRun("a", 0)
+	for range 5 {
+		r := b.add(0, 20, 200)
+		echo := int64(15e6)
+		r.Arrival = &echo
+	}
+	b.add(1990, 2010, 200)
 	rep = analyze(t, fiveIn2s, Options{}, b)
 	only(t, rep, IDWindowLimitExceeded, Certain)
 }

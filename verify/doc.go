@@ -12,6 +12,23 @@
 // PlanDuration): experiments designed as patterns.Schedules and run
 // through the small Engine interface the command line implements.
 //
+// Certain means certain: a finding is certain only when it holds for every
+// decision time and every decision order the evidence allows. A request's
+// decision lies in [wrote, TTFB] widened by the agent's clock uncertainty;
+// an arrival echo raises the lower bound only (DecisionBounds). Two
+// requests are ordered only when their bounds do not overlap or the
+// reference server numbered its decisions (record.Result.Decision).
+//
+// The analysis is one file per check family: windows.go and buckets.go
+// (the counts of each policy family), admission.go (no limiting, under-
+// admission), race.go (race and key-spoof), retryafter.go and grade.go
+// (Retry-After; GradeRetryAfter grades one value for check and infer),
+// headers.go (statuses, grammar, remaining and reset consistency, policy)
+// and cacheable.go. Each check returns its findings; analyze.go's group
+// decides which run and which silence others. A new finding adds its id
+// and a row to the finding table (finding.go) and its check to its
+// family's file.
+//
 // verify never imports the probe engine: it reads records (package record),
 // which is what makes offline re-analysis and engine-free tests possible.
 //

@@ -71,14 +71,86 @@ const (
 	IDRetryAfterLate              = "retry-after-late"
 	IDUnderAdmission              = "under-admission"
 	IDRateLimitHeaderMissing      = "ratelimit-header-missing"
+	IDConfigNotEnforced           = "config-not-enforced"
+	IDConfigMismatch              = "config-mismatch"
+	IDPolicyDrift                 = "policy-drift"
 )
 
+// findingSpec is one row of the finding table: what every finding of an id
+// shares. A new finding adds its id above, a row here, and the check that
+// raises it in its family's file.
+type findingSpec struct {
+	id string
+	// severity is the finding's severity unless its check sets another
+	// (retry-after-missing and ratelimit-header-missing depend on the
+	// policy).
+	severity Severity
+	// check is the check that looks for it: the finding's check when its
+	// evidence carries no check phase.
+	check string
+	// hint is one line a user can act on.
+	hint string
+}
+
+// findingTable lists every finding in the contract's order.
+var findingTable = []findingSpec{
+	{IDWindowLimitExceeded, SeverityError, CheckBurst, "The limiter admits more than the policy allows in some window; a fixed window lets up to 2N through around its edge: use a sliding log or sliding-window counter, or declare --window-type fixed if that is the intended promise."},
+	{IDBurstLimitExceeded, SeverityError, CheckBurst, "The bucket admits a larger burst than declared: lower its capacity (nginx burst = capacity − 1) or declare the real one."},
+	{IDRateLimitExceeded, SeverityError, CheckSustained, "The long-run admitted rate is above the declared rate: check the configured refill rate and its unit (r/s vs r/m), and that every replica shares one limiter."},
+	{IDNoLimitingObserved, SeverityError, CheckSustained, "Nothing was rejected under twice the allowed load: check that the limiter is enabled for this route (nginx: 'return' runs before limit_req) and keyed as declared."},
+	{IDRaceOverAdmission, SeverityError, CheckRace, "Concurrent requests were admitted beyond the quota: make the check-and-increment atomic (a Lua script, INCR before compare, or a lock per key)."},
+	{IDRejectStatusMismatch, SeverityError, CheckHeaders, "Rejections use another status than declared: set the limiter's reject status (nginx limit_req_status 429) or declare --status."},
+	{IDRetryAfterMalformed, SeverityError, CheckHeaders, "Send Retry-After as whole seconds (1*DIGIT) or an IMF-fixdate HTTP-date (RFC 9110 §10.2.3)."},
+	{IDRateLimitHeaderMalformed, SeverityError, CheckHeaders, "Fix the header's syntax: clients must ignore malformed RateLimit fields (Structured Fields, RFC 9651)."},
+	{IDRetryAfterEarly, SeverityError, CheckRetryAfter, "Retry-After tells clients to come back before a retry can succeed: advertise the real wait, rounded up."},
+	{IDRateLimitHeaderInconsistent, SeverityError, CheckHeaders, "The advertised remaining/reset values contradict what the server did: compute them from the same state the decision uses."},
+	{IDRateLimitPolicyMismatch, SeverityError, CheckHeaders, "The advertised quota or window differs from the declared or observed policy: advertise what is enforced (buckets: q=capacity, w=ceil(capacity/rate))."},
+	{IDCacheable429, SeverityError, CheckHeaders, "Rejections must not be cached (RFC 6585): send Cache-Control: no-store on them."},
+	{IDKeySpoofable, SeverityError, CheckKeySpoof, "The per-IP limit trusts client-supplied headers: key on the connection's address, or on X-Forwarded-For only as set by your own proxy."},
+	{IDRetryAfterMissing, SeverityWarning, CheckRetryAfter, "Send Retry-After on rejections so that clients know when to retry."},
+	{IDRetryAfterLate, SeverityWarning, CheckRetryAfter, "Retry-After asks clients to wait much longer than needed: advertise the real wait."},
+	{IDUnderAdmission, SeverityWarning, CheckBurst, "Requests were rejected well below the declared limit: check for rejected requests counting against the quota, a smaller configured limit, or a key shared with other traffic; a sliding-window counter also rejects early after a busy window, as it weighs in the previous window's traffic."},
+	{IDRateLimitHeaderMissing, SeverityInfo, CheckHeaders, "Send rate-limit headers (e.g. RateLimit and RateLimit-Policy) so that clients can pace themselves."},
+	// Raised beside the check suite: by limitconf (a config held against
+	// the live target) and by watch (drift).
+	{IDConfigNotEnforced, SeverityError, CheckSustained, "The config limits this location, but the limiter never runs for it: a 'return' (or another rewrite-phase answer) comes before limit_req; serve the response from a handler that runs after it (proxy_pass, try_files)."},
+	{IDConfigMismatch, SeverityError, CheckBurst, "The live limiter's family or parameters fall outside what the config declares: a stale reload, another layer limiting first, or units misread (r/s vs r/m)."},
+	{IDPolicyDrift, SeverityError, CheckHeaders, "The limiter's behaviour changed since the watch began: check recent config reloads, deploys and failovers."},
+}
+
+// SuiteFindingIDs lists the ids the check suite itself raises, in the
+// contract's order: FindingIDs without config-not-enforced,
+// config-mismatch and policy-drift, which limitconf and watch raise.
+var SuiteFindingIDs = FindingIDs[:slices.Index(FindingIDs, IDConfigNotEnforced)]
+
 // FindingIDs lists every finding id in the contract's order.
-var FindingIDs = []string{
-	IDWindowLimitExceeded, IDBurstLimitExceeded, IDRateLimitExceeded, IDNoLimitingObserved,
-	IDRaceOverAdmission, IDRejectStatusMismatch, IDRetryAfterMalformed, IDRateLimitHeaderMalformed,
-	IDRetryAfterEarly, IDRateLimitHeaderInconsistent, IDRateLimitPolicyMismatch, IDCacheable429,
-	IDKeySpoofable, IDRetryAfterMissing, IDRetryAfterLate, IDUnderAdmission, IDRateLimitHeaderMissing,
+var FindingIDs = func() []string {
+	ids := make([]string, len(findingTable))
+	for i, f := range findingTable {
+		ids[i] = f.id
+	}
+	return ids
+}()
+
+// DefaultCheck returns the check a finding of id belongs to when the
+// finding names none ("" for an id not in the table).
+func DefaultCheck(id string) string {
+	for _, f := range findingTable {
+		if f.id == id {
+			return f.check
+		}
+	}
+	return ""
+}
+
+// specOf returns the table row of id.
+func specOf(id string) findingSpec {
+	for _, f := range findingTable {
+		if f.id == id {
+			return f
+		}
+	}
+	return findingSpec{id: id, severity: SeverityError}
 }
 
 // Check names (contract.md: --only, --skip, JUnit).

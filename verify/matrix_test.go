@@ -255,12 +255,21 @@ func TestFindingMatrix(t *testing.T) {
 		t.Run(row.id, func(t *testing.T) {
 			rep := runCheck(t, row.c)
 			got := findingIDs(rep)
+			for id, c := range got {
+				// The decision lies in [arrival, TTFB]: a server that
+				// sleeps after deciding (the non-atomic backend) leaves
+				// other counts possible, never certain.
+				if id != row.id && c == verify.Possible {
+					t.Logf("%s: also possible: %s", row.c.name, id)
+					delete(got, id)
+				}
+			}
 			if len(got) != 1 || got[row.id] != row.want {
 				t.Errorf("%s: want exactly %s (%s), got:%s", row.c.name, row.id, row.want, describe(rep))
 			}
 		})
 	}
-	for _, id := range verify.FindingIDs {
+	for _, id := range verify.SuiteFindingIDs { // limitconf and watch test their own
 		if !seen[id] {
 			t.Errorf("the matrix has no row for %s", id)
 		}
@@ -305,5 +314,71 @@ func TestFalsePositiveMatrix(t *testing.T) {
 				t.Logf("%s:%s", c.name, describe(rep))
 			}
 		})
+	}
+}
+
+// runPattern serves c.server in memory inside a synctest bubble, runs one
+// schedule through the probe engine, as `rlprobe run` does, and analyzes
+// the records against c.rule, as `rlprobe analyze` does.
+func runPattern(t *testing.T, c matrixCase, s patterns.Schedule) verify.Report {
+	t.Helper()
+	var rep verify.Report
+	synctest.Test(t, func(t *testing.T) {
+		ln := testserver.NewMemListener()
+		route := testserver.Route{Path: "", Policy: c.server}
+		if c.gap > 0 {
+			route.Backend = &nonAtomic{cfg: c.server.Limiter, gap: c.gap, st: map[string]limiter.State{}}
+		}
+		h, err := testserver.NewHandler([]testserver.Route{route}, testserver.HandlerOptions{EchoArrival: c.echo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h}
+		go srv.Serve(ln)
+		defer srv.Close()
+		url := "http://" + testserver.MemListenerAddr + "/api"
+		p, err := probe.New(probe.Options{URLs: []string{url}, Dial: ln.Dial, Agent: "a1", TimerPacing: true, AbortAfterErrors: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		zero := time.Now()
+		sends := make([]probe.Send, len(s.Sends))
+		for i, x := range s.Sends {
+			sends[i] = probe.Send{At: x.At, Client: x.Client, Phase: x.Phase, Batch: x.Batch}
+		}
+		res, err := p.Run(context.Background(), zero, zero.Add(10*time.Millisecond), sends, nil)
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		run := &record.Run{
+			Header:  record.Header{Start: zero, Agent: "a1", Targets: []string{url}},
+			Results: res,
+			End:     &record.End{Reason: record.ReasonCompleted},
+		}
+		pol := verify.Policy{Version: 1, Endpoints: []verify.Endpoint{c.rule}}
+		rep = verify.Analyze(record.Merge(run), pol.Normalize(), verify.Options{Tool: "rlprobe test"})
+	})
+	return rep
+}
+
+// TestRaceAloneOverAdmits: ten racers against a fixed window of 5 on a
+// non-atomic counter, analyzed alone, are race-over-admission, not
+// no-limiting-observed (issue 12, item 3).
+func TestRaceAloneOverAdmits(t *testing.T) {
+	s, err := patterns.Race(10, 1, patterns.Barrier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runPattern(t, matrixCase{
+		server: testserver.Policy{Limiter: fixedWindow(5, 10*time.Second, limiter.AlignFirstRequest)},
+		gap:    20 * time.Millisecond, echo: true, rule: sliding(5, 10*time.Second),
+	}, s)
+	got := findingIDs(rep)
+	if got[verify.IDRaceOverAdmission] != verify.Certain {
+		t.Errorf("want a certain race-over-admission, got:%s", describe(rep))
+	}
+	if _, ok := got[verify.IDNoLimitingObserved]; ok {
+		t.Errorf("no-limiting-observed from race traffic:%s", describe(rep))
 	}
 }

@@ -2,27 +2,14 @@ package verify
 
 import (
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/record"
-)
-
-// class is how a result counts under a rule.
-type class int
-
-const (
-	classAccepted class = iota // 2xx
-	classRejected              // the declared reject status, else 429 or 503
-	classOther                 // any other status
-	classFailed                // no HTTP answer
-	classNotSent               // never sent
 )
 
 // obs is one result as the verifier sees it: arrival bounds on the
@@ -33,7 +20,7 @@ type obs struct {
 	iv    Interval
 	recv  int64 // receipt of the response on the reference clock (TTFB, else Done), 0 if none
 	u     int64 // the agent's clock uncertainty
-	class class
+	class record.Class
 	// mismatch: a rejection whose status is not the declared one.
 	mismatch bool
 	check    string // the check of the result's phase, "" if none
@@ -54,15 +41,29 @@ func checkOf(phase string) string {
 	return ""
 }
 
-// arrival returns r's server arrival bounds: the echo when the server sent
-// one; else [Wrote, TTFB] (falling back to Sent/Sched and Done), widened by
-// the agent's clock uncertainty u.
+// arrival returns the bounds of the server's decision on r, widened by the
+// agent's clock uncertainty u: the client's own bounds (ClientBounds); an
+// arrival echo raises the lower bound to the echoed arrival and leaves the
+// upper one alone — a server stamps arrival before its limiter decides.
 func arrival(r *record.Result, u int64) Interval {
+	lo, hi := DecisionBounds(r, u)
+	return Interval{lo, hi}
+}
+
+// DecisionBounds returns the bounds of the server's decision on r in ns
+// since the record's start on the reference clock, given the agent's clock
+// uncertainty u: [ClientBounds lo − u, ClientBounds hi + u], the lower
+// bound raised to the arrival echo when the server sent one (the echo is on
+// the reference clock already). The decision lies in [echo, TTFB]: the echo
+// marks arrival, not the decision.
+func DecisionBounds(r *record.Result, u int64) (lo, hi int64) {
+	lo, hi = ClientBounds(r)
+	lo, hi = lo-u, hi+u
 	if r.Arrival != nil {
-		return Interval{*r.Arrival, *r.Arrival}
+		lo = *r.Arrival
+		hi = max(hi, lo)
 	}
-	lo, hi := ClientBounds(r)
-	return Interval{lo - u, hi + u}
+	return lo, hi
 }
 
 // ClientBounds returns the bounds of r's server arrival that the client's
@@ -99,27 +100,11 @@ func observe(m *record.Merged, e *Endpoint) []*obs {
 		if o.recv == 0 {
 			o.recv = r.Done
 		}
-		switch {
-		case r.Outcome == record.OutcomeNotSent:
-			o.class = classNotSent
-		case r.Outcome != record.OutcomeResponse:
-			o.class = classFailed
-		case r.Status >= 200 && r.Status <= 299:
-			o.class = classAccepted
-		case slices.Contains(e.RejectStatuses(), r.Status):
-			o.class = classRejected
-		case r.Status == http.StatusTooManyRequests || r.Status == http.StatusServiceUnavailable:
-			o.class, o.mismatch = classRejected, true
-		default:
-			o.class = classOther
-		}
-		if o.class == classAccepted || o.class == classRejected || o.class == classOther {
-			if o.cached = isCacheHit(r.Headers); o.cached {
-				// A cache hit never reached the limiter: it counts as
-				// neither accepted nor rejected, and its rate-limit
-				// fields are ignored.
-				o.class = classOther
-			} else {
+		o.class, o.mismatch = record.Classify(*r, e.Status)
+		if r.Outcome == record.OutcomeResponse {
+			// A cache hit never reached the limiter: Classify makes it
+			// other, and its rate-limit fields are ignored.
+			if o.cached = record.IsCacheHit(r.Headers); !o.cached {
 				o.ph = headers.Parse(r.Headers, m.Start.Add(time.Duration(o.recv)))
 			}
 		}
@@ -128,13 +113,6 @@ func observe(m *record.Merged, e *Endpoint) []*obs {
 	}
 	slices.SortStableFunc(out, func(a, b *obs) int { return cmpInt64(a.iv.Lo, b.iv.Lo) })
 	return out
-}
-
-// isCacheHit reports a positive Age (RFC 9111 §5.1).
-func isCacheHit(h http.Header) bool {
-	v := strings.TrimSpace(h.Get("Age"))
-	n, err := strconv.ParseInt(v, 10, 64)
-	return err == nil && n > 0
 }
 
 // covers reports whether the rule applies to r.
@@ -214,53 +192,4 @@ func pick(os []*obs, idx []int) []*obs {
 		out[i] = os[k]
 	}
 	return out
-}
-
-// limitsFor returns a response's current states that belong to rule e:
-// those with e's name, e's quota as limit, or a policy of e's quota; when
-// nothing names a quota, all of them.
-func limitsFor(ph *headers.Parsed, e *Endpoint) []headers.Limit {
-	var named, all []headers.Limit
-	for _, l := range ph.Limits {
-		if !l.HasRemaining {
-			continue
-		}
-		all = append(all, l)
-		switch {
-		case e.Name != "" && l.Name == e.Name:
-			named = append(named, l)
-		case l.HasLimit && l.Limit == e.Quota():
-			named = append(named, l)
-		case !l.HasLimit && slices.ContainsFunc(ph.Policies, func(p headers.Policy) bool { return p.Name == l.Name && p.Quota == e.Quota() }):
-			named = append(named, l)
-		}
-	}
-	if len(named) > 0 {
-		return named
-	}
-	if len(all) > 0 && allSame(all) {
-		return all
-	}
-	// Several states that disagree and none is e's: a multi-policy server
-	// whose policy for e cannot be told apart; when every state advertises
-	// a limit, none is e's.
-	return nil
-}
-
-// limitFor picks the state of rule e on a response (see limitsFor).
-func limitFor(ph *headers.Parsed, e *Endpoint) (headers.Limit, bool) {
-	ls := limitsFor(ph, e)
-	if len(ls) == 0 {
-		return headers.Limit{}, false
-	}
-	return ls[0], true
-}
-
-func allSame(ls []headers.Limit) bool {
-	for _, l := range ls[1:] {
-		if l.Remaining != ls[0].Remaining {
-			return false
-		}
-	}
-	return true
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +14,9 @@ import (
 	"github.com/dunglas/httpsfv"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // PolicyVersion is the only policy file version this package reads.
@@ -46,8 +47,15 @@ const (
 	RetryAfterOptional = "optional" // ... a warning (the default)
 )
 
-// dialects are the header dialect names of the contract, in its order.
-var dialects = []string{"none", "x-ratelimit", "x-ratelimit-epoch", "draft-6", "draft-7", "draft-8"}
+// dialects are the header dialect names of the contract, in its order
+// (headers.Dialects: the served ones and the vendor dialects read).
+var dialects = func() []string {
+	out := make([]string, len(headers.Dialects))
+	for i, d := range headers.Dialects {
+		out[i] = string(d)
+	}
+	return out
+}()
 
 // Policy is a declared rate-limit policy: one rule per endpoint (several
 // rules may name the same endpoint: each must hold). It is plain data: the
@@ -144,15 +152,6 @@ func (e *Endpoint) Period() time.Duration {
 	return time.Duration(math.Ceil(float64(c) / e.Rate * 1e9))
 }
 
-// RejectStatuses returns the statuses counted as rejections: the declared
-// one, else 429 and 503.
-func (e *Endpoint) RejectStatuses() []int {
-	if e.Status != 0 {
-		return []int{e.Status}
-	}
-	return []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}
-}
-
 // PerClient reports whether each client has its own quota.
 func (e *Endpoint) PerClient() bool { return e.Key != "" && e.Key != KeyGlobal }
 
@@ -165,7 +164,7 @@ func (e *Endpoint) String() string {
 	}
 	switch {
 	case e.IsBucket():
-		fmt.Fprintf(&b, "rate %s, capacity %d", FormatRate(e.Rate), e.capacity())
+		fmt.Fprintf(&b, "rate %s, capacity %d", units.FormatRate(e.Rate), e.capacity())
 	case e.WindowType == Fixed:
 		fmt.Fprintf(&b, "%d per %s window (%s-aligned)", e.Limit, e.Window, cmp(string(e.Align), string(limiter.AlignFirstRequest)))
 	default:
@@ -184,9 +183,9 @@ func cmp(s, def string) string {
 	return s
 }
 
-// FormatRate formats requests per second as the contract's "N/s", with the
-// shortest decimal that parses back to the same value.
-func FormatRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) + "/s" }
+// FormatRate formats requests per second in the contract's rate grammar,
+// exactly: units.FormatRate, kept for callers of verify.
+func FormatRate(r float64) string { return units.FormatRate(r) }
 
 // Problem is one thing wrong with a policy.
 type Problem struct {
@@ -441,7 +440,7 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 		w.Window = e.Window.String()
 	}
 	if e.Rate != 0 {
-		w.Rate = FormatRate(e.Rate)
+		w.Rate = units.FormatRate(e.Rate)
 	}
 	return json.Marshal(w)
 }
@@ -617,7 +616,7 @@ func decodeEndpoint(n *yaml.Node, prefix string, ps *problems) Endpoint {
 			e.Limit = scalarInt(v, field, ps)
 		case "window":
 			if s, ok := scalar(v, field, ps); ok {
-				d, err := parseDuration(s)
+				d, err := units.ParseDuration(s)
 				if err != nil {
 					ps.add(field, v.Line, "%v", err)
 				}
@@ -629,7 +628,7 @@ func decodeEndpoint(n *yaml.Node, prefix string, ps *problems) Endpoint {
 			e.Align = limiter.Align(scalarString(v, field, ps))
 		case "rate":
 			if s, ok := scalar(v, field, ps); ok {
-				r, err := parseRate(s)
+				r, err := units.ParseRate(s)
 				if err != nil {
 					ps.add(field, v.Line, "%v", err)
 				}
@@ -676,35 +675,6 @@ func SplitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// parseDuration parses a Go duration and refuses bare numbers.
-func parseDuration(s string) (time.Duration, error) {
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		return 0, fmt.Errorf("duration %q has no unit: write it like %ss", s, s)
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: use Go syntax such as 500ms, 1.5s, 2m", s)
-	}
-	return d, nil
-}
-
-// parseRate parses a contract rate, refusing bare numbers with a hint.
-func parseRate(s string) (r float64, err error) {
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		return 0, fmt.Errorf("rate %q has no unit: write it like %s/s or %s/m", s, s, s)
-	}
-	defer func() {
-		if p := recover(); p != nil { // guard against a parser panic on odd input
-			r, err = 0, fmt.Errorf("invalid rate %q", s)
-		}
-	}()
-	r, err = limiter.ParseRate(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid rate %q: use N/s, N/m, N/h, Nr/s or Nr/m", s)
-	}
-	return r, nil
 }
 
 // ParseDraftPolicy parses a policy in the syntax of the RateLimit-Policy

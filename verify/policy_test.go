@@ -229,3 +229,14 @@ func FuzzParseDraftPolicy(f *testing.F) {
 		}
 	})
 }
+
+// TestVendorDialectsDeclarable: --headers openai (github, shopify) is a
+// valid declaration, as contract.md lists them.
+func TestVendorDialectsDeclarable(t *testing.T) {
+	for _, d := range []string{"openai", "github", "shopify"} {
+		p := Policy{Version: PolicyVersion, Endpoints: []Endpoint{{Limit: 10, Window: time.Minute, Headers: []string{d}}}}
+		if err := p.Validate(); err != nil {
+			t.Errorf("--headers %s: %v", d, err)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // Engine runs one schedule and returns its results: exactly one per send,
@@ -204,7 +204,7 @@ func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 	}
 	if sel(CheckSustained) {
 		rate, d := p.sustained(&e)
-		pl.Steps = append(pl.Steps, Step{Check: CheckSustained, Name: fmt.Sprintf("steady %s, twice the allowed rate", FormatRate(rate)),
+		pl.Steps = append(pl.Steps, Step{Check: CheckSustained, Name: fmt.Sprintf("steady %s, twice the allowed rate", units.FormatRate(rate)),
 			Duration: d, Requests: int(math.Ceil(rate * d.Seconds()))})
 	}
 	if race {
@@ -363,25 +363,16 @@ func (r *suiteRun) send(ctx context.Context, eng Engine, sends []patterns.Send) 
 	return res, ctx.Err()
 }
 
-// classOf classifies a result under the rule.
-func (r *suiteRun) classOf(x *record.Result) class {
-	switch {
-	case x.Outcome == record.OutcomeNotSent:
-		return classNotSent
-	case x.Outcome != record.OutcomeResponse:
-		return classFailed
-	case x.Status >= 200 && x.Status <= 299:
-		return classAccepted
-	case slices.Contains(r.e.RejectStatuses(), x.Status), x.Status == http.StatusTooManyRequests, x.Status == http.StatusServiceUnavailable:
-		return classRejected
-	}
-	return classOther
+// classOf classifies a result under the rule (record.Classify).
+func (r *suiteRun) classOf(x *record.Result) record.Class {
+	c, _ := record.Classify(*x, r.e.Status)
+	return c
 }
 
 // lastRejected returns the last rejection among res.
 func (r *suiteRun) lastRejected(res []record.Result) (*record.Result, bool) {
 	for i := len(res) - 1; i >= 0; i-- {
-		if r.classOf(&res[i]) == classRejected {
+		if r.classOf(&res[i]) == record.ClassRejected {
 			return &res[i], true
 		}
 	}
@@ -467,7 +458,7 @@ func (r *suiteRun) run(ctx context.Context) error {
 	// 4. Sustained load at twice the allowed rate.
 	if has(CheckSustained) {
 		rate, d := r.p.sustained(r.e)
-		r.progress("sustained: %s for %s", FormatRate(rate), d)
+		r.progress("sustained: %s for %s", units.FormatRate(rate), d)
 		st, err := patterns.Steady(rate, d)
 		if err != nil {
 			return fmt.Errorf("verify: sustained schedule: %w", err)
@@ -548,7 +539,7 @@ func (r *suiteRun) freshAt() int64 {
 	all := append(slices.Clone(r.Prior), r.results...)
 	last := int64(-1)
 	for i := range all {
-		if r.classOf(&all[i]) == classAccepted {
+		if r.classOf(&all[i]) == record.ClassAccepted {
 			last = max(last, hiOf(&all[i]))
 		}
 	}
@@ -583,10 +574,10 @@ func (r *suiteRun) recovery(ctx context.Context, c int, x *record.Result) (lo, h
 			return false, err
 		}
 		switch r.classOf(res) {
-		case classAccepted:
+		case record.ClassAccepted:
 			lo, hi, found = lastRej, hiOf(res), true
 			return true, nil
-		case classRejected:
+		case record.ClassRejected:
 			lastRej = loOf(res)
 		}
 		return false, nil
@@ -637,7 +628,7 @@ func (r *suiteRun) edge(ctx context.Context, c int, lo, hi int64) error {
 	w := int64(r.e.Window)
 	used := int64(0)
 	for i := range r.results {
-		if x := &r.results[i]; x.Phase != "" && loOf(x) >= lo && r.classOf(x) == classAccepted {
+		if x := &r.results[i]; x.Phase != "" && loOf(x) >= lo && r.classOf(x) == record.ClassAccepted {
 			used++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -17,20 +18,79 @@ import (
 const module = "github.com/rlprobe/rlprobe"
 
 // allowed lists, for every package of the module, which of our packages it
-// may import directly (design.md). Transitive imports follow from these.
-var allowed = map[string][]string{
-	"limiter":           {},
-	"headers":           {},
-	"record":            {},
-	"patterns":          {},
-	"probe":             {"record", "headers"},
-	"verify":            {"limiter", "headers", "record", "patterns"},
-	"infer":             {"limiter", "headers", "record", "patterns", "verify"},
-	"report":            {"verify", "infer", "record", "headers"},
-	"testserver":        {"limiter", "headers"},
-	"internal/scenario": {"testserver", "probe", "patterns", "verify", "infer", "record", "limiter", "headers", "report"},
-	"internal/cli":      {"limiter", "headers", "record", "patterns", "probe", "verify", "infer", "report", "testserver", "internal/scenario"},
-	"cmd/rlprobe":       {"internal/cli"},
+// may import directly (design.md), each edge with its reason. Transitive
+// imports follow from these. A package missing here fails TestArrows, and
+// so does a package listed here that does not exist.
+var allowed = map[string]map[string]string{
+	"units":    {},
+	"limiter":  {"units": "rates in the contract's grammar"},
+	"headers":  {"units": "durations and rates in header values"},
+	"record":   {"units": "durations in the record file"},
+	"patterns": {"units": "rates and durations of plans and flags"},
+	"probe": {
+		"record":  "it writes one record.Result per send",
+		"headers": "which response headers to capture",
+		"units":   "rates and durations of options",
+	},
+	"verify": {
+		"limiter":  "bucket and window arithmetic of the policy",
+		"headers":  "parsing the captured rate-limit headers",
+		"record":   "it judges recorded results, never the engine",
+		"patterns": "the check suite's schedules",
+		"units":    "rates and durations of policies",
+	},
+	"infer": {
+		"limiter":  "candidate models replayed over arrivals",
+		"headers":  "advertised policies as evidence",
+		"record":   "it fits recorded results, never the engine",
+		"patterns": "experiment schedules",
+		"verify":   "policy types, the Retry-After grade, arrival bounds",
+		"units":    "rates and durations of parameters",
+	},
+	"report": {
+		"verify":  "it renders verify's own report types",
+		"infer":   "it renders infer's own inference type",
+		"record":  "stored runs, findings and inferences",
+		"headers": "dialect names and header values shown",
+		"units":   "one display format for rates, durations and numbers",
+	},
+	"testserver": {
+		"limiter": "the algorithms it serves",
+		"headers": "it emits every dialect through headers",
+		"units":   "rates and durations of its config",
+	},
+	"internal/scenario": {
+		"testserver": "the embedded reference server of demo and selftest",
+		"probe":      "the engine selftest drives",
+		"patterns":   "the demo's burst",
+		"verify":     "the demo's verdict",
+		"infer":      "selftest's inferences",
+		"record":     "records of the canned runs",
+		"limiter":    "the algorithms of the selftest grid",
+		"headers":    "dialects of the selftest grid",
+		"report":     "rendering the demo and the confusion matrix",
+		"units":      "rates and durations of the grid",
+	},
+	"internal/cli": {
+		"limiter": "serve's algorithm flags", "headers": "dialect flags", "record": "record files",
+		"patterns": "pattern flags and plans", "probe": "target flags to engine options",
+		"verify": "policy flags", "infer": "infer options", "report": "every output format",
+		"testserver": "serve", "internal/scenario": "demo and selftest", "units": "rate and duration flags",
+		"watch":     "the watch daemon's flags and signals",
+		"limitconf": "policy import and lint",
+	},
+	"watch": {
+		"verify":  "each cycle is judged against the declared policy; advertised rules",
+		"infer":   "the first cycle's inference is the drift baseline",
+		"record":  "cycles' results, classified by record.Classify",
+		"headers": "the dialects a cycle saw (a drift when they change)",
+		"units":   "one display format in messages",
+	},
+	"limitconf": {
+		"verify": "configs become verify.Policy endpoints; lint findings reuse verify.Finding",
+		"units":  "one grammar for the rates and durations configs write",
+	},
+	"cmd/rlprobe": {"internal/cli": "main only runs the CLI"},
 	// test-only helpers (StartRedis, StartNginx): imported from _test.go files only.
 	"internal/testenv":  {},
 	"internal/archtest": {},
@@ -40,6 +100,7 @@ var allowed = map[string][]string{
 var mayExit = map[string]bool{"cmd/rlprobe": true, "internal/cli": true}
 
 type pkg struct {
+	Name       string
 	ImportPath string
 	Dir        string
 	Imports    []string
@@ -91,8 +152,8 @@ func TestArrows(t *testing.T) {
 			if !ours {
 				continue
 			}
-			if !slices.Contains(allow, r) {
-				t.Errorf("%s imports %s, which design.md does not allow (allowed: %v)", name, r, allow)
+			if _, ok := allow[r]; !ok {
+				t.Errorf("%s imports %s, which design.md does not allow (allowed: %v)", name, r, slices.Sorted(maps.Keys(allow)))
 			}
 			if r == "internal/testenv" {
 				t.Errorf("%s imports internal/testenv from non-test code; it is for tests only", name)
@@ -142,6 +203,21 @@ func TestNoExit(t *testing.T) {
 				}
 				return true
 			})
+		}
+	}
+}
+
+// TestEveryEdgeHasAReason keeps the table honest: an allowed import says
+// why it is allowed, as tailscale's deptest does.
+func TestEveryEdgeHasAReason(t *testing.T) {
+	for from, to := range allowed {
+		for imp, why := range to {
+			if strings.TrimSpace(why) == "" {
+				t.Errorf("%s → %s has no reason in the arrows table", from, imp)
+			}
+			if _, known := allowed[imp]; !known {
+				t.Errorf("%s → %s names a package that is not in the table", from, imp)
+			}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/spf13/cobra"
 )
 
@@ -158,7 +159,7 @@ func TestParseDuration(t *testing.T) {
 		{"abc", "", "Go syntax"},
 	}
 	for _, tt := range tests {
-		d, err := ParseDuration(tt.in)
+		d, err := units.ParseDuration(tt.in)
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("ParseDuration(%q) error = %v, want one containing %q", tt.in, err, tt.wantErr)

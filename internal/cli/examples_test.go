@@ -316,6 +316,14 @@ var docExampleChecks = map[string]func(t *testing.T, name, text string) []docCom
 		}
 		return nil
 	},
+	"prometheus-rules.yml": func(t *testing.T, name, text string) []docCommand {
+		// promtool validates the rules in the watch package's tests.
+		docs := docYAML(t, name, text)
+		if len(docs) != 1 || docs[0]["groups"] == nil {
+			t.Errorf("%s: not a Prometheus rule file (no groups:)", name)
+		}
+		return nil
+	},
 	"k8s-job.yaml": func(t *testing.T, name, text string) []docCommand {
 		var cmds []docCommand
 		kinds := map[string]bool{}

@@ -1,25 +1,10 @@
 package cli
 
 import (
-	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/units"
 )
-
-// ParseDuration parses a Go duration ("1.5s", "2m"). A bare number is
-// refused with a hint, because its unit would be a guess.
-func ParseDuration(s string) (time.Duration, error) {
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		return 0, fmt.Errorf("duration %q has no unit: write it like %ss or %sms", s, s, s)
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: use Go syntax such as 500ms, 1.5s, 2m", s)
-	}
-	return d, nil
-}
 
 // durationValue is a pflag.Value for durations that refuses bare numbers.
 type durationValue struct{ d *time.Duration }
@@ -35,7 +20,7 @@ func (v *durationValue) String() string {
 }
 func (v *durationValue) Type() string { return "duration" }
 func (v *durationValue) Set(s string) error {
-	d, err := ParseDuration(s)
+	d, err := units.ParseDuration(s)
 	if err != nil {
 		return err
 	}
@@ -56,7 +41,7 @@ func RateValue(r *float64) *rateValue { return &rateValue{r: r} }
 func (v *rateValue) String() string { return v.raw }
 func (v *rateValue) Type() string   { return "rate" }
 func (v *rateValue) Set(s string) error {
-	r, err := limiter.ParseRate(s)
+	r, err := units.ParseRate(s)
 	if err != nil {
 		return err
 	}

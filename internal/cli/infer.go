@@ -13,8 +13,8 @@ import (
 
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/internal/scenario"
-	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 func init() {
@@ -109,7 +109,7 @@ func (o *inferOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, ur
 	plan := inferPlan{Command: "infer", MaxRequests: t.o.maxRequests, MaxDurationS: t.o.maxDuration.Seconds(),
 		Clients: t.clients, Expect: o.expect}
 	summary := fmt.Sprintf("targets: %s\ncaps: %d requests, %v, %s\nplan: adaptive experiments (bursts, recovery scans, designed probes) within 6·W + 30 s",
-		strings.Join(redactedTargets(t), ", "), t.o.maxRequests, t.o.maxDuration, patterns.FormatRate(t.o.maxRate))
+		strings.Join(redactedTargets(t), ", "), t.o.maxRequests, t.o.maxDuration, units.FormatRate(t.o.maxRate))
 	if o.target.dryRun {
 		if g.JSON {
 			return writeJSON(f.IO.Out, map[string]any{

@@ -22,6 +22,7 @@ import (
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/report"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 func init() {
@@ -280,7 +281,7 @@ func (o *runOptions) run(ctx context.Context, f *Factory, g *GlobalOptions, urls
 func planSummary(t *target, s patterns.Schedule) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "targets: %s\n", strings.Join(redactedTargets(t), ", "))
-	fmt.Fprintf(&b, "caps: %d requests, %v, %s\n", t.o.maxRequests, t.o.maxDuration, patterns.FormatRate(t.o.maxRate))
+	fmt.Fprintf(&b, "caps: %d requests, %v, %s\n", t.o.maxRequests, t.o.maxDuration, units.FormatRate(t.o.maxRate))
 	fmt.Fprintf(&b, "plan: %d requests over %v", len(s.Sends), s.Duration)
 	for _, ph := range s.Phases {
 		if ph.Pattern == patterns.PatternPause {
@@ -441,30 +442,21 @@ func newRunProgress(f *Factory, g *GlobalOptions, sink *runSink, s patterns.Sche
 	return p
 }
 
-// runDoc is the --json document of `rlprobe run` (schema rlprobe.run/v1):
-// the run's identity, then probe.Summary's fields, then the record file.
-type runDoc struct {
-	Schema   string         `json:"schema"`
-	Tool     string         `json:"tool"`
-	Complete bool           `json:"complete"`
-	Reason   string         `json:"reason"`
-	Targets  []string       `json:"targets"`
-	Seed     uint64         `json:"seed"`
-	Plan     *patterns.Plan `json:"plan"`
-	probe.Summary
-	RecordFile string `json:"record_file"`
-}
-
 // printRunSummary prints the summary on stdout: a table, or the JSON
 // document with --json.
 func printRunSummary(f *Factory, g *GlobalOptions, t *target, plan *patterns.Plan, s patterns.Schedule,
 	sum probe.Summary, reason, path string) error {
 	if g.JSON {
-		return writeJSON(f.IO.Out, runDoc{
-			Schema: "rlprobe.run/v1", Tool: "rlprobe " + f.Version,
+		planJSON, err := json.Marshal(plan)
+		if err != nil {
+			return err
+		}
+		seed := t.seed
+		return writeJSON(f.IO.Out, record.RunDoc{
+			Schema: record.SchemaRun, Tool: "rlprobe " + f.Version,
 			Complete: reason == record.ReasonCompleted, Reason: reason,
-			Targets: redactedTargets(t), Seed: t.seed, Plan: plan,
-			Summary: sum, RecordFile: path,
+			Targets: redactedTargets(t), Seed: &seed, Plan: planJSON,
+			RunSummary: sum, RecordFile: path,
 		})
 	}
 	w := f.IO.Out
@@ -619,6 +611,6 @@ func printDryRun(f *Factory, g *GlobalOptions, t *target, plan *patterns.Plan, s
 	if !s.Start.IsZero() {
 		fmt.Fprintf(w, ", starting at %s", s.Start.Format(time.RFC3339Nano))
 	}
-	fmt.Fprintf(w, "\nseed %d; caps %d requests, %v, %s\n", t.seed, t.o.maxRequests, t.o.maxDuration, patterns.FormatRate(t.o.maxRate))
+	fmt.Fprintf(w, "\nseed %d; caps %d requests, %v, %s\n", t.seed, t.o.maxRequests, t.o.maxDuration, units.FormatRate(t.o.maxRate))
 	return nil
 }

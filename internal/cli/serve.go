@@ -139,7 +139,7 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 	fl.StringVar(&o.Backend, "backend", "memory", "where limiter state lives: memory or redis")
 	fl.StringVar(&o.RedisURL, "redis", testserver.DefaultRedisURL, "Redis URL (--backend redis)")
 	fl.StringVar(&o.RedisPrefix, "redis-prefix", testserver.DefaultRedisPrefix, "prefix of every Redis key (--backend redis)")
-	fl.BoolVar(&o.Atomic, "atomic", true, "decide atomically in Redis; false reads, decides and writes back in separate steps (the classic race)")
+	fl.BoolVar(&o.Atomic, "atomic", true, "decide atomically; false reads, decides and writes back in separate steps (the classic race), in Redis or in memory")
 	fl.Var(DurationValue(&o.RaceGap), "race-gap", "with --atomic=false: sleep between read and write-back, to make the race reproducible")
 	fl.StringVar(&o.OnBackendError, "on-backend-error", "deny", "when Redis fails: deny (503 with Retry-After: 1) or allow")
 	fl.StringVar(&o.Listen, "listen", testserver.DefaultListen, "address to listen on (port 0 picks a free port)")
@@ -175,15 +175,18 @@ func serveConfig(f *Factory, o *ServeOptions) (testserver.Config, error) {
 	}
 	switch o.Backend {
 	case "memory":
-		if len(o.redisFlags) > 0 {
-			return cfg, Usagef("--%s means nothing with --backend memory (add --backend redis)", o.redisFlags[0])
+		for _, name := range o.redisFlags {
+			if name == "redis" || name == "redis-prefix" {
+				return cfg, Usagef("--%s means nothing with --backend memory (add --backend redis)", name)
+			}
 		}
+		cfg.Memory = testserver.MemoryConfig{NonAtomic: !o.Atomic, RaceGap: o.RaceGap}
 	case "redis":
-		if o.RaceGap != 0 && o.Atomic {
-			return cfg, Usagef("--race-gap means nothing with --atomic=true: the gap is between the read and the write-back of --atomic=false")
-		}
 	default:
 		return cfg, Usagef("--backend %q: use memory or redis", o.Backend)
+	}
+	if o.RaceGap != 0 && o.Atomic {
+		return cfg, Usagef("--race-gap means nothing with --atomic=true: the gap is between the read and the write-back of --atomic=false")
 	}
 	if o.RaceGap < 0 {
 		return cfg, Usagef("--race-gap %v is negative", o.RaceGap)

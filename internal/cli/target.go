@@ -28,6 +28,7 @@ import (
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // Safety caps (contract.md): run sends at most 10,000 requests over 5
@@ -157,7 +158,7 @@ const startAtSuiteUsage = "send the first request, the preflight, at `TIME` (RFC
 // rateDefault is a RateValue whose String shows the default in rate syntax.
 func rateDefault(r *float64) *rateValue {
 	v := RateValue(r)
-	v.raw = patterns.FormatRate(*r)
+	v.raw = units.FormatRate(*r)
 	return v
 }
 
@@ -586,13 +587,13 @@ func (t *target) checkCaps(s patterns.Schedule, sustained float64) error {
 	for _, n := range batch {
 		if float64(n) > t.o.maxRate {
 			probs = append(probs, fmt.Sprintf("a race releases %d requests at once, over the cap --max-rate %s: raise it if you mean it",
-				n, patterns.FormatRate(t.o.maxRate)))
+				n, units.FormatRate(t.o.maxRate)))
 			break
 		}
 	}
 	if sustained > t.o.maxRate*(1+1e-9) {
 		probs = append(probs, fmt.Sprintf("the plan sends %s, over the cap --max-rate %s: raise it if you mean it",
-			patterns.FormatRate(sustained), patterns.FormatRate(t.o.maxRate)))
+			units.FormatRate(sustained), units.FormatRate(t.o.maxRate)))
 	}
 	if len(probs) > 0 {
 		return usageProblems(probs)

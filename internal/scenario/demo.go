@@ -18,6 +18,7 @@ import (
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/testserver"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -254,7 +255,7 @@ func (r *DemoResult) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rlprobe demo: a burst of %d requests against the reference server at %s\n", len(r.Requests), r.URL)
 	fmt.Fprintf(&b, "policy: %s, rate %s, capacity %d (nginx burst %d)%s, rejects with %d, no rate-limit headers\n\n",
-		lc.Algorithm, patterns.FormatRate(lc.Rate), lc.Capacity, lc.Capacity-1, map[bool]string{true: ", nodelay"}[lc.NoDelay], r.Policy.Status)
+		lc.Algorithm, units.FormatRate(lc.Rate), lc.Capacity, lc.Capacity-1, map[bool]string{true: ", nodelay"}[lc.NoDelay], r.Policy.Status)
 	fmt.Fprintf(&b, "%3s  %10s  %6s  %s\n", "#", "arrival", "status", "outcome")
 	for i, q := range r.Requests {
 		status := "-"

@@ -1,5 +1,6 @@
 // Package testenv starts private instances of the real servers rlprobe's
-// tests run against — redis-server and nginx from the system's packages —
+// tests run against — redis-server, nginx, Prometheus and tinyproxy from
+// the system's packages —
 // on free loopback ports, with every file under the test's temporary
 // directory, and stops them when the test ends.
 //

@@ -3,8 +3,12 @@ package testenv
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
+	neturl "net/url"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStartRedisAnswersPing(t *testing.T) {
@@ -62,5 +66,46 @@ func TestMissingBinarySkipsOutsideCI(t *testing.T) {
 	})
 	if !skipped {
 		t.Error("a missing binary did not skip the test")
+	}
+}
+
+func TestStartPrometheusIsReady(t *testing.T) {
+	url := StartPrometheus(t, "127.0.0.1:1", time.Second)
+	resp, err := http.Get(url + "/api/v1/status/buildinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"version"`) {
+		t.Fatalf("buildinfo: %d %s", resp.StatusCode, b)
+	}
+}
+
+func TestStartTinyproxyForwards(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello via proxy") }))
+	defer srv.Close()
+	proxy, logPath := StartTinyproxy(t)
+	pu, _ := neturl.Parse(proxy)
+	c := http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}, Timeout: 5 * time.Second}
+	resp, err := c.Get(srv.URL + "/through")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "hello via proxy" {
+		t.Fatalf("body %q", b)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		log, _ := os.ReadFile(logPath)
+		if strings.Contains(string(log), "/through") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy's log does not show the request:\n%s", log)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -1,0 +1,134 @@
+package verify
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// The race and key-spoof family: batches released together
+// (race-over-admission) and one address claiming others
+// (key-spoofable), each judged against the most quota that can have been
+// available. Both are certain only when the group's traffic proves that a
+// limit exists (a rejection, or an advertised remaining value): without
+// that, a probe whose requests were all admitted may meet no limit at all.
+
+// batches returns the synchronised releases among os with the given
+// check: results of one agent, phase and scheduled time, at least two.
+func batches(os []*obs, check string) [][]*obs {
+	type key struct {
+		agent, phase string
+		sched        int64
+	}
+	m := map[key][]*obs{}
+	var keys []key
+	for _, o := range os {
+		if o.check != check || o.class == record.ClassNotSent {
+			continue
+		}
+		k := key{o.res.Agent, o.phase, o.res.Sched}
+		if _, ok := m[k]; !ok {
+			keys = append(keys, k)
+		}
+		m[k] = append(m[k], o)
+	}
+	var out [][]*obs
+	for _, k := range keys {
+		if len(m[k]) >= 2 {
+			out = append(out, m[k])
+		}
+	}
+	return out
+}
+
+// span returns the least Lo and the largest Hi of os (MaxInt64 and
+// MinInt64 when os is empty).
+func span(os []*obs) (int64, int64) {
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, o := range os {
+		lo, hi = min(lo, o.iv.Lo), max(hi, o.iv.Hi)
+	}
+	return lo, hi
+}
+
+// overAdmitted returns the accepted requests of set, its span and the most
+// quota that can have been available to it, and whether more were
+// accepted than that.
+func (r *rule) overAdmitted(t *traffic, set []*obs) (a []*obs, lo, hi, avail int64, over bool) {
+	in := map[*obs]bool{}
+	for _, o := range set {
+		in[o] = true
+	}
+	a = filter(set, func(o *obs) bool { return o.class == record.ClassAccepted })
+	lo, hi = span(set)
+	// A spoofed request outside the set may have counted against another
+	// quota: it is not subtracted.
+	prior := filter(t.acc, func(o *obs) bool { return !in[o] && !slices.Contains(t.spoofed, o) })
+	avail = r.availMax(lo, hi, prior)
+	return a, lo, hi, avail, int64(len(a)) > avail
+}
+
+// limitCertainty is Certain when the group's traffic proves that a limit
+// exists, else Possible.
+func (t *traffic) limitCertainty() Certainty {
+	if t.limited {
+		return Certain
+	}
+	return Possible
+}
+
+// race raises race-over-admission for each batch of the race check that
+// had more accepted than the quota available at its release.
+func (r *rule) race(t *traffic) []Finding {
+	var out []Finding
+	for _, b := range batches(t.os, CheckRace) {
+		a, lo, hi, avail, over := r.overAdmitted(t, b)
+		if !over {
+			continue
+		}
+		msg := fmt.Sprintf("a batch of %d requests released together had %d accepted, but at most %d were available", len(b), len(a), avail)
+		if !t.limited {
+			msg += "; nothing rejected or advertised proves a limit, so it may also be no limiting at all"
+		}
+		out = append(out, r.finding(IDRaceOverAdmission, t.limitCertainty(), t.g, a, Finding{
+			Message: msg,
+			Evidence: Evidence{StartNS: lo, EndNS: hi, Count: len(a), Bound: bound(avail), Refs: refsOf(b),
+				Headers: a[len(a)-1].res.Headers},
+		}))
+	}
+	return out
+}
+
+// keySpoof judges the key-spoof check's requests under a per-IP policy:
+// each phase "key-spoof/HEADER" varies one header from one IP.
+func (r *rule) keySpoof(t *traffic) []Finding {
+	if r.e.Key != KeyIP {
+		return nil
+	}
+	phases := map[string][]*obs{}
+	var names []string
+	for _, o := range t.spoofed {
+		if _, ok := phases[o.phase]; !ok {
+			names = append(names, o.phase)
+		}
+		phases[o.phase] = append(phases[o.phase], o)
+	}
+	var out []Finding
+	for _, ph := range names {
+		set := phases[ph]
+		a, lo, hi, avail, over := r.overAdmitted(t, set)
+		if !over {
+			continue
+		}
+		_, hdr, _ := strings.Cut(ph, "/")
+		out = append(out, r.finding(IDKeySpoofable, t.limitCertainty(), t.g, a, Finding{
+			Message: fmt.Sprintf("%d of %d requests from %s with a different %s each were accepted, but that address had at most %d left", len(a), len(set), cmp(t.g, "one address"), hdr, avail),
+			Evidence: Evidence{StartNS: lo, EndNS: hi, Count: len(a), Bound: bound(avail), Refs: refsOf(set),
+				Headers: a[0].res.Headers},
+		}))
+	}
+	return out
+}

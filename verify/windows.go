@@ -1,0 +1,246 @@
+package verify
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// The window family: sliding and fixed windows of N per W —
+// window-limit-exceeded, and the window side of no-limiting-observed,
+// under-admission, race and key-spoof availability and remaining-value
+// consistency.
+
+// windowsFor returns the fixed windows of rule e touching the group.
+func (r *rule) windowsFor(os []*obs) []Window {
+	seen := filter(os, func(o *obs) bool { return o.class.Counts() })
+	if len(seen) == 0 {
+		return nil
+	}
+	w := int64(r.e.Window)
+	if r.e.Align == limiter.AlignEpoch {
+		lo, hi := span(seen)
+		return EpochWindows(r.origin, lo, hi, w)
+	}
+	return FirstRequestWindows(ivsOf(seen), w)
+}
+
+// windowCounts raises window-limit-exceeded when more than N accepted
+// requests (outside the race and key-spoof probes) fall in one window.
+func (r *rule) windowCounts(t *traffic) []Finding {
+	e, acc := r.e, t.counted
+	n := int(e.Limit)
+	var c, p Span
+	what := "in any " + e.Window.String()
+	if e.WindowType == Fixed {
+		c, p = MaxInFixedWindows(ivsOf(acc), r.wins)
+		what = "in one " + e.Window.String() + " window"
+	} else {
+		c, p = MaxInWindow(ivsOf(acc), int64(e.Window))
+	}
+	switch {
+	case c.Count > n:
+		ev := pick(acc, c.Members)
+		return []Finding{r.finding(IDWindowLimitExceeded, Certain, t.g, ev, Finding{
+			Message: fmt.Sprintf("%d requests were accepted %s, certainly within %s (the policy allows %d)", c.Count, what, dur(c.End-c.Start), n),
+			Evidence: Evidence{StartNS: c.Start, EndNS: c.End, Count: c.Count, Bound: bound(int64(n)),
+				Refs: refsOf(ev), Headers: ev[len(ev)-1].res.Headers},
+		})}
+	case p.Count > n:
+		ev := pick(acc, p.Members)
+		return []Finding{r.finding(IDWindowLimitExceeded, Possible, t.g, ev, Finding{
+			Message: fmt.Sprintf("%d requests were accepted %s if they arrived as early/late as the timing allows (the policy allows %d); measurement uncertainty leaves it open", p.Count, what, n),
+			Evidence: Evidence{StartNS: p.Start, EndNS: p.End, Count: p.Count, Bound: bound(int64(n)),
+				Refs: refsOf(ev), Headers: ev[len(ev)-1].res.Headers},
+		})}
+	}
+	return nil
+}
+
+// windowOffered returns the most offered requests certainly within one
+// window, and the policy's bound.
+func (r *rule) windowOffered(iv []Interval) (peak, int64) {
+	var c Span
+	if r.e.WindowType == Fixed {
+		c, _ = MaxInFixedWindows(iv, r.wins)
+	} else {
+		c, _ = MaxInWindow(iv, int64(r.e.Window))
+	}
+	return peak{members: c.Members, count: c.Count, start: c.Start, end: c.End, length: c.End - c.Start}, r.e.Limit
+}
+
+// fixedAvailMax bounds from above the quota of a fixed window available
+// over [lo, hi]: when [lo, hi] certainly falls in one window, N less the
+// prior requests certainly in it and before lo; else N per window touched.
+func (r *rule) fixedAvailMax(lo, hi int64, prior []*obs) int64 {
+	var touched []Window
+	for _, w := range r.wins {
+		if w.StartLo <= hi && w.StartHi+w.Length > lo {
+			touched = append(touched, w)
+		}
+	}
+	if len(touched) != 1 || !touched[0].certainly(Interval{lo, hi}) {
+		return int64(max(1, len(touched))) * r.e.Limit
+	}
+	n := int64(0)
+	for _, o := range prior {
+		if touched[0].certainly(o.iv) && o.iv.Hi < lo {
+			n++
+		}
+	}
+	return max(0, r.e.Limit-n)
+}
+
+// slidingAvailMax bounds from above the quota of a sliding window
+// available over [lo, hi]: N less the prior requests that surely came
+// before lo and still count at hi.
+func (r *rule) slidingAvailMax(lo, hi int64, prior []*obs) int64 {
+	n := int64(0)
+	for _, o := range prior {
+		if o.iv.Lo > hi-int64(r.e.Window) && o.iv.Hi < lo {
+			n++
+		}
+	}
+	return max(0, r.e.Limit-n)
+}
+
+// fixedLeft returns, for a rejection x, the quota a fixed window surely
+// had left: N less the most accepted requests that may share a window
+// with x and may have come before it.
+func (r *rule) fixedLeft(acc []*obs) func(*obs) int64 {
+	q := r.e.Quota()
+	wins := r.wins
+	return func(x *obs) int64 {
+		most := int64(0)
+		for _, w := range wins {
+			if !w.possibly(x.iv) {
+				continue
+			}
+			n := int64(0)
+			for _, o := range acc {
+				if w.possibly(o.iv) && o.iv.Lo <= x.iv.Hi {
+					n++
+				}
+			}
+			most = max(most, n)
+		}
+		return q - most
+	}
+}
+
+// slidingLeft returns, for a rejection x, the quota a sliding window surely
+// had left: N less every accepted request that may fall in the window
+// before x.
+func (r *rule) slidingLeft(acc []*obs) func(*obs) int64 {
+	q := r.e.Quota()
+	los := make([]int64, len(acc))
+	his := make([]int64, len(acc))
+	for i, o := range acc {
+		los[i], his[i] = o.iv.Lo, o.iv.Hi
+	}
+	slices.Sort(los)
+	slices.Sort(his)
+	w := int64(r.e.Window)
+	return func(x *obs) int64 {
+		n := sort.Search(len(los), func(k int) bool { return los[k] > x.iv.Hi }) -
+			sort.Search(len(his), func(k int) bool { return his[k] > x.iv.Lo-w })
+		return q - int64(n)
+	}
+}
+
+// fixedWindowRemaining judges the remaining values advertised in each
+// fixed window whose accepted requests certainly fall inside it (k of
+// them, none possibly so) and all carry the rule's limit, sorted from the
+// largest, v_1 ≥ … ≥ v_k:
+//
+//   - always v_j ≤ N − j: after j acceptances the window can hold at most
+//     N − j more, so a larger value advertises quota the policy does not
+//     grant (a stuck or inflated remaining). Sorting makes this hold
+//     whatever the order of arrival, and traffic unseen by the probe only
+//     lowers the true remaining, so a violation is certain.
+//   - v_j = N − j exactly, when the window shows no carry-over: its
+//     largest value is N − 1 (its first acceptance saw the whole quota), or
+//     no request of the group may have reached the server in the window's
+//     length before it started. A pure fixed window always counts down
+//     N − 1…N − k then.
+//
+// Otherwise a lower value is not a contradiction: a sliding-window counter
+// keeps the fixed-window promise yet advertises
+// N − ⌊prev·(W−elapsed)/W⌋ − curr, less than N − j while the previous
+// window's weighted share lasts, and rising again as it decays. Within a
+// window, the values need not decrease in arrival order for the same
+// reason. A window the spoofed key-spoof requests may reach is not judged:
+// they may or may not share its quota.
+func (r *rule) fixedWindowRemaining(t *traffic, acc []*obs, note noteFunc) {
+	n := r.e.Limit
+	spoofFrom, _ := span(t.spoofed)
+	for _, w := range r.wins {
+		inW, ok := r.cleanWindow(w, acc, spoofFrom)
+		if !ok {
+			continue
+		}
+		rem := make([]int64, len(inW))
+		for i, o := range inW {
+			l, _ := limitFor(&o.ph, r.e)
+			rem[i] = l.Remaining
+		}
+		slices.SortFunc(rem, func(a, b int64) int { return cmpInt64(b, a) })
+		k := int64(len(rem))
+		over, off := false, false
+		for j, v := range rem {
+			over = over || v > n-1-int64(j)
+			off = off || v != n-1-int64(j)
+		}
+		switch {
+		case over:
+			note(inW[0], "a window with %d accepted advertised remaining %v, more than the %d…%d it can still hold", k, rem, n-1, n-k)
+		case off && (rem[0] == n-1 || !r.carryOver(t.os, w)):
+			note(inW[0], "a window with %d accepted and nothing carried over advertised remaining %v, not %d…%d", k, rem, n-1, n-k)
+		default:
+			continue
+		}
+		for _, o := range inW[1:] {
+			note(o, "")
+		}
+	}
+}
+
+// cleanWindow returns the accepted requests certainly in w when none is
+// possibly so only, each carries a remaining value for the rule, and no
+// spoofed request (from spoofFrom on) may reach w.
+func (r *rule) cleanWindow(w Window, acc []*obs, spoofFrom int64) ([]*obs, bool) {
+	if spoofFrom < w.StartHi+w.Length {
+		return nil, false
+	}
+	var inW []*obs
+	for _, o := range acc {
+		switch {
+		case w.certainly(o.iv):
+			if _, ok := limitFor(&o.ph, r.e); o.cached || !ok {
+				return nil, false
+			}
+			inW = append(inW, o)
+		case w.possibly(o.iv):
+			return nil, false
+		}
+	}
+	return inW, len(inW) > 0
+}
+
+// carryOver reports whether a request of the group (any that may have
+// reached the server) may have arrived in the window's length before w
+// started: what a sliding-window counter weighs into w.
+func (r *rule) carryOver(os []*obs, w Window) bool {
+	for _, o := range os {
+		if o.class == record.ClassNotSent {
+			continue
+		}
+		if o.iv.Lo < w.StartHi && o.iv.Hi >= w.StartLo-w.Length && !w.certainly(o.iv) {
+			return true
+		}
+	}
+	return false
+}

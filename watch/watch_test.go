@@ -1,0 +1,341 @@
+package watch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/internal/testenv"
+	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/verify"
+)
+
+func TestPlanBudget(t *testing.T) {
+	window := verify.Endpoint{Limit: 100, Window: time.Minute}
+	small := verify.Endpoint{Limit: 10, Window: time.Minute}
+	bucket := verify.Endpoint{Rate: 10, Capacity: 50}
+	for _, tc := range []struct {
+		name     string
+		e        verify.Endpoint
+		share    float64
+		every    time.Duration
+		mode     Mode
+		perCycle int
+		exhaust  int
+		wantErr  string
+	}{
+		{"2% of 100 per minute, every 5m", window, 0.02, 5 * time.Minute, ModeHeaders, 2, 0, ""},
+		{"cycles within one window share it", window, 0.02, 30 * time.Second, ModeHeaders, 1, 0, ""},
+		{"2% of 10 cannot fit", small, 0.02, 5 * time.Minute, ModeHeaders, 0, 0, "raise --budget to 10%"},
+		{"10% of 10 fits", small, 0.1, 5 * time.Minute, ModeHeaders, 1, 0, ""},
+		{"bucket period is capacity/rate", bucket, 0.1, time.Minute, ModeSample, 5, 0, ""},
+		{"exhaust finds up to 4x", small, 0.1, time.Minute, ModeExhaust, 1, 41, ""},
+		{"exhaust needs a fresh quota", small, 0.1, 30 * time.Second, ModeExhaust, 0, 41, "shorter than the rule's period"},
+		{"share over 100%", window, 1.5, time.Minute, ModeHeaders, 0, 0, "at most 100%"},
+		{"no quota", verify.Endpoint{}, 0.02, time.Minute, ModeHeaders, 0, 0, "no quota"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := PlanBudget(tc.e, tc.share, tc.every, tc.mode)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.PerCycle != tc.perCycle || b.Exhaust != tc.exhaust {
+				t.Errorf("per cycle %d, exhaust %d; want %d, %d", b.PerCycle, b.Exhaust, tc.perCycle, tc.exhaust)
+			}
+			// The budget's promise: no window of length Period holds more
+			// than Share·Quota of the shared requests.
+			cycles := int64((b.Period + b.Every - 1) / b.Every)
+			if float64(cycles)*float64(b.PerCycle) > tc.share*float64(b.Quota)+1e-9 {
+				t.Errorf("%d cycles × %d requests exceed %v of %d", cycles, b.PerCycle, tc.share, b.Quota)
+			}
+		})
+	}
+}
+
+// resp builds a recorded answer with headers, at ms milliseconds.
+func resp(status int, ms int64, phase string, h ...string) record.Result {
+	hd := http.Header{}
+	for i := 0; i+1 < len(h); i += 2 {
+		hd[h[i]] = append(hd[h[i]], h[i+1])
+	}
+	t := ms * int64(time.Millisecond)
+	return record.Result{Outcome: record.OutcomeResponse, Status: status, Phase: phase, Sent: t, Wrote: t, TTFB: t + 1000, Done: t + 2000, Headers: hd}
+}
+
+func TestObserveAndCompare(t *testing.T) {
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	draft := func(q int) []string {
+		return []string{"RateLimit-Policy", `"default";q=` + itoa(int64(q)) + `;w=60`, "RateLimit", `"default";r=` + itoa(int64(q-1)) + `;t=60`}
+	}
+	base := Observe([]record.Result{resp(200, 0, "watch", draft(10)...), resp(200, 10, "watch", draft(10)...)}, 0, start, "")
+	if base.Advertised == nil || base.Advertised.Limit != 10 || base.Advertised.Window != time.Minute {
+		t.Fatalf("advertised = %+v", base.Advertised)
+	}
+	if len(base.Dialects) != 1 || base.Dialects[0] != "draft-8" {
+		t.Fatalf("dialects = %v", base.Dialects)
+	}
+	five := func(n int64) *int64 { return &n }
+	tr, fa := true, false
+	for _, tc := range []struct {
+		name string
+		b    Baseline
+		now  Observation
+		want []string // fields
+	}{
+		{"same", Baseline{Observation: base}, base, nil},
+		{"limit doubled", Baseline{Observation: base},
+			Observe([]record.Result{resp(200, 0, "watch", draft(20)...)}, 0, start, ""), []string{"limit"}},
+		{"headers vanished", Baseline{Observation: base},
+			Observe([]record.Result{resp(200, 0, "watch")}, 0, start, ""), []string{"headers"}},
+		{"no answers, no drift", Baseline{Observation: base}, Observation{}, nil},
+		{"retry-after vanished", Baseline{Observation: Observation{Responses: 3, RetryAfter: &tr}},
+			Observation{Responses: 3, RetryAfter: &fa}, []string{"retry-after"}},
+		{"exhaust within 10%", Baseline{Observation: Observation{Responses: 30, Exhausted: five(20)}},
+			Observation{Responses: 30, Exhausted: five(21)}, nil},
+		{"exhaust doubled", Baseline{Observation: Observation{Responses: 30, Exhausted: five(10)}},
+			Observation{Responses: 30, Exhausted: five(20)}, []string{"limit"}},
+		{"exhaust against inferred bounds", Baseline{Inference: &infer.Inference{Params: infer.Params{Limit: &infer.Param{Value: 10, Low: 10, High: 10}}}},
+			Observation{Responses: 30, Exhausted: five(20)}, []string{"limit"}},
+		{"exhaust inside inferred bounds", Baseline{Inference: &infer.Inference{Params: infer.Params{Capacity: &infer.Param{Value: 10, Low: 9, High: 11}}}},
+			Observation{Responses: 30, Exhausted: five(12)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, d := range Compare(tc.b, tc.now) {
+				got = append(got, d.Field)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("drift %v, want %v", got, tc.want)
+			}
+			// Reported once: after Update, the same observation is no drift.
+			if again := Compare(tc.b.Update(tc.now), tc.now); len(again) != 0 {
+				t.Errorf("after Update the same observation drifts again: %+v", again)
+			}
+		})
+	}
+}
+
+func TestObserveExhaustCountsUntilFirstRejection(t *testing.T) {
+	var rs []record.Result
+	for i := range 12 {
+		st := 200
+		if i >= 7 {
+			st = 429
+		}
+		rs = append(rs, resp(st, int64(i), "exhaust"))
+	}
+	rs = append(rs, resp(200, 20, "watch"))
+	o := Observe(rs, 0, time.Now(), "exhaust")
+	if o.Exhausted == nil || *o.Exhausted != 7 {
+		t.Fatalf("exhausted = %v, want 7", o.Exhausted)
+	}
+	if o.RetryAfter == nil || *o.RetryAfter {
+		t.Fatalf("retry-after = %v, want seen and false", o.RetryAfter)
+	}
+	if o.Accepted != 8 || o.Rejected != 5 {
+		t.Fatalf("accepted %d rejected %d", o.Accepted, o.Rejected)
+	}
+}
+
+func TestMetricsPassPromtool(t *testing.T) {
+	m := NewMetrics()
+	rs := []record.Result{resp(200, 0, "watch"), resp(429, 1, "exhaust", "Retry-After", "1"), {Outcome: record.OutcomeError, Err: record.ErrTimeout}}
+	m.Results(rs, 0, func(r record.Result) bool { return r.Phase == "exhaust" })
+	m.Verdict(verify.Report{Verdict: verify.VerdictPass, Policy: verify.Policy{Endpoints: []verify.Endpoint{{Limit: 10, Window: time.Minute}}},
+		Findings: []verify.Finding{{ID: "retry-after-missing", Severity: verify.SeverityWarning, Certainty: verify.Certain}}})
+	m.Inference(&infer.Inference{Algorithm: infer.FixedWindow, Params: infer.Params{Limit: &infer.Param{Value: 10}, WindowS: &infer.Param{Value: 60}}})
+	m.Drift([]Drift{{Field: "limit"}})
+	m.Cycle(true, time.Now())
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{
+		`rlprobe_requests_total{outcome="accepted",status="200"} 1`,
+		`rlprobe_requests_total{outcome="error",status=""} 1`,
+		`rlprobe_budget_requests_total{quota="own"} 1`,
+		`rlprobe_budget_requests_total{quota="shared"} 2`,
+		`rlprobe_limit_requests{source="infer"} 10`,
+		`rlprobe_window_seconds{source="infer"} 60`,
+		`rlprobe_drift_events_total{field="limit"} 1`,
+		`rlprobe_rule_pass{rule="10 in any 1m0s"} 1`,
+		`rlprobe_findings{certainty="certain",id="retry-after-missing",severity="warning"} 1`,
+		`rlprobe_algorithm_info{algorithm="fixed-window"} 1`,
+	} {
+		if !bytes.Contains(body, []byte(want)) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	cmd := exec.Command(testenv.Promtool(t), "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func TestWebhookRetriesAndRedacts(t *testing.T) {
+	var calls atomic.Int32
+	var got Event
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		switch r.URL.Path {
+		case "/flaky":
+			if n == 1 {
+				w.WriteHeader(503)
+				return
+			}
+			_ = json.NewDecoder(r.Body).Decode(&got)
+		case "/gone":
+			w.WriteHeader(404)
+		}
+	}))
+	defer srv.Close()
+	w := NewWebhook(srv.URL+"/flaky?access_token=S3CRET", nil)
+	w.Backoff = time.Millisecond
+	ev := Event{Schema: EventSchema, Kind: KindDrift, Drift: &Drift{Field: "limit", Before: "10", After: "20", Source: "headers"}}
+	if err := w.Post(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 || got.Kind != KindDrift || got.Drift == nil || got.Drift.After != "20" {
+		t.Fatalf("calls %d, event %+v", calls.Load(), got)
+	}
+	calls.Store(0)
+	w = NewWebhook(srv.URL+"/gone?access_token=S3CRET", nil)
+	w.Backoff = time.Millisecond
+	err := w.Post(context.Background(), ev)
+	if err == nil || calls.Load() != 1 {
+		t.Fatalf("a 404 is not retried: err %v, calls %d", err, calls.Load())
+	}
+	if strings.Contains(err.Error(), "S3CRET") {
+		t.Fatalf("the webhook's secret leaks into its error: %v", err)
+	}
+}
+
+func TestDirRotates(t *testing.T) {
+	dir := t.TempDir()
+	d := Dir{Path: dir, Keep: 3, KeepBytes: 1 << 20}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var paths []string
+	for i := range 5 {
+		p := d.File(t0.Add(time.Duration(i)*time.Minute), i)
+		paths = append(paths, p)
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := filepath.Join(dir, "notes.jsonl")
+	_ = os.WriteFile(other, []byte("mine"), 0o644)
+	removed, err := d.Rotate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 2 || removed[0] != paths[1] || removed[1] != paths[0] {
+		t.Fatalf("removed %v, want the two oldest", removed)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatal("rotation touched a file it did not write")
+	}
+	// Size: a 1-byte cap keeps only the newest file.
+	d.KeepBytes = 1
+	if removed, _ = d.Rotate(); len(removed) != 2 {
+		t.Fatalf("size rotation removed %v", removed)
+	}
+	if _, err := os.Stat(paths[4]); err != nil {
+		t.Fatal("the newest file must stay")
+	}
+}
+
+func TestEventsMatchTheirSchema(t *testing.T) {
+	s := testenv.CompileSchema(t, "../docs/schema", "watch-event.schema.json")
+	d := Drift{Field: "limit", Before: "10", After: "20", Source: "headers"}
+	f := DriftFinding(d, "GET /")
+	good := []Event{
+		{Kind: KindStart, Message: "watching"},
+		{Kind: KindCycle, Cycle: 1, Verdict: "pass", Message: "cycle 1: pass", RecordFile: "c1.jsonl"},
+		{Kind: KindDrift, Cycle: 2, Drift: &d, Finding: &f, Message: f.Message},
+		{Kind: KindStop, Cycle: 2, Message: "stopped"},
+	}
+	for _, ev := range good {
+		ev.Schema, ev.Tool, ev.Time, ev.Targets = EventSchema, "rlprobe test", time.Now(), []string{"http://127.0.0.1:1/"}
+		if err := validate(s, ev); err != nil {
+			t.Errorf("%s event: %v", ev.Kind, err)
+		}
+	}
+	bad := Event{Schema: EventSchema, Tool: "rlprobe test", Time: time.Now(), Kind: KindDrift, Message: "no drift member"}
+	if validate(s, bad) == nil {
+		t.Error("a drift event without its drift validated")
+	}
+	for _, k := range Kinds {
+		if !strings.Contains(mustRead(t, "../docs/schema/watch-event.schema.json"), `"`+k+`"`) {
+			t.Errorf("kind %s missing from the schema", k)
+		}
+	}
+}
+
+func validate(s interface{ Validate(any) error }, ev Event) error {
+	b, _ := json.Marshal(ev)
+	var v any
+	_ = json.Unmarshal(b, &v)
+	return s.Validate(v)
+}
+
+func mustRead(t *testing.T, p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestExampleAlertRules: examples/prometheus-rules.yml passes promtool and
+// names only metrics that watch serves.
+func TestExampleAlertRules(t *testing.T) {
+	path := "../examples/prometheus-rules.yml"
+	out, err := exec.Command(testenv.Promtool(t), "check", "rules", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	m := NewMetrics()
+	m.Results([]record.Result{resp(200, 0, "watch")}, 0, nil)
+	m.Cycle(false, time.Now())
+	m.Drift([]Drift{{Field: "limit"}})
+	m.Verdict(verify.Report{Policy: verify.Policy{Endpoints: []verify.Endpoint{{Limit: 1, Window: time.Second}}}, Findings: []verify.Finding{{ID: "retry-after-missing"}}})
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for _, f := range fams {
+		served[f.GetName()] = true
+	}
+	text := mustRead(t, path)
+	for _, name := range []string{"rlprobe_rule_pass", "rlprobe_drift_events_total", "rlprobe_findings", "rlprobe_last_cycle_timestamp_seconds", "rlprobe_cycles_total"} {
+		if !strings.Contains(text, name) {
+			t.Errorf("the rules do not use %s", name)
+		}
+		if !served[name] {
+			t.Errorf("the rules use %s, which watch does not serve", name)
+		}
+	}
+}
