@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/verify"
+	"golang.org/x/net/http/httpguts"
 )
 
 // kongWindows are the rate-limiting plugin's fixed windows of a fixed
@@ -250,7 +251,7 @@ func kongKey(cfg *node, file string) (key, expr string, notes []string, err erro
 		return verify.KeyIP, "limit_by " + by, []string{"limit_by " + by + ": without an authenticated consumer Kong falls back to the client IP"}, nil
 	case "header":
 		h, _ := cfg.get("header_name").scalar()
-		if !isToken(h) {
+		if !httpguts.ValidHeaderFieldName(h) {
 			return "", "", nil, errAt(file, cfg.line, "limit_by header needs header_name, a header name (not %q)", h)
 		}
 		return "header:" + h, "limit_by header " + h, nil, nil

@@ -317,19 +317,6 @@ func parse(data []byte, name string, o Options) (im *Import, err error) {
 	return im, nil
 }
 
-// isToken reports whether s is an HTTP token (a header name).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // urlPath returns p when it is a URL path a probe can request (it starts
 // with "/" and holds no space or control character), else "".
 func urlPath(p string) string {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
+	"golang.org/x/net/http/httpguts"
 )
 
 // traefikMiddleware is one rateLimit middleware.
@@ -201,7 +202,7 @@ func traefikRule(mw *traefikMiddleware, file string, im *Import) (*Rule, error) 
 		switch {
 		case sc.get("requestHeaderName") != nil:
 			h, _ := sc.get("requestHeaderName").scalar()
-			if !isToken(h) {
+			if !httpguts.ValidHeaderFieldName(h) {
 				return nil, errAt(file, sc.line, "requestHeaderName needs a header name, not %q", h)
 			}
 			r.Key, r.KeyExpr = "header:"+h, "requestHeaderName "+h

@@ -311,7 +311,8 @@ func clockExchange(ctx context.Context, d Doer, url string) (ClockSample, error)
 	resp, err := d.Do(req)
 	after := time.Now()
 	if err != nil {
-		return ClockSample{}, fmt.Errorf("probe: clock: %w", err)
+		// A *url.Error quotes the URL: redact the default secrets.
+		return ClockSample{}, fmt.Errorf("probe: clock: %w", redactError(nil, err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()

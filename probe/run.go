@@ -594,7 +594,7 @@ func (r *run) readH1(i int, c *h1Conn, res *record.Result) (reuse bool, err erro
 	res.Done = r.stamp(time.Now())
 	if berr != nil {
 		// The status arrived, so this is a response; the connection is done.
-		res.ErrMsg = "reading body: " + berr.Error()
+		res.ErrMsg = r.e.opt.Redactor.Text("reading body: " + berr.Error())
 		return false, nil
 	}
 	reuse = !resp.Close && n <= r.e.opt.MaxBodyBytes && fb.Buffered() == 0 && c.br.Buffered() == 0 &&
@@ -625,7 +625,7 @@ func (r *run) leanBody(c *h1Conn, res *record.Result, h *h1Head) (reuse bool, er
 		if errors.Is(berr, io.EOF) {
 			berr = io.ErrUnexpectedEOF
 		}
-		res.ErrMsg = "reading body: " + berr.Error()
+		res.ErrMsg = r.e.opt.Redactor.Text("reading body: " + berr.Error())
 		return false, nil
 	}
 	return !h.close && c.br.Buffered() == 0, nil
@@ -776,7 +776,7 @@ func (r *run) roundTripH2(i int, p *pool, hc *h2Conn, res record.Result) {
 	st.mu.Unlock()
 	res.Done = r.stamp(now)
 	if err == nil && berr != nil {
-		res.ErrMsg = "reading body: " + berr.Error()
+		res.ErrMsg = r.e.opt.Redactor.Text("reading body: " + berr.Error())
 	}
 	r.finish(i, res, err)
 }
@@ -790,6 +790,10 @@ func (r *run) finish(i int, res record.Result, err error) {
 	if err == nil {
 		res.Outcome = record.OutcomeResponse
 	} else {
+		// The transport's errors quote the request's URL (*url.Error):
+		// from here on, in the record, the abort reason and what Run and
+		// Preflight return, only its redacted form.
+		err = redactError(r.e.opt.Redactor, err)
 		res.Outcome = record.OutcomeError
 		res.Status = 0
 		if r.killed.Load() && r.rctx.Err() != nil {
@@ -820,6 +824,26 @@ func (r *run) finish(i int, res record.Result, err error) {
 	r.writeLocked(res)
 }
 
+// redactedError is an error whose text has its URLs' secrets redacted; it
+// unwraps to the original, so errors.Is and errors.As still see it.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redactError returns err with its text redacted by red (nil: the
+// defaults), or err itself when there is nothing to redact.
+func redactError(red *record.Redactor, err error) error {
+	msg := err.Error()
+	if red := red.Text(msg); red != msg {
+		return &redactedError{msg: red, err: err}
+	}
+	return err
+}
+
 // writeLocked passes res to the sink; a sink error aborts the run.
 func (r *run) writeLocked(res record.Result) {
 	if r.sink == nil || r.sinkErr != nil {
@@ -833,6 +857,7 @@ func (r *run) writeLocked(res record.Result) {
 
 // abortLocked stops the dispatcher with reason err (the first one wins).
 func (r *run) abortLocked(err error) {
+	err = redactError(r.e.opt.Redactor, err) // a dial error may quote the URL
 	if r.abortErr != nil || r.dctx.Err() != nil {
 		return
 	}

@@ -306,7 +306,7 @@ func (r *run) spFinish(s *spStream, err error) {
 		res.Status = s.status
 		r.captureHeaders(&res, s.header)
 		if err != nil {
-			res.ErrMsg = "reading body: " + err.Error()
+			res.ErrMsg = r.e.opt.Redactor.Text("reading body: " + err.Error())
 		}
 		err = nil
 	}

@@ -18,10 +18,14 @@ var defaultSecretHeaders = []string{
 	"X-API-Key", "Api-Key", "X-Auth-Token",
 }
 
-// defaultSecretQuery are the query parameter names whose values are always
-// secret: access_token is how RFC 6750 (section 2.3) passes a bearer token
-// in a URL.
-var defaultSecretQuery = []string{"access_token"}
+// defaultSecretQuery are the query parameter names whose values are secret
+// unless a Redactor is told otherwise (contract.md, "The record file"):
+// API keys, tokens (access_token is how RFC 6750, section 2.3, passes a
+// bearer token in a URL), signatures, passwords and sessions.
+var defaultSecretQuery = []string{
+	"api_key", "apikey", "api-key", "key", "token", "access_token", "refresh_token", "id_token",
+	"auth", "signature", "sig", "password", "passwd", "secret", "client_secret", "session",
+}
 
 // DefaultSecretHeaders returns the header names whose values a Redactor
 // always replaces: Authorization, Proxy-Authorization, Cookie, Set-Cookie,
@@ -29,8 +33,10 @@ var defaultSecretQuery = []string{"access_token"}
 func DefaultSecretHeaders() []string { return append([]string(nil), defaultSecretHeaders...) }
 
 // DefaultSecretQuery returns the query parameter names whose values a
-// Redactor always replaces: access_token (RFC 6750's bearer token in a URL).
-// The slice is a new copy.
+// Redactor replaces unless built WithoutDefaultQuery: api_key, apikey,
+// api-key, key, token, access_token, refresh_token, id_token, auth,
+// signature, sig, password, passwd, secret, client_secret and session. The
+// slice is a new copy.
 func DefaultSecretQuery() []string { return append([]string(nil), defaultSecretQuery...) }
 
 // Fingerprint returns a stable short fingerprint of secret,
@@ -59,15 +65,18 @@ func isFingerprint(v string) bool {
 }
 
 // A Redactor replaces secret values by their Fingerprint: the values of
-// secret headers, of secret query parameters, and URL passwords. Names are
-// matched case-insensitively. It always treats DefaultSecretHeaders and
-// DefaultSecretQuery as secret, plus the extra names it was built with.
+// secret headers, of secret query parameters, and URL passwords, in
+// records, URLs and error text. Names are matched case-insensitively. It
+// always treats DefaultSecretHeaders as secret, DefaultSecretQuery unless
+// built WithoutDefaultQuery, and the extra names it was built with.
 //
 // The zero Redactor and a nil *Redactor redact the defaults only. A
 // Redactor is immutable, so it is safe for concurrent use.
 type Redactor struct {
 	headers map[string]bool // extra secret header names, lower case
 	query   map[string]bool // extra secret query names, lower case
+	// noDefaultQuery drops DefaultSecretQuery (--no-default-secrets).
+	noDefaultQuery bool
 }
 
 // NewRedactor returns a Redactor that also treats extraHeaders (the
@@ -84,6 +93,18 @@ func NewRedactor(extraHeaders, extraQuery []string) *Redactor {
 	return r
 }
 
+// WithoutDefaultQuery returns a copy of r that treats only its extra query
+// names as secret, not DefaultSecretQuery (--no-default-secrets: for a
+// target whose "key" or "session" parameter is no secret). Secret headers
+// and URL passwords stay redacted.
+func (r *Redactor) WithoutDefaultQuery() *Redactor {
+	out := &Redactor{noDefaultQuery: true}
+	if r != nil {
+		out.headers, out.query = r.headers, r.query
+	}
+	return out
+}
+
 // secretHeader reports whether the header name is secret.
 func (r *Redactor) secretHeader(name string) bool {
 	for _, h := range defaultSecretHeaders {
@@ -96,9 +117,11 @@ func (r *Redactor) secretHeader(name string) bool {
 
 // secretQuery reports whether the query parameter name is secret.
 func (r *Redactor) secretQuery(name string) bool {
-	for _, q := range defaultSecretQuery {
-		if strings.EqualFold(q, name) {
-			return true
+	if r == nil || !r.noDefaultQuery {
+		for _, q := range defaultSecretQuery {
+			if strings.EqualFold(q, name) {
+				return true
+			}
 		}
 	}
 	return r != nil && r.query[strings.ToLower(name)]
@@ -244,4 +267,42 @@ func pathUnescape(s string) string {
 		return u
 	}
 	return s
+}
+
+// Text returns s, an error message or any other text, with every URL in it
+// redacted as URL does: Go's *url.Error, for one, quotes the whole request
+// URL ("Get \"http://h/?api_key=…\": dial tcp …"). A URL runs from
+// "http://" or "https://" (any case) to the first space, quote, angle
+// bracket or control character.
+func (r *Redactor) Text(s string) string {
+	lower := strings.ToLower(s)
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); {
+		j := strings.Index(lower[i:], "http")
+		if j < 0 {
+			break
+		}
+		start := i + j
+		rest := lower[start:]
+		if !strings.HasPrefix(rest, "http://") && !strings.HasPrefix(rest, "https://") {
+			i = start + 4
+			continue
+		}
+		end := start
+		for end < len(s) && !strings.ContainsRune(" \t\"'<>`", rune(s[end])) && s[end] >= 0x20 && s[end] != 0x7f {
+			end++
+		}
+		if b.Len() == 0 {
+			b.Grow(len(s) + 16)
+		}
+		b.WriteString(s[last:start])
+		b.WriteString(r.URL(s[start:end]))
+		last, i = end, end
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }

@@ -160,3 +160,57 @@ func TestRedactNeverLeaks(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultSecretQuery: every default name is secret in any case, plus
+// the extra names; WithoutDefaultQuery keeps only the extra ones (and the
+// URL's password).
+func TestDefaultSecretQuery(t *testing.T) {
+	names := []string{"api_key", "apikey", "api-key", "key", "token", "access_token", "refresh_token", "id_token",
+		"auth", "signature", "sig", "password", "passwd", "secret", "client_secret", "session"}
+	if got := DefaultSecretQuery(); !reflect.DeepEqual(got, names) {
+		t.Errorf("DefaultSecretQuery() = %v, want %v", got, names)
+	}
+	r := NewRedactor(nil, []string{"tenant"})
+	fp := Fingerprint("S3")
+	for _, n := range append(names, "tenant") {
+		for _, spelled := range []string{n, strings.ToUpper(n)} {
+			u := "http://h/p?a=1&" + spelled + "=S3#x"
+			if got, want := r.URL(u), "http://h/p?a=1&"+spelled+"="+fp+"#x"; got != want {
+				t.Errorf("URL(%q) = %q, want %q", u, got, want)
+			}
+		}
+	}
+	if got := r.URL("http://h/?keys=1&tokenish=2"); got != "http://h/?keys=1&tokenish=2" {
+		t.Errorf("names are whole: %q", got)
+	}
+	bare := r.WithoutDefaultQuery()
+	if got, want := bare.URL("http://u:pw@h/?key=k&tenant=S3"), "http://u:"+Fingerprint("pw")+"@h/?key=k&tenant="+fp; got != want {
+		t.Errorf("WithoutDefaultQuery: URL = %q, want %q", got, want)
+	}
+	if got := bare.Header(http.Header{"Authorization": {"x"}}).Get("Authorization"); got != Fingerprint("x") {
+		t.Errorf("WithoutDefaultQuery: Authorization = %q, want its fingerprint", got)
+	}
+	var nilR *Redactor
+	if got := nilR.WithoutDefaultQuery().URL("http://h/?key=k"); got != "http://h/?key=k" {
+		t.Errorf("nil.WithoutDefaultQuery: %q", got)
+	}
+}
+
+// TestRedactText: URLs inside error text are redacted, the rest is kept.
+func TestRedactText(t *testing.T) {
+	r := NewRedactor(nil, nil)
+	fp := Fingerprint("S3cr3t")
+	for _, tc := range []struct{ in, want string }{
+		{`Get "http://127.0.0.1:1/x?api_key=S3cr3t": dial tcp 127.0.0.1:1: connect: connection refused`,
+			`Get "http://127.0.0.1:1/x?api_key=` + fp + `": dial tcp 127.0.0.1:1: connect: connection refused`},
+		{`two: HTTPS://a/?Token=S3cr3t and http://b/?sig=S3cr3t&q=1 end`,
+			`two: HTTPS://a/?Token=` + fp + ` and http://b/?sig=` + fp + `&q=1 end`},
+		{"no url here, just http and https words", "no url here, just http and https words"},
+		{"at end http://u:S3cr3t@h", "at end http://u:" + fp + "@h"},
+		{"", ""},
+	} {
+		if got := r.Text(tc.in); got != tc.want {
+			t.Errorf("Text(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -152,3 +152,36 @@ func TestNonAtomicMemoryBackend(t *testing.T) {
 		t.Error("New accepted a negative race gap")
 	}
 }
+
+// TestDecisionDelay: a request held 10 ms before its decision is decided
+// after one that arrived later without a wait, at the time its wait ends:
+// its arrival stamp is the earlier, its decision number the later, and a
+// fixed window of 1 admits the other one.
+func TestDecisionDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		one := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 1, Window: time.Minute}
+		h, err := NewHandler([]Route{{Policy: Policy{Limiter: one}}}, HandlerOptions{EchoArrival: true,
+			DecisionDelay: func(r *http.Request) time.Duration {
+				if r.Header.Get("X-Slow") != "" {
+					return 10 * time.Millisecond
+				}
+				return 0
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var slow *http.Response
+		done := make(chan struct{})
+		go func() { slow = get(h, "/", "", "X-Slow", "1"); close(done) }()
+		synctest.Wait()
+		time.Sleep(time.Millisecond)
+		fast := get(h, "/", "")
+		<-done
+		n := func(r *http.Response) string { return r.Header.Get(headers.DecisionHeader) }
+		a := func(r *http.Response) string { return r.Header.Get(headers.ArrivalHeader) }
+		if slow.StatusCode != 429 || fast.StatusCode != 200 || n(slow) != "2" || n(fast) != "1" || a(slow) >= a(fast) {
+			t.Errorf("slow: %d decision %s arrival %s; fast: %d decision %s arrival %s; want 429 2, 200 1, slow arriving first",
+				slow.StatusCode, n(slow), a(slow), fast.StatusCode, n(fast), a(fast))
+		}
+	})
+}

@@ -9,7 +9,11 @@
 //     [MemoryBackend] keeps states in a limiter.Store; [RedisBackend] keeps
 //     them in Redis, atomically in Lua (identical decisions), or with
 //     RedisOptions.NonAtomic as the check-then-act race of a naive
-//     distributed counter.
+//     distributed counter; [NonAtomicMemoryBackend] is that race in memory,
+//     where a synctest bubble can run it. The memory backends are
+//     [OrderedBackend]s: they number their decisions, and the Handler
+//     reports the number beside the arrival echo (headers.DecisionHeader),
+//     since an arrival stamp does not fix the order of decisions.
 //   - [Handler] routes requests by exact path to a [Policy] (limiter,
 //     key, reject status, header dialects, Retry-After honesty, faults) and
 //     answers with honest headers unless told to lie.

@@ -58,12 +58,18 @@ type HandlerOptions struct {
 	OnBackendError BackendErrorMode
 	// Log, when not nil, receives one line per request.
 	Log io.Writer
+	// DecisionDelay, when not nil, says how long a request waits between
+	// its arrival stamp and its decision: the time a busy server spends
+	// before its limiter runs (queues, middleware, a remote store), which
+	// lets requests be decided in another order than they arrived. Tests
+	// use it to inject that disorder; nil means no wait.
+	DecisionDelay func(r *http.Request) time.Duration
 }
 
 // Handler is the reference rate-limited HTTP handler. Each request is
 // routed by exact path (404 when no route matches), keyed by its route's
-// Policy.Key, decided by the route's Backend at the request's receive time,
-// and answered:
+// Policy.Key, decided by the route's Backend at the request's receive time
+// (with a HandlerOptions.DecisionDelay, when the delay ends), and answered:
 //
 //   - admitted: 200 "ok\n", after the Decision's Delay (leaky bucket
 //     queueing; a client that goes away ends the wait);
@@ -91,6 +97,8 @@ type Handler struct {
 	onError   BackendErrorMode
 	logMu     sync.Mutex
 	log       io.Writer
+	// decisionDelay is HandlerOptions.DecisionDelay.
+	decisionDelay func(*http.Request) time.Duration
 	// stopping is closed by StopDelays: delayed requests then answer 503.
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -115,7 +123,7 @@ var _ http.Handler = (*Handler)(nil)
 // unique and start with "/" (or be "" for the catch-all route).
 func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
 	h := &Handler{now: opt.Now, echo: opt.EchoArrival, onError: opt.OnBackendError, log: opt.Log,
-		stopping: make(chan struct{})}
+		decisionDelay: opt.DecisionDelay, stopping: make(chan struct{})}
 	if h.now == nil {
 		h.now = time.Now
 		h.realClock = true
@@ -257,7 +265,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := rt.keyOf(r)
-	dec, err := h.decide(w, r, rt, key, arrival)
+	// at is when the limiter decides: the arrival, unless a decision delay
+	// makes the request wait, and then the moment the wait ends.
+	at := arrival
+	if h.decisionDelay != nil {
+		if d := h.decisionDelay(r); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+			at = h.now()
+		}
+	}
+	dec, err := h.decide(w, r, rt, key, at)
 	if err != nil {
 		if h.onError == BackendErrorAllow {
 			h.logf(r, arrival, key, http.StatusOK, "backend error, allowed: "+err.Error())
@@ -271,8 +294,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !dec.Allowed {
-		rt.writeRateLimit(w.Header(), dec, arrival, 0)
-		if ra, ok := rt.retryAfter(dec, arrival); ok {
+		rt.writeRateLimit(w.Header(), dec, at, 0)
+		if ra, ok := rt.retryAfter(dec, at); ok {
 			w.Header().Set("Retry-After", ra)
 		}
 		if rt.faults[FaultCacheableReject] {
@@ -302,19 +325,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rt.writeRateLimit(w.Header(), dec, arrival.Add(dec.Delay), dec.Delay)
+	rt.writeRateLimit(w.Header(), dec, at.Add(dec.Delay), dec.Delay)
 	h.logf(r, arrival, key, http.StatusOK, fmt.Sprintf("remaining=%d delay=%v", dec.Remaining, dec.Delay))
 	writeBody(w, http.StatusOK, "ok\n")
 }
 
 // decide asks the route's backend for a decision and, when echoing, sets
 // the decision's number (an OrderedBackend's, taken as it decided).
-func (h *Handler) decide(w http.ResponseWriter, r *http.Request, rt *route, key string, arrival time.Time) (limiter.Decision, error) {
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, rt *route, key string, at time.Time) (limiter.Decision, error) {
 	ob, ok := rt.backend.(OrderedBackend)
 	if !h.echo || !ok {
-		return rt.backend.Decide(r.Context(), key, arrival)
+		return rt.backend.Decide(r.Context(), key, at)
 	}
-	dec, n, err := ob.DecideOrdered(r.Context(), key, arrival)
+	dec, n, err := ob.DecideOrdered(r.Context(), key, at)
 	if err == nil {
 		w.Header().Set(headers.DecisionHeader, strconv.FormatInt(n, 10))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dunglas/httpsfv"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
@@ -280,7 +281,7 @@ func (e *Endpoint) validate(prefix string, ps *problems) {
 	if e.Path != "" && !strings.HasPrefix(e.Path, "/") {
 		add("path", "must start with /, not %q", e.Path)
 	}
-	if e.Method != "" && !isToken(e.Method) {
+	if e.Method != "" && !httpguts.ValidHeaderFieldName(e.Method) {
 		add("method", "%q is not an HTTP method", e.Method)
 	}
 	_, limitGiven := e.lines["limit"]
@@ -335,7 +336,7 @@ func (e *Endpoint) validate(prefix string, ps *problems) {
 	switch k := e.Key; {
 	case k == "", k == KeyGlobal, k == KeyIP:
 	case strings.HasPrefix(k, "header:"):
-		if name := strings.TrimPrefix(k, "header:"); !isToken(name) {
+		if name := strings.TrimPrefix(k, "header:"); !httpguts.ValidHeaderFieldName(name) {
 			add("key", "header:NAME needs a header name, not %q", name)
 		}
 	default:
@@ -357,18 +358,6 @@ func (e *Endpoint) validate(prefix string, ps *problems) {
 	default:
 		add("retry_after", "must be required or optional, not %q", e.RetryAfter)
 	}
-}
-
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // Normalize returns the policy with defaults made explicit: capacity

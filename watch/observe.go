@@ -30,9 +30,12 @@ type Observation struct {
 	// RetryAfter says whether rejections carried Retry-After: nil when the
 	// cycle saw no rejection.
 	RetryAfter *bool
-	// Exhausted is, for an exhausting cycle, how many requests watch's own
-	// identity had accepted before its first rejection; nil when the
-	// cycle did not exhaust or saw no rejection within its cap.
+	// Exhausted is, for an exhausting cycle, how many requests of its
+	// burst watch's own identity had accepted: the quota, once a rejection
+	// shows the burst went beyond it (the burst is sent at once, so the
+	// server decides its requests in an order the records do not fix: the
+	// count, not the position of the first rejection, is the evidence).
+	// Nil when the cycle did not exhaust or saw no rejection within its cap.
 	Exhausted *int64
 }
 
@@ -44,7 +47,7 @@ func Observe(results []record.Result, declared int, start time.Time, exhaustPhas
 	var o Observation
 	dialects := map[string]bool{}
 	var exhausted int64
-	exhaustDone := false
+	exhaustLimited := false
 	for _, r := range results {
 		c, _ := record.Classify(r, declared)
 		if r.Outcome == record.OutcomeResponse {
@@ -60,13 +63,12 @@ func Observe(results []record.Result, declared int, start time.Time, exhaustPhas
 				o.RetryAfter = &has
 			}
 		}
-		if r.Phase == exhaustPhase && exhaustPhase != "" && !exhaustDone {
+		if r.Phase == exhaustPhase && exhaustPhase != "" {
 			switch c {
 			case record.ClassAccepted:
 				exhausted++
 			case record.ClassRejected:
-				n := exhausted
-				o.Exhausted, exhaustDone = &n, true
+				exhaustLimited = true
 			}
 		}
 		if c != record.ClassAccepted && c != record.ClassRejected {
@@ -83,6 +85,9 @@ func Observe(results []record.Result, declared int, start time.Time, exhaustPhas
 				o.Advertised = &adv[0]
 			}
 		}
+	}
+	if exhaustLimited {
+		o.Exhausted = &exhausted
 	}
 	for d := range dialects {
 		o.Dialects = append(o.Dialects, d)

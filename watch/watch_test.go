@@ -132,24 +132,24 @@ func TestObserveAndCompare(t *testing.T) {
 	}
 }
 
-func TestObserveExhaustCountsUntilFirstRejection(t *testing.T) {
+func TestObserveExhaustCountsTheBurstsAcceptances(t *testing.T) {
 	var rs []record.Result
 	for i := range 12 {
 		st := 200
-		if i >= 7 {
+		if i%3 == 2 && i > 2 || i == 1 { // decided out of schedule order
 			st = 429
 		}
 		rs = append(rs, resp(st, int64(i), "exhaust"))
 	}
 	rs = append(rs, resp(200, 20, "watch"))
 	o := Observe(rs, 0, time.Now(), "exhaust")
-	if o.Exhausted == nil || *o.Exhausted != 7 {
-		t.Fatalf("exhausted = %v, want 7", o.Exhausted)
+	if o.Exhausted == nil || *o.Exhausted != 8 {
+		t.Fatalf("exhausted = %v, want 8", o.Exhausted)
 	}
 	if o.RetryAfter == nil || *o.RetryAfter {
 		t.Fatalf("retry-after = %v, want seen and false", o.RetryAfter)
 	}
-	if o.Accepted != 8 || o.Rejected != 5 {
+	if o.Accepted != 9 || o.Rejected != 4 {
 		t.Fatalf("accepted %d rejected %d", o.Accepted, o.Rejected)
 	}
 }

@@ -76,11 +76,17 @@ func TestAnalyze(t *testing.T) {
 	if rep.Schema != verify.SchemaAnalyze || rep.RecordFile != one || !hasFinding(rep, verify.IDWindowLimitExceeded, verify.Certain) {
 		t.Errorf("document %s", out)
 	}
-	// The document was appended to the file.
+	// Nothing was appended to the file; --append does it, on purpose.
 	data, _ := os.ReadFile(one)
-	run, err := record.Read(bytes.NewReader(data))
-	if err != nil || len(run.Findings) != 1 {
-		t.Errorf("after analyze: %v, %d finding lines, want 1", err, len(run.Findings))
+	if run, err := record.Read(bytes.NewReader(data)); err != nil || len(run.Findings) != 0 {
+		t.Errorf("after analyze: %v, %d finding lines, want none", err, len(run.Findings))
+	}
+	if code, _, errOut := runCLI(t, nil, "analyze", one, "--limit", "5", "--window", "2s", "--append"); code != ExitFindings {
+		t.Fatalf("--append: exit %d\n%s", code, errOut)
+	}
+	data, _ = os.ReadFile(one)
+	if run, err := record.Read(bytes.NewReader(data)); err != nil || len(run.Findings) != 1 {
+		t.Errorf("after analyze --append: %v, %d finding lines, want 1", err, len(run.Findings))
 	}
 
 	// The same from stdin, in text: the verdict comes first; nothing is
@@ -150,6 +156,74 @@ func TestAnalyzeErrors(t *testing.T) {
 		code, out, errOut := runCLI(t, nil, tt.args...)
 		if code != tt.code || !strings.Contains(errOut, tt.msg) {
 			t.Errorf("%s: exit %d (want %d), stderr %q should contain %q\n%s", tt.name, code, tt.code, errOut, tt.msg, out)
+		}
+	}
+}
+
+// TestAnalyzeNeverModifiesInputs: analyze writes its verdict only where
+// told. Inputs stay byte-identical over several runs (text, JSON, report
+// files, --out); --out writes a new record file with the merged inputs and
+// the verdict, never over an existing file without --force, never over an
+// input; --append takes exactly one input file.
+func TestAnalyzeNeverModifiesInputs(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	writeRun(t, a, "a", 0, "", true, [2]float64{0, 1}, [2]float64{0, 1}, [2]float64{0, 1})
+	writeRun(t, b, "b", 0, "", true, [2]float64{1985, 1986}, [2]float64{1985, 1986}, [2]float64{1985, 1986})
+	before := map[string][]byte{}
+	for _, p := range []string{a, b} {
+		before[p], _ = os.ReadFile(p)
+	}
+	pol := []string{"--limit", "5", "--window", "2s"}
+	out := filepath.Join(dir, "merged.jsonl")
+	runs := []struct {
+		args []string
+		code int
+	}{
+		{[]string{"analyze", a}, ExitOK},
+		{[]string{"analyze", a, b, "--json"}, ExitFindings},
+		{[]string{"analyze", a, "--markdown", filepath.Join(dir, "s.md")}, ExitOK},
+		{[]string{"analyze", a, b, "--out", out}, ExitFindings},
+		{[]string{"analyze", a, b, "--out", out}, ExitUsage}, // exists
+		{[]string{"analyze", a, b, "--out", out, "--force"}, ExitFindings},
+		{[]string{"analyze", a, b, "--out", a, "--force"}, ExitUsage}, // an input
+		{[]string{"analyze", a, b, "--append"}, ExitUsage},
+		{[]string{"analyze", a, "--out", out, "--append"}, ExitUsage},
+	}
+	for _, r := range runs {
+		code, stdout, stderr := runCLI(t, nil, append(r.args, pol...)...)
+		if code != r.code {
+			t.Errorf("%v: exit %d, want %d\n%s\n%s", r.args, code, r.code, stdout, stderr)
+		}
+	}
+	for p, want := range before {
+		if got, _ := os.ReadFile(p); !bytes.Equal(got, want) {
+			t.Errorf("%s changed", p)
+		}
+	}
+	// The new file: both agents' results on one timeline, the verdict
+	// naming results it holds.
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := record.Read(bytes.NewReader(data))
+	if err != nil || len(run.Results) != 6 || len(run.Findings) != 1 || run.End == nil || run.End.Scheduled != 6 {
+		t.Fatalf("merged file: %v, %d results, %d findings, end %+v", err, len(run.Results), len(run.Findings), run.End)
+	}
+	var rep verify.Report
+	if err := json.Unmarshal(run.Findings[0], &rep); err != nil || rep.RecordFile != out || !hasFinding(rep, verify.IDWindowLimitExceeded, verify.Certain) {
+		t.Fatalf("stored verdict %s (%v)", run.Findings[0], err)
+	}
+	refs := map[string]bool{}
+	for _, r := range record.Merge(run).Results {
+		refs[record.Ref(r)] = true
+	}
+	for _, f := range rep.Findings {
+		for _, ref := range f.Evidence.Refs {
+			if !refs[ref] {
+				t.Errorf("the stored verdict names %s, which the merged file does not hold", ref)
+			}
 		}
 	}
 }

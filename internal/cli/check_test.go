@@ -126,9 +126,10 @@ func memCheck(t *testing.T, p testserver.Policy, args ...string) (code int, stdo
 			t.Fatal(err)
 		}
 		defer srv.Shutdown(context.Background())
-		testProbeOptions = func(o *probe.Options) { o.Dial, o.TimerPacing = ln.Dial, true }
-		defer func() { testProbeOptions = nil }()
-		code, stdout, stderr = runCLI(t, nil, args...)
+		hook := func(f *Factory) {
+			f.ProbeOptions = func(o *probe.Options) { o.Dial, o.TimerPacing = ln.Dial, true }
+		}
+		code, stdout, stderr = runCLIWith(t, hook, args...)
 	})
 	return code, stdout, stderr
 }

@@ -1,7 +1,13 @@
 // Package cli is rlprobe's command-line interface: cobra commands that fill
-// options structs and hand them to the library packages, injected I/O streams
-// and environment so the whole CLI runs in-process in tests, and the mapping
-// of errors to the exit codes of the contract.
+// options structs and hand them to the library packages (session for run,
+// check and infer), injected I/O streams and environment so the whole CLI
+// runs in-process in tests, and the one mapping of errors to the exit codes
+// of the contract (ExitCode).
+//
+// Every verb has the same three parts, as cli/cli's commands do: an
+// options struct, NewCmdX(f, g, runF) that parses the flags into it and
+// calls runF (tests pass their own to check the parsing alone), and an
+// unexported run function that calls the library.
 package cli
 
 import (
@@ -12,56 +18,51 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rlprobe/rlprobe/internal/scenario"
+	"github.com/rlprobe/rlprobe/probe"
+	"github.com/rlprobe/rlprobe/session"
+	"github.com/rlprobe/rlprobe/testserver"
 )
 
-// Exit codes (contract.md). Precedence when several apply: 2, 4, 1, 3, 0.
+// Exit codes (contract.md): the classes of session errors. Precedence when
+// several apply: 2, 4, 1, 3, 0.
 const (
-	ExitOK          = 0 // done, nothing at or above --fail-on
-	ExitFindings    = 1 // a certain finding at or above --fail-on; selftest miss; --expect mismatch
-	ExitUsage       = 2 // usage or input error
-	ExitUnreachable = 3 // unreachable, preflight failed, aborted, interrupted, budget spent
-	ExitInternal    = 4 // internal error (recovered panic)
+	ExitOK          = int(session.OK)       // done, nothing at or above --fail-on
+	ExitFindings    = int(session.Findings) // a certain finding at or above --fail-on; selftest miss; --expect mismatch
+	ExitUsage       = int(session.Usage)    // usage or input error
+	ExitUnreachable = int(session.Aborted)  // unreachable, preflight failed, aborted, interrupted, budget spent
+	ExitInternal    = int(session.Internal) // internal error (recovered panic)
 )
 
-// ExitError carries an exit code with the error that caused it. A nil Err
-// with a non-zero Code exits silently (the command already reported).
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("exit %d", e.Code)
-	}
-	return e.Err.Error()
-}
-
-func (e *ExitError) Unwrap() error { return e.Err }
+// ExitError is an error with its exit class; a nil Err with a non-zero
+// Class exits silently (the command already reported).
+type ExitError = session.Error
 
 // Usagef returns a usage/input error (exit 2).
-func Usagef(format string, a ...any) error {
-	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, a...)}
-}
+func Usagef(format string, a ...any) error { return session.Errorf(session.Usage, format, a...) }
 
 // UsageErr wraps err as a usage/input error (exit 2).
-func UsageErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &ExitError{Code: ExitUsage, Err: err}
-}
+func UsageErr(err error) error { return session.WithClass(session.Usage, err) }
 
 // Unreachablef returns an exit-3 error: target unreachable, preflight
 // failed, run aborted, interrupted or budget spent.
 func Unreachablef(format string, a ...any) error {
-	return &ExitError{Code: ExitUnreachable, Err: fmt.Errorf(format, a...)}
+	return session.Errorf(session.Aborted, format, a...)
 }
 
 // WithCode wraps err with an exit code.
-func WithCode(code int, err error) error { return &ExitError{Code: code, Err: err} }
+func WithCode(code int, err error) error { return &session.Error{Class: session.Class(code), Err: err} }
+
+// ExitCode maps an error to its exit code, the one place that does: the
+// class of a session error (or anything with an ExitCode method); a
+// cancelled context is an interruption (3); anything else is a
+// usage/input error (2), since library errors that reach here are about
+// what the user gave us.
+func ExitCode(err error) int { return int(session.ClassOf(err)) }
 
 // IOStreams are the command's standard streams and terminal facts.
 type IOStreams struct {
@@ -75,13 +76,26 @@ type IOStreams struct {
 }
 
 // Factory carries what every command needs: streams, environment, the
-// signal context and the version. Tests build one with fake streams.
+// version, and the seams tests use instead of package globals.
 type Factory struct {
 	IO IOStreams
 	// Getenv reads the environment (injected so tests never touch the real one).
 	Getenv func(string) string
 	// Version is the tool version, e.g. "v0.1.0" or "(devel)".
 	Version string
+	// Now reads the clock; nil means time.Now.
+	Now func() time.Time
+	// ProbeOptions, when set, adjusts the probe options of run, check and
+	// infer (tests: an in-memory Dial and timer pacing under synctest).
+	ProbeOptions func(*probe.Options)
+	// Selftest, when set, adjusts the selftest's options before it runs.
+	Selftest func(*scenario.SelftestOptions)
+	// ServeReady, when set, receives the reference server of serve once it
+	// listens.
+	ServeReady func(*testserver.Server)
+	// Hangups, when set, replaces SIGHUP for serve --config's reload: each
+	// value received reloads the file.
+	Hangups <-chan struct{}
 }
 
 // Env returns the named environment variable.
@@ -91,6 +105,17 @@ func (f *Factory) Env(name string) string {
 	}
 	return f.Getenv(name)
 }
+
+// now reads the factory's clock.
+func (f *Factory) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+// tool is the "tool" member of every document.
+func (f *Factory) tool() string { return "rlprobe " + f.Version }
 
 // GlobalOptions are the flags every command shares.
 type GlobalOptions struct {
@@ -155,7 +180,7 @@ header dialect and classic bug, so it can test itself.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return UsageErr(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
-	root.AddCommand(newVersionCmd(f, g))
+	root.AddCommand(NewCmdVersion(f, g, nil))
 	for _, c := range registered {
 		root.AddCommand(c(f, g))
 	}
@@ -188,24 +213,6 @@ func Run(ctx context.Context, f *Factory, args []string) (code int) {
 	}
 	fmt.Fprintln(f.IO.ErrOut, msg)
 	return code
-}
-
-// ExitCode maps an error to its exit code: an *ExitError's code; cobra's
-// own argument and flag errors are usage errors (2); a cancelled context
-// is an interruption (3); anything else is a usage/input error (2), since
-// library errors that reach here are about what the user gave us.
-func ExitCode(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.Code
-	}
-	if errors.Is(err, context.Canceled) {
-		return ExitUnreachable
-	}
-	return ExitUsage
 }
 
 // Main is what cmd/rlprobe calls: the real streams and environment, signals

@@ -29,7 +29,17 @@ func testFactory(env map[string]string) (*Factory, *bytes.Buffer, *bytes.Buffer)
 // runCLI runs the CLI in-process and returns exit code, stdout and stderr.
 func runCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
-	f, out, errOut := testFactory(env)
+	return runCLIWith(t, func(f *Factory) { f.Getenv = func(k string) string { return env[k] } }, args...)
+}
+
+// runCLIWith runs the CLI in-process with a factory that hook adjusts
+// (test seams such as ProbeOptions), without environment.
+func runCLIWith(t *testing.T, hook func(*Factory), args ...string) (int, string, string) {
+	t.Helper()
+	f, out, errOut := testFactory(nil)
+	if hook != nil {
+		hook(f)
+	}
 	code := Run(context.Background(), f, args)
 	return code, out.String(), errOut.String()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,149 +11,102 @@ import (
 	"github.com/rlprobe/rlprobe/internal/scenario"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/report"
+	"github.com/rlprobe/rlprobe/session"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
 func init() {
-	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return newDemoCmd(f, g) })
+	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return NewCmdDemo(f, g, nil) })
 }
 
-// demoOptions are the flags of `rlprobe demo`.
-type demoOptions struct {
-	scenario scenario.DemoOptions
-	noInfer  bool
-	out      outputOptions
+// DemoOptions are the flags of `rlprobe demo`.
+type DemoOptions struct {
+	f        *Factory
+	g        *GlobalOptions
+	Scenario scenario.DemoOptions
+	NoInfer  bool
+	Out      outputOptions
 }
 
-func newDemoCmd(f *Factory, g *GlobalOptions) *cobra.Command {
-	o := &demoOptions{}
+// NewCmdDemo builds `rlprobe demo`; runF (nil: the real one) runs it.
+func NewCmdDemo(f *Factory, g *GlobalOptions, runF func(context.Context, *DemoOptions) error) *cobra.Command {
+	o := &DemoOptions{f: f, g: g}
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Show a rate limiter at work: the nginx limit_req demo on the reference server",
-		Long: `Start the reference server on a free loopback port, limiting like nginx's
-"limit_req rate=1r/s burst=3 nodelay" (503, no Retry-After, no rate-limit
-headers), fire a burst of 8 requests at it, and show the outcomes in the order
-the server received them: four 200s, then four 503s.
-
-Then judge the burst against the policy "rate 1/s, burst 3, rejections with
-429" (the server answers 503 without Retry-After: reject-status-mismatch and
-retry-after-missing), and infer the server's algorithm from the outside
-(token bucket, 1/s, capacity 4; about 15 seconds, --no-infer skips it).
-
-Nothing leaves this machine; nothing is written to disk but the report files
-you ask for.`,
-		Example: `  rlprobe demo
-  rlprobe demo --html demo.html`,
-		Args: cobra.NoArgs,
+		Use:     "demo",
+		Short:   "Show a rate limiter at work: the nginx limit_req demo on the reference server",
+		Long:    helpLong("demo"),
+		Example: helpExample("demo"),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return demoRun(cmd.Context(), f, g, o)
+			return runOr(runF, demoRun)(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.noInfer, "no-infer", false, "skip the inference (it takes about 15 seconds)")
-	addOutputFlags(cmd, &o.out)
+	cmd.Flags().BoolVar(&o.NoInfer, "no-infer", false, "skip the inference (it takes about 15 seconds)")
+	addOutputFlags(cmd, &o.Out)
 	return cmd
 }
 
-// demoDoc is the --json document of `rlprobe demo`.
-type demoDoc struct {
-	Schema    string           `json:"schema"`
-	Tool      string           `json:"tool"`
-	Server    demoServer       `json:"server"`
-	Requests  []demoRequest    `json:"requests"`
-	Counts    map[string]int   `json:"counts"`
-	Verdict   verify.Report    `json:"verdict"`
-	Inference *infer.Inference `json:"inference"`
-}
-
-type demoServer struct {
-	Algorithm  string  `json:"algorithm"`
-	RatePerS   float64 `json:"rate_per_s"`
-	Capacity   int64   `json:"capacity"`
-	NoDelay    bool    `json:"nodelay"`
-	Status     int     `json:"status"`
-	RetryAfter bool    `json:"retry_after"`
-}
-
-type demoRequest struct {
-	Seq       int64   `json:"seq"`
-	ArrivalMS float64 `json:"arrival_ms"`
-	Status    int     `json:"status,omitempty"`
-	Outcome   string  `json:"outcome"`
-	Err       string  `json:"err,omitempty"`
-}
-
-func demoRun(ctx context.Context, f *Factory, g *GlobalOptions, o *demoOptions) error {
-	tool := "rlprobe " + f.Version
+func demoRun(ctx context.Context, o *DemoOptions) error {
+	f, g := o.f, o.g
+	tool := f.tool()
 	interrupted := func(err error) error {
 		if ctx.Err() != nil {
 			return Unreachablef("demo interrupted")
 		}
 		return WithCode(ExitInternal, err)
 	}
-	res, err := scenario.Demo(ctx, o.scenario)
+	res, err := scenario.Demo(ctx, o.Scenario)
 	if err != nil {
 		return interrupted(err)
 	}
 	verdict := res.Judge(tool)
 	var inf *infer.Inference
-	if !o.noInfer {
+	if !o.NoInfer {
 		if !g.Quiet {
 			fmt.Fprintln(f.IO.ErrOut, "rlprobe demo: inferring the algorithm of a fresh demo server from the outside (about 15 s)…")
 		}
-		inf, err = scenario.InferDemo(ctx, o.scenario)
-		if err != nil {
+		if inf, err = scenario.InferDemo(ctx, o.Scenario); err != nil {
 			return interrupted(err)
 		}
 		inf.Tool = tool
 	}
-	if o.out.wanted(f) {
+	if o.Out.wanted(f) {
 		in := report.FromMerged(record.Merge(res.Run), nil)
-		if err := in.AddDocument(verdict); err != nil {
-			return WithCode(ExitInternal, err)
-		}
+		docs := []any{verdict}
 		if inf != nil {
-			if err := in.AddDocument(inf); err != nil {
+			docs = append(docs, inf)
+		}
+		for _, doc := range docs {
+			if err := in.AddDocument(doc); err != nil {
 				return WithCode(ExitInternal, err)
 			}
 		}
-		if err := o.out.write(f, in); err != nil {
+		if err := o.Out.write(f, in); err != nil {
 			return err
 		}
 	}
 	if g.JSON {
-		lc := res.Policy.Limiter
-		doc := demoDoc{
-			Schema: "rlprobe.demo/v1", Tool: tool,
-			Server: demoServer{Algorithm: string(lc.Algorithm), RatePerS: lc.Rate, Capacity: lc.Capacity,
-				NoDelay: lc.NoDelay, Status: res.Policy.Status, RetryAfter: false},
-			Counts:    res.Counts,
-			Verdict:   verdict,
-			Inference: inf,
-		}
-		for _, q := range res.Requests {
-			doc.Requests = append(doc.Requests, demoRequest{Seq: q.Result.Seq,
-				ArrivalMS: float64(q.Arrival) / float64(time.Millisecond), Status: q.Result.Status,
-				Outcome: q.Outcome, Err: q.Result.Err})
-		}
-		return writeJSON(f.IO.Out, doc)
+		return writeJSON(f.IO.Out, res.Doc(tool, verdict, inf))
 	}
-	if err := res.WriteText(f.IO.Out); err != nil {
+	return writeDemo(f, res, verdict, inf)
+}
+
+// writeDemo renders the demo for people: the burst, the verdict, the
+// inference.
+func writeDemo(f *Factory, res *scenario.DemoResult, verdict verify.Report, inf *infer.Inference) error {
+	w := f.IO.Out
+	if err := res.WriteText(w); err != nil {
 		return err
 	}
 	pol := verify.DemoPolicy()
-	fmt.Fprintf(f.IO.Out, "\n%s\n", strings.Repeat("─", 72))
-	fmt.Fprintf(f.IO.Out, "Checked against the policy a client would expect (%s, rejections with 429):\n", describePolicy(&pol))
+	fmt.Fprintf(w, "\n%s\n", strings.Repeat("─", 72))
+	fmt.Fprintf(w, "Checked against the policy a client would expect (%s, rejections with 429):\n", session.DescribePolicy(&pol))
 	verdict.RecordFile = ""
-	if err := printVerdict(f, &GlobalOptions{}, &verdict, describePolicy(&pol)); err != nil {
+	if err := report.WriteVerdict(w, &verdict, session.DescribePolicy(&pol)); err != nil || inf == nil {
 		return err
 	}
-	if inf != nil {
-		fmt.Fprintf(f.IO.Out, "\n%s\n", strings.Repeat("─", 72))
-		fmt.Fprintln(f.IO.Out, "Inferred from the outside (rlprobe infer), against a fresh demo server:")
-		inf.RecordFile = "(in memory)"
-		if err := writeInference(f.IO.Out, inf, 1); err != nil {
-			return err
-		}
-	}
-	return nil
+	fmt.Fprintf(w, "\n%s\n", strings.Repeat("─", 72))
+	fmt.Fprintln(w, "Inferred from the outside (rlprobe infer), against a fresh demo server:")
+	inf.RecordFile = "(in memory)"
+	return report.WriteInference(w, inf, 1)
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rlprobe/rlprobe/internal/scenario"
 )
 
 // demoRowRE matches a row of the demo table: "#  +arrival  status  outcome".
@@ -44,7 +46,7 @@ func TestDemoJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var doc demoDoc
+	var doc scenario.DemoDoc
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, stdout)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -10,31 +11,34 @@ import (
 	"github.com/spf13/cobra/doc"
 )
 
-func init() { register(newDocsCmd) }
+func init() {
+	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return NewCmdDocs(f, g, nil) })
+}
 
-// docsOptions are the options of `rlprobe docs`.
-type docsOptions struct {
+// DocsOptions are the flags of `rlprobe docs`.
+type DocsOptions struct {
+	f           *Factory
+	g           *GlobalOptions
+	root        *cobra.Command
 	ManDir      string
 	MarkdownDir string
 }
 
-func newDocsCmd(f *Factory, g *GlobalOptions) *cobra.Command {
-	o := &docsOptions{}
+// NewCmdDocs builds `rlprobe docs`; runF (nil: the real one) runs it.
+func NewCmdDocs(f *Factory, g *GlobalOptions, runF func(context.Context, *DocsOptions) error) *cobra.Command {
+	o := &DocsOptions{f: f, g: g}
 	cmd := &cobra.Command{
-		Use:   "docs",
-		Short: "Write man pages or Markdown pages for every command, from the command tree",
-		Long: `Write one page per command, generated from the same command tree as --help:
-man pages (section 1) into --man DIR, Markdown into --markdown DIR, or both.
-The directories are created if needed; existing pages are overwritten.
-SOURCE_DATE_EPOCH, when set, fixes the date in the man pages.`,
-		Example: `  rlprobe docs --man ./man && sudo cp man/*.1 /usr/local/share/man/man1/
-  rlprobe docs --markdown ./docs/cli`,
-		Args: cobra.NoArgs,
+		Use:     "docs",
+		Short:   "Write man pages or Markdown pages for every command, from the command tree",
+		Long:    helpLong("docs"),
+		Example: helpExample("docs"),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.ManDir == "" && o.MarkdownDir == "" {
 				return Usagef("docs: say where: --man DIR, --markdown DIR or both")
 			}
-			return docsRun(f, g, cmd.Root(), o)
+			o.root = cmd.Root()
+			return runOr(runF, docsRun)(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
@@ -44,7 +48,8 @@ SOURCE_DATE_EPOCH, when set, fixes the date in the man pages.`,
 }
 
 // docsRun writes the pages of root's tree.
-func docsRun(f *Factory, g *GlobalOptions, root *cobra.Command, o *docsOptions) error {
+func docsRun(_ context.Context, o *DocsOptions) error {
+	f, g, root := o.f, o.g, o.root
 	date := time.Now()
 	if s := f.Env("SOURCE_DATE_EPOCH"); s != "" {
 		sec, err := strconv.ParseInt(s, 10, 64)

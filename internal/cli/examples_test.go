@@ -324,6 +324,29 @@ var docExampleChecks = map[string]func(t *testing.T, name, text string) []docCom
 		}
 		return nil
 	},
+	"k8s-watch.yaml": func(t *testing.T, name, text string) []docCommand {
+		var cmds []docCommand
+		for i, d := range docYAML(t, name, text) {
+			if kind, _ := d["kind"].(string); kind != "Deployment" {
+				t.Errorf("%s: document %d is a %v, want the Deployment", name, i+1, d["kind"])
+				continue
+			}
+			spec, _ := d["spec"].(map[string]any)
+			tmpl, _ := spec["template"].(map[string]any)
+			pod, _ := tmpl["spec"].(map[string]any)
+			containers, _ := pod["containers"].([]any)
+			for _, c := range containers {
+				cm, _ := c.(map[string]any)
+				args := docYAMLStrings(cm["args"])
+				if len(args) == 0 || args[0] != "watch" {
+					t.Errorf("%s: container %v does not run watch", name, cm["name"])
+					continue
+				}
+				cmds = append(cmds, docCommand{where: fmt.Sprintf("%s: container %v", name, cm["name"]), args: args})
+			}
+		}
+		return cmds
+	},
 	"k8s-job.yaml": func(t *testing.T, name, text string) []docCommand {
 		var cmds []docCommand
 		kinds := map[string]bool{}

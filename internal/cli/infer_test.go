@@ -17,6 +17,7 @@ import (
 	"github.com/rlprobe/rlprobe/internal/testenv"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/report"
 	"github.com/rlprobe/rlprobe/testserver"
 )
 
@@ -248,7 +249,7 @@ func TestWriteInferenceUnknownKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var b strings.Builder
-		if err := writeInference(&b, &infer.Inference{Algorithm: infer.TokenBucket, Key: tt.key}, tt.identities); err != nil {
+		if err := report.WriteInference(&b, &infer.Inference{Algorithm: infer.TokenBucket, Key: tt.key}, tt.identities); err != nil {
 			t.Fatal(err)
 		}
 		out := b.String()
@@ -270,7 +271,7 @@ func TestWriteInferenceUndecided(t *testing.T) {
 		{Algorithm: infer.FixedWindow, Confidence: 0.975}, {Algorithm: infer.SlidingLog, Confidence: 0.975}, {Algorithm: infer.None, Confidence: 0},
 	}}
 	var b strings.Builder
-	if err := writeInference(&b, inf, 1); err != nil {
+	if err := report.WriteInference(&b, inf, 1); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "  undecided: fixed-window, sliding-log fit as well\n") {
@@ -278,7 +279,7 @@ func TestWriteInferenceUndecided(t *testing.T) {
 	}
 	inf.Alternatives[0].Confidence, inf.Alternatives[1].Confidence = 0.9, 0.8
 	b.Reset()
-	if err := writeInference(&b, inf, 1); err != nil {
+	if err := report.WriteInference(&b, inf, 1); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "undecided") {

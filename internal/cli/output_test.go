@@ -18,7 +18,7 @@ func TestOutputFlags(t *testing.T) {
 	if err := cmd.ParseFlags([]string{"--html", "a.html", "--junit", "b.xml", "--markdown", "c.md"}); err != nil {
 		t.Fatal(err)
 	}
-	if o != (outputOptions{HTML: "a.html", JUnit: "b.xml", Markdown: "c.md"}) {
+	if o != (outputOptions{report.Files{HTML: "a.html", JUnit: "b.xml", Markdown: "c.md"}}) {
 		t.Errorf("flags filled %+v", o)
 	}
 }
@@ -37,7 +37,7 @@ func TestOutputWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, out, _ := testFactory(map[string]string{"GITHUB_STEP_SUMMARY": summary})
-	o := outputOptions{HTML: filepath.Join(dir, "r.html"), JUnit: "-"}
+	o := outputOptions{report.Files{HTML: filepath.Join(dir, "r.html"), JUnit: "-"}}
 	if !o.wanted(f) {
 		t.Error("wanted() = false with files requested")
 	}
@@ -80,14 +80,14 @@ func TestOutputWriteErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, _, errOut := testFactory(map[string]string{"GITHUB_STEP_SUMMARY": filepath.Join(dir, "no", "such.md")})
-	o := outputOptions{Markdown: filepath.Join(dir, "ok.md")}
+	o := outputOptions{report.Files{Markdown: filepath.Join(dir, "ok.md")}}
 	if err := o.write(f, in); err != nil {
 		t.Errorf("an unwritable step summary is fatal: %v", err)
 	}
 	if !strings.Contains(errOut.String(), "warning: $GITHUB_STEP_SUMMARY") {
 		t.Errorf("no warning about the step summary: %q", errOut.String())
 	}
-	o = outputOptions{JUnit: filepath.Join(dir, "no", "such.xml")}
+	o = outputOptions{report.Files{JUnit: filepath.Join(dir, "no", "such.xml")}}
 	if err := o.write(f, in); ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "--junit") {
 		t.Errorf("unwritable --junit: %v (exit %d), want exit 2 naming the flag", err, ExitCode(err))
 	}

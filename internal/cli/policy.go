@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/limitconf"
+	"github.com/rlprobe/rlprobe/session"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -214,7 +215,7 @@ func (o *policyLintOptions) run(f *Factory, g *GlobalOptions, file string) error
 		return err
 	}
 	if !doc.Pass {
-		return &ExitError{Code: ExitFindings}
+		return &ExitError{Class: session.Findings}
 	}
 	return nil
 }

@@ -10,24 +10,26 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/session"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
 // resolvePolicy parses policy flags and resolves them; files maps
 // --policy-file names to contents.
 func resolvePolicy(files map[string]string, args ...string) (*verify.Policy, error) {
-	o := &policyOptions{}
+	o := &session.PolicySpec{}
 	cmd := &cobra.Command{Use: "x"}
 	addPolicyFlags(cmd, o)
 	if err := cmd.ParseFlags(args); err != nil {
 		return nil, UsageErr(err)
 	}
-	return o.resolve(func(name string) ([]byte, error) {
+	o.ReadFile = func(name string) ([]byte, error) {
 		if s, ok := files[name]; ok {
 			return []byte(s), nil
 		}
 		return nil, os.ErrNotExist
-	})
+	}
+	return o.Resolve()
 }
 
 func TestPolicyFlags(t *testing.T) {
@@ -69,7 +71,7 @@ func TestPolicyFlags(t *testing.T) {
 		p, err := resolvePolicy(files, tt.args...)
 		if tt.err != "" {
 			var ee *ExitError
-			if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &ee) || ee.Code != ExitUsage {
+			if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &ee) || ee.ExitCode() != ExitUsage {
 				t.Errorf("%s: error %v, want a usage error containing %q", tt.name, err, tt.err)
 			}
 			continue

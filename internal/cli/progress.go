@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/session"
 )
 
 // progressEvery is how often a status line is printed when stderr is not a
@@ -29,9 +31,8 @@ type reporter struct {
 	// status returns the status line for the time since start.
 	status func(elapsed time.Duration) string
 	// tick, when set, is called on every wake-up before the status line,
-	// with the time since start and whether the reporter is stopping
-	// (run announces the phases that are due).
-	tick func(elapsed time.Duration, final bool)
+	// with the time since start (run announces the phases that are due).
+	tick func(elapsed time.Duration)
 
 	mu      sync.Mutex
 	begin   time.Time
@@ -39,12 +40,42 @@ type reporter struct {
 	drawn   bool      // a terminal status line is on screen, without newline
 	stopped chan struct{}
 	done    chan struct{}
+
+	// planMu guards the plan (status reads it while mu is held).
+	planMu  sync.Mutex
+	planned time.Duration
+	sched   patterns.Schedule // of the run in progress (run)
 }
 
 // newReporter returns a reporter on f's stderr, silent under -q; status
 // gives the periodic line.
 func newReporter(f *Factory, g *GlobalOptions, status func(elapsed time.Duration) string) *reporter {
 	return &reporter{w: f.IO.ErrOut, on: !g.Quiet, tty: f.IO.ErrTTY, status: status}
+}
+
+// hooks are the session's progress callbacks, reporting here.
+func (p *reporter) hooks() session.Progress {
+	return session.Progress{
+		Started: func(begin time.Time, planned time.Duration, s patterns.Schedule) {
+			p.planMu.Lock()
+			p.planned, p.sched = planned, s
+			p.planMu.Unlock()
+			p.start(begin)
+		},
+		Planned: func(planned time.Duration) {
+			p.planMu.Lock()
+			p.planned = planned
+			p.planMu.Unlock()
+		},
+		Line: func(line string) { p.line("%s", line) },
+	}
+}
+
+// plan returns the planned duration and the schedule in progress.
+func (p *reporter) plan() (time.Duration, patterns.Schedule) {
+	p.planMu.Lock()
+	defer p.planMu.Unlock()
+	return p.planned, p.sched
 }
 
 // start begins the periodic status line; elapsed times count from begin.
@@ -98,7 +129,7 @@ func (p *reporter) loop(stopped, done chan struct{}) {
 		elapsed := time.Since(p.begin)
 		p.mu.Unlock()
 		if p.tick != nil {
-			p.tick(elapsed, final)
+			p.tick(elapsed)
 		}
 		p.mu.Lock()
 		switch {
@@ -133,29 +164,20 @@ func (p *reporter) stop() {
 	<-done
 }
 
-// traffic counts the results of a command's scenario engines for the
-// status line: results of every Run, and of the Run in progress. Its
-// onResult is a scenario.EngineConfig.OnResult. Safe for concurrent use.
-type traffic struct {
-	done              atomic.Int64
-	runDone, runTotal atomic.Int64
-}
-
-// onResult counts one result: done of total in the current Run.
-func (c *traffic) onResult(done, total int) {
-	c.done.Add(1)
-	c.runDone.Store(int64(done))
-	c.runTotal.Store(int64(total))
-}
-
-// status describes the traffic so far: "412 requests done (this run
-// 40/120)".
-func (c *traffic) status() string {
-	s := plural(int(c.done.Load()), "request") + " done"
-	if t := c.runTotal.Load(); t > 0 {
-		s += fmt.Sprintf(" (this run %d/%d)", c.runDone.Load(), t)
-	}
-	return s
+// suiteProgress is the reporter of check and infer (named by what): the
+// session's requests so far, and the time against the planned duration.
+func suiteProgress(f *Factory, g *GlobalOptions, what string, sess **session.Session) *reporter {
+	var p *reporter
+	p = newReporter(f, g, func(elapsed time.Duration) string {
+		planned, _ := p.plan()
+		c := (*sess).Counts()
+		s := plural(int(c.Done), "request") + " done"
+		if c.RunTotal > 0 {
+			s += fmt.Sprintf(" (this run %d/%d)", c.RunDone, c.RunTotal)
+		}
+		return fmt.Sprintf("%s: %s · %s of at most %s", what, s, fmtElapsed(elapsed), fmtElapsed(planned))
+	})
+	return p
 }
 
 // fmtElapsed formats an elapsed time (or a budget) to the second, or to

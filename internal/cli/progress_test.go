@@ -83,8 +83,9 @@ func memCLI(t *testing.T, p testserver.Policy, args ...string) (code int, stdout
 			t.Fatal(err)
 		}
 		defer srv.Shutdown(context.Background())
-		testProbeOptions = func(o *probe.Options) { o.Dial, o.TimerPacing = ln.Dial, true }
-		defer func() { testProbeOptions = nil }()
+		hook := func(f *Factory) {
+			f.ProbeOptions = func(o *probe.Options) { o.Dial, o.TimerPacing = ln.Dial, true }
+		}
 		// --start-at relative to the bubble's clock.
 		for i, a := range args {
 			if d, ok := strings.CutPrefix(a, "now+"); ok {
@@ -95,7 +96,7 @@ func memCLI(t *testing.T, p testserver.Policy, args ...string) (code int, stdout
 				args[i] = time.Now().Add(dd).Format(time.RFC3339Nano)
 			}
 		}
-		code, stdout, stderr = runCLI(t, nil, args...)
+		code, stdout, stderr = runCLIWith(t, hook, args...)
 	})
 	return code, stdout, stderr
 }

@@ -87,19 +87,20 @@ func member(doc any, steps ...any) map[string]any {
 // error, no inference, param_errors null) validates against
 // selftest.schema.json.
 func TestSchemaSelftest(t *testing.T) {
-	selftestHook = func(o *scenario.SelftestOptions) {
-		o.Cases = []scenario.SelftestCase{
-			{Name: "none", Want: scenario.SelftestWant{Family: infer.None}},
-			{Name: "broken", Policy: &testserver.Policy{Limiter: limiter.Config{Algorithm: "no-such-algorithm"}},
-				Want: scenario.SelftestWant{Family: infer.TokenBucket}},
+	hook := func(f *Factory) {
+		f.Selftest = func(o *scenario.SelftestOptions) {
+			o.Cases = []scenario.SelftestCase{
+				{Name: "none", Want: scenario.SelftestWant{Family: infer.None}},
+				{Name: "broken", Policy: &testserver.Policy{Limiter: limiter.Config{Algorithm: "no-such-algorithm"}},
+					Want: scenario.SelftestWant{Family: infer.TokenBucket}},
+			}
 		}
 	}
-	defer func() { selftestHook = nil }()
-	code, stdout, stderr := runCLI(t, nil, "selftest", "--json", "-q")
+	code, stdout, stderr := runCLIWith(t, hook, "selftest", "--json", "-q")
 	if code != ExitFindings {
 		t.Fatalf("exit %d, want 1 (the broken case misses)\n%s\n%s", code, stdout, stderr)
 	}
-	var doc selftestDoc
+	var doc scenario.SelftestDoc
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestSchemaDemo(t *testing.T) {
 	sch := compileDocSchema(t, "demo.schema.json")
 	mustValidate(t, sch, "demo --no-infer document", stdout)
 
-	var doc demoDoc
+	var doc scenario.DemoDoc
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatal(err)
 	}

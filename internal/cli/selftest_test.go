@@ -40,15 +40,16 @@ func TestSelftestQuick(t *testing.T) {
 // TestSelftestMissExits1: one wrong answer makes the selftest fail with
 // exit 1, and the JSON document says which case missed and how.
 func TestSelftestMissExits1(t *testing.T) {
-	selftestHook = func(o *scenario.SelftestOptions) {
-		o.Cases = []scenario.SelftestCase{{Name: "none-wanted-as-token-bucket", Want: scenario.SelftestWant{Family: infer.TokenBucket}}}
+	hook := func(f *Factory) {
+		f.Selftest = func(o *scenario.SelftestOptions) {
+			o.Cases = []scenario.SelftestCase{{Name: "none-wanted-as-token-bucket", Want: scenario.SelftestWant{Family: infer.TokenBucket}}}
+		}
 	}
-	defer func() { selftestHook = nil }()
-	code, stdout, stderr := runCLI(t, nil, "selftest", "--json")
+	code, stdout, stderr := runCLIWith(t, hook, "selftest", "--json")
 	if code != ExitFindings || !strings.Contains(stderr, "1 of 1 cases missed") {
 		t.Errorf("exit %d, stderr %q; want 1 and the count of misses", code, stderr)
 	}
-	var doc selftestDoc
+	var doc scenario.SelftestDoc
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatalf("not a document: %v\n%s", err, stdout)
 	}
@@ -58,7 +59,7 @@ func TestSelftestMissExits1(t *testing.T) {
 		t.Errorf("document %s", stdout)
 	}
 	// The text form shows the miss in the table and the matrix.
-	code, stdout, _ = runCLI(t, nil, "selftest", "-q")
+	code, stdout, _ = runCLIWith(t, hook, "selftest", "-q")
 	if code != ExitFindings || !strings.Contains(stdout, "MISS: family none, want token-bucket") || !strings.Contains(stdout, "0 of 1 cases right: FAIL") {
 		t.Errorf("text: exit %d\n%s", code, stdout)
 	}

@@ -11,10 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/testserver"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 func init() {
-	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return newServeCmd(f, g, nil) })
+	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return NewCmdServe(f, g, nil) })
 }
 
 // shutdownGrace bounds the graceful stop of `serve` after a signal.
@@ -22,31 +23,9 @@ const shutdownGrace = 10 * time.Second
 
 // ServeOptions are the flags of `rlprobe serve`.
 type ServeOptions struct {
-	Route testserver.RouteSpec
-	// routeFlags are the route flags the user set, for refusing them
-	// beside --config.
-	routeFlags []string
-
-	Backend        string
-	RedisURL       string
-	RedisPrefix    string
-	Atomic         bool
-	RaceGap        time.Duration
-	OnBackendError string
-	Listen         string
-	Public         bool
-	TLS            bool
-	TLSCert        string
-	TLSKey         string
-	H2C            bool
-	EchoArrival    bool
-	ConfigFile     string
-	LogRequests    bool
-
-	// redisFlags are the Redis flags the user set.
-	redisFlags []string
-	// ready, when not nil, receives the server once it listens (tests).
-	ready func(*testserver.Server)
+	testserver.ServeSpec
+	LogRequests bool
+	f           *Factory
 }
 
 // serveRouteFlags are the flags that describe the single route; --config
@@ -54,43 +33,20 @@ type ServeOptions struct {
 var serveRouteFlags = []string{"algorithm", "limit", "window", "rate", "capacity", "burst", "nodelay", "delay",
 	"align", "count-rejected", "key", "status", "headers", "retry-after", "retry-after-format", "fault"}
 
-func newServeCmd(f *Factory, g *GlobalOptions, runF func(context.Context, *ServeOptions) error) *cobra.Command {
-	o := &ServeOptions{}
+// NewCmdServe builds `rlprobe serve`; runF (nil: the real one) runs it.
+func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *ServeOptions) error) *cobra.Command {
+	o := &ServeOptions{f: f}
 	var headersFlag string
 	var faults []string
-	var rate float64
-	var window time.Duration
 	var burst, delay int64
 	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Run the reference rate-limited HTTP server",
-		Long: `Run rlprobe's reference server: every algorithm, header dialect and classic
-mistake of a rate limiter, to watch one behave or to test rlprobe itself.
-
-With flags, one policy limits every path. With --config FILE (YAML or JSON),
-each route (exact path; 404 otherwise) has its own policy, with keys named
-like the flags:
-
-  routes:
-    - {path: /fixed, algorithm: fixed-window, limit: 5, window: 2s}
-    - {path: /nginx, algorithm: leaky-bucket, rate: 1r/s, burst: 3, nodelay: true}
-
-Window algorithms (fixed-window, sliding-log, sliding-window-counter) take
---limit and --window; buckets (token-bucket, gcra, leaky-bucket) take --rate
-and --capacity or --burst (capacity = burst + 1; default capacity 1).
-Buckets advertise q=capacity; w=max(1, ceil(capacity/rate)).
-
-The first line on stdout is "listening on http://ADDR". The server stops
-gracefully and exits 0 on SIGINT or SIGTERM.`,
-		Example: `  rlprobe serve --algorithm fixed-window --limit 5 --window 2s
-  rlprobe serve --algorithm leaky-bucket --rate 1r/s --burst 3 --nodelay --status 503
-  rlprobe serve --algorithm gcra --rate 10/s --capacity 20 --headers draft-8,x-ratelimit --fault policy-lie
-  rlprobe serve --backend redis --atomic=false --race-gap 20ms --algorithm fixed-window --limit 10 --window 60s`,
-		Args: cobra.NoArgs,
+		Use:     "serve",
+		Short:   "Run the reference rate-limited HTTP server",
+		Long:    helpLong("serve"),
+		Example: helpExample("serve"),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fl := cmd.Flags()
-			o.Route.Rate = testserver.Rate(rate)
-			o.Route.Window = testserver.Duration(window)
 			if fl.Changed("burst") {
 				o.Route.Burst = &burst
 			}
@@ -103,27 +59,16 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 			for _, s := range faults {
 				o.Route.Fault = append(o.Route.Fault, testserver.SplitList(s)...)
 			}
-			for _, name := range serveRouteFlags {
-				if fl.Changed(name) {
-					o.routeFlags = append(o.routeFlags, name)
-				}
-			}
-			for _, name := range []string{"redis", "redis-prefix", "atomic", "race-gap"} {
-				if fl.Changed(name) {
-					o.redisFlags = append(o.redisFlags, name)
-				}
-			}
-			if runF != nil {
-				return runF(cmd.Context(), o)
-			}
-			return serveRun(cmd.Context(), f, o)
+			o.RouteFlags = changedFlags(cmd, serveRouteFlags, "")
+			o.RedisFlags = changedFlags(cmd, []string{"redis", "redis-prefix", "atomic", "race-gap"}, "")
+			return runOr(runF, serveRun)(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Route.Algorithm, "algorithm", "", "fixed-window, sliding-log, sliding-window-counter, token-bucket, gcra or leaky-bucket")
 	fl.Int64Var(&o.Route.Limit, "limit", 0, "requests admitted per window (window algorithms)")
-	fl.Var(DurationValue(&window), "window", "window length, such as 60s (window algorithms)")
-	fl.Var(RateValue(&rate), "rate", "refill rate, such as 10/s, 1r/s, 30/m (bucket algorithms)")
+	fl.Var(&o.Route.Window, "window", "window length, such as 60s (window algorithms)")
+	fl.Var(&o.Route.Rate, "rate", "refill rate, such as 10/s, 1r/s, 30/m (bucket algorithms)")
 	fl.Int64Var(&o.Route.Capacity, "capacity", 0, "requests a full bucket admits at once (default 1; excludes --burst)")
 	fl.Int64Var(&burst, "burst", 0, "nginx burst: requests beyond the first admitted at once (capacity - 1)")
 	fl.BoolVar(&o.Route.NoDelay, "nodelay", false, "leaky-bucket: reject or pass at once, never delay (nginx nodelay)")
@@ -140,7 +85,7 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 	fl.StringVar(&o.RedisURL, "redis", testserver.DefaultRedisURL, "Redis URL (--backend redis)")
 	fl.StringVar(&o.RedisPrefix, "redis-prefix", testserver.DefaultRedisPrefix, "prefix of every Redis key (--backend redis)")
 	fl.BoolVar(&o.Atomic, "atomic", true, "decide atomically; false reads, decides and writes back in separate steps (the classic race), in Redis or in memory")
-	fl.Var(DurationValue(&o.RaceGap), "race-gap", "with --atomic=false: sleep between read and write-back, to make the race reproducible")
+	fl.Var((*units.Duration)(&o.RaceGap), "race-gap", "with --atomic=false: sleep between read and write-back, to make the race reproducible")
 	fl.StringVar(&o.OnBackendError, "on-backend-error", "deny", "when Redis fails: deny (503 with Retry-After: 1) or allow")
 	fl.StringVar(&o.Listen, "listen", testserver.DefaultListen, "address to listen on (port 0 picks a free port)")
 	fl.BoolVar(&o.Public, "public", false, "allow a --listen address that is not loopback")
@@ -148,79 +93,41 @@ gracefully and exits 0 on SIGINT or SIGTERM.`,
 	fl.StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
 	fl.StringVar(&o.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fl.BoolVar(&o.H2C, "h2c", false, "also serve HTTP/2 over cleartext (prior knowledge)")
-	fl.BoolVar(&o.EchoArrival, "echo-arrival", false, "add X-Rlprobe-Arrival: the request's receive time in Unix ns")
+	fl.BoolVar(&o.EchoArrival, "echo-arrival", false, "add X-Rlprobe-Arrival (the request's receive time in Unix ns) and X-Rlprobe-Decision (its limiter decision's number; memory backends)")
 	fl.StringVar(&o.ConfigFile, "config", "", "routes and their policies from a YAML or JSON file (replaces the route flags)")
 	fl.BoolVar(&o.LogRequests, "log-requests", false, "log one line per request on stderr")
 	return cmd
 }
 
-// serveConfig turns the options into a server configuration; every error
-// is a usage error.
-func serveConfig(f *Factory, o *ServeOptions) (testserver.Config, error) {
-	cfg := testserver.Config{
-		Backend: testserver.BackendKind(o.Backend),
-		Redis: testserver.RedisConfig{URL: o.RedisURL, Prefix: o.RedisPrefix, NonAtomic: !o.Atomic,
-			RaceGap: o.RaceGap},
-		Listen:      o.Listen,
-		Public:      o.Public,
-		TLS:         o.TLS,
-		TLSCertFile: o.TLSCert,
-		TLSKeyFile:  o.TLSKey,
-		H2C:         o.H2C,
-		Handler: testserver.HandlerOptions{EchoArrival: o.EchoArrival,
-			OnBackendError: testserver.BackendErrorMode(o.OnBackendError)},
-	}
-	if o.LogRequests {
-		cfg.Handler.Log = f.IO.ErrOut
-	}
-	switch o.Backend {
-	case "memory":
-		for _, name := range o.redisFlags {
-			if name == "redis" || name == "redis-prefix" {
-				return cfg, Usagef("--%s means nothing with --backend memory (add --backend redis)", name)
-			}
+// reloadOnHangup re-reads the config file on each hang-up (SIGHUP) and
+// swaps the server's routes, as nginx -s reload does; a file that does
+// not load leaves the running routes as they were.
+func reloadOnHangup(ctx context.Context, f *Factory, srv *testserver.Server, path string, hup <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
 		}
-		cfg.Memory = testserver.MemoryConfig{NonAtomic: !o.Atomic, RaceGap: o.RaceGap}
-	case "redis":
-	default:
-		return cfg, Usagef("--backend %q: use memory or redis", o.Backend)
-	}
-	if o.RaceGap != 0 && o.Atomic {
-		return cfg, Usagef("--race-gap means nothing with --atomic=true: the gap is between the read and the write-back of --atomic=false")
-	}
-	if o.RaceGap < 0 {
-		return cfg, Usagef("--race-gap %v is negative", o.RaceGap)
-	}
-	switch o.OnBackendError {
-	case "allow", "deny":
-	default:
-		return cfg, Usagef("--on-backend-error %q: use allow or deny", o.OnBackendError)
-	}
-	if o.ConfigFile != "" {
-		if len(o.routeFlags) > 0 {
-			return cfg, Usagef("--%s cannot be combined with --config: give it in the file's routes instead", o.routeFlags[0])
+		if err := reloadConfig(srv, path); err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: reload of %s failed, the previous routes stay: %v\n", path, err)
+			continue
 		}
-		file, err := os.Open(o.ConfigFile)
-		if err != nil {
-			return cfg, UsageErr(fmt.Errorf("serve: %w", err))
-		}
-		defer file.Close()
-		routes, err := testserver.LoadConfig(o.ConfigFile, file)
-		if err != nil {
-			return cfg, UsageErr(err)
-		}
-		cfg.Routes = routes
-		return cfg, nil
+		fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: reloaded %s\n", path)
 	}
-	if o.Route.Algorithm == "" {
-		return cfg, Usagef("choose --algorithm (fixed-window, sliding-log, sliding-window-counter, token-bucket, gcra, leaky-bucket) or --config FILE")
-	}
-	rt, err := o.Route.Route()
+}
+
+func reloadConfig(srv *testserver.Server, path string) error {
+	file, err := os.Open(path)
 	if err != nil {
-		return cfg, UsageErr(fmt.Errorf("serve: %w", err))
+		return err
 	}
-	cfg.Routes = []testserver.Route{rt}
-	return cfg, nil
+	defer file.Close()
+	routes, err := testserver.LoadConfig(path, file)
+	if err != nil {
+		return err
+	}
+	return srv.Reload(testserver.Config{Routes: routes})
 }
 
 // quietRedis drops go-redis's own log lines (its pool's dial retries, on
@@ -230,11 +137,15 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-func serveRun(ctx context.Context, f *Factory, o *ServeOptions) error {
+func serveRun(ctx context.Context, o *ServeOptions) error {
+	f := o.f
 	redis.SetLogger(quietRedis{})
-	cfg, err := serveConfig(f, o)
+	if o.LogRequests {
+		o.Log = f.IO.ErrOut
+	}
+	cfg, err := o.Config()
 	if err != nil {
-		return err
+		return UsageErr(err)
 	}
 	srv, err := testserver.New(cfg)
 	if err != nil {
@@ -254,8 +165,13 @@ func serveRun(ctx context.Context, f *Factory, o *ServeOptions) error {
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
-	if o.ready != nil {
-		o.ready(srv)
+	if f.ServeReady != nil {
+		f.ServeReady(srv)
+	}
+	if o.ConfigFile != "" {
+		hup, stop := f.hangups()
+		defer stop()
+		go reloadOnHangup(ctx, f, srv, o.ConfigFile, hup)
 	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)

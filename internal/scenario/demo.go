@@ -17,6 +17,7 @@ import (
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/session"
 	"github.com/rlprobe/rlprobe/testserver"
 	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
@@ -65,9 +66,8 @@ type DemoOptions struct {
 	Listener net.Listener
 	// Dial connects the probe engine; nil dials TCP.
 	Dial probe.DialFunc
-	// Sink, when set, receives every result as it completes (a record
-	// writer); Zero is then its header's start. Zero defaults to now.
-	Sink probe.Sink
+	// Zero is the record's start, from which result times count; zero
+	// means when the burst begins.
 	Zero time.Time
 }
 
@@ -148,35 +148,19 @@ func Demo(ctx context.Context, opt DemoOptions) (res *DemoResult, err error) {
 		}
 	}()
 	url := srv.URL() + "/"
-	eng, err := probe.New(probe.Options{URLs: []string{url}, Dial: opt.Dial, Agent: "demo", AbortAfterErrors: -1})
+	sess, err := session.New(session.Config{Zero: opt.Zero,
+		Probe: probe.Options{URLs: []string{url}, Dial: opt.Dial, Agent: "demo", AbortAfterErrors: -1}})
 	if err != nil {
 		return nil, fmt.Errorf("scenario: demo engine: %w", err)
 	}
-	defer eng.Close()
-	zero := opt.Zero
-	if zero.IsZero() {
-		zero = time.Now()
-	}
-	runner, err := NewEngine(EngineConfig{Probe: eng, Sink: opt.Sink, Zero: zero})
-	if err != nil {
-		return nil, err
-	}
-	sched, err := patterns.Burst(opt.Count, spread)
-	if err != nil {
-		return nil, fmt.Errorf("scenario: demo: %w", err)
-	}
-	results, err := runner.Run(ctx, sched)
-	if err != nil {
+	burst := patterns.Phase{Pattern: patterns.PatternBurst, Count: opt.Count, Spread: patterns.Duration(spread)}
+	if _, err := sess.Run(ctx, &patterns.Plan{Version: patterns.PlanVersion, Phases: []patterns.Phase{burst}}); err != nil {
 		return nil, fmt.Errorf("scenario: demo burst: %w", err)
 	}
-	res = newDemoResult(url, policy, results)
-	sent := int64(len(results) - res.Counts["not-sent"])
-	res.Run = &record.Run{
-		Header: record.Header{Type: record.TypeHeader, Format: record.FormatMajor, Start: zero, Agent: "demo",
-			Targets: []string{url}, Captured: headers.Captured},
-		Results: results,
-		End:     &record.End{Type: record.TypeEnd, Reason: record.ReasonCompleted, Scheduled: int64(len(results)), Sent: sent},
-	}
+	run := sess.Record()
+	run.Header.Targets = []string{url}
+	res = newDemoResult(url, policy, run.Results)
+	res.Run = run
 	return res, nil
 }
 
@@ -212,20 +196,11 @@ func newDemoResult(url string, policy testserver.Policy, results []record.Result
 	return r
 }
 
-// outcome names what became of one request: accepted (2xx), rejected (the
-// declared status), other, error or not-sent.
+// outcome names what became of one request: record.Classify's class
+// (accepted, rejected, other, error or not-sent).
 func outcome(r record.Result, declared int) string {
-	switch {
-	case r.Outcome == record.OutcomeError:
-		return "error"
-	case r.Outcome == record.OutcomeNotSent:
-		return "not-sent"
-	case r.Status >= 200 && r.Status < 300:
-		return "accepted"
-	case r.Status == declared:
-		return "rejected"
-	}
-	return "other"
+	c, _ := record.Classify(r, declared)
+	return string(c)
 }
 
 // Statuses returns the statuses in arrival order (0 for a request without

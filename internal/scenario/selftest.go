@@ -17,6 +17,7 @@ import (
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/probe"
+	"github.com/rlprobe/rlprobe/session"
 	"github.com/rlprobe/rlprobe/testserver"
 )
 
@@ -329,21 +330,15 @@ func RunSelftestCase(ctx context.Context, c SelftestCase, opt SelftestOptions) (
 	if opt.ProbeOptions != nil {
 		opt.ProbeOptions(&po)
 	}
-	pe, err := probe.New(po)
+	sess, err := session.New(session.Config{Probe: po, Tool: opt.Tool, Clients: 2})
 	if err != nil {
 		row.Err = fmt.Errorf("scenario: selftest %s: %w", c.Name, err)
 		return row
 	}
-	defer pe.Close()
-	zero := time.Now()
-	eng, err := NewEngine(EngineConfig{Probe: pe, Zero: zero})
-	if err != nil {
-		row.Err = err
-		return row
+	inf, err := sess.Infer(ctx, session.InferOptions{NoPreflight: true, KeyName: keyName, MaxWindow: selftestMaxWindow})
+	if errors.Is(err, session.ErrIncomplete) {
+		err = nil // the row judges the inference as far as it got
 	}
-	inf, err := infer.Infer(ctx, eng, infer.Options{
-		Origin: zero, Clients: 2, KeyName: keyName, MaxWindow: selftestMaxWindow, Tool: opt.Tool,
-	})
 	if err != nil {
 		row.Err = fmt.Errorf("scenario: selftest %s: %w", c.Name, err)
 	}
@@ -468,8 +463,8 @@ func paramOf(inf *infer.Inference, name string) *infer.Param {
 // InferDemo runs infer against the demo's reference server (DemoPolicy:
 // nginx rate=1r/s burst=3 nodelay) and returns its conclusion: a token
 // bucket of rate 1/s and capacity 4. It listens like Demo (opt.Listener and
-// opt.Dial, else a free loopback port); opt.Sink, when set, records the
-// requests with opt.Zero as their origin. It takes about 15 seconds.
+// opt.Dial, else a free loopback port), and keeps the record in memory.
+// It takes about 15 seconds.
 func InferDemo(ctx context.Context, opt DemoOptions) (*infer.Inference, error) {
 	pol := DemoPolicy()
 	l := opt.Listener
@@ -487,20 +482,15 @@ func InferDemo(ctx context.Context, opt DemoOptions) (*infer.Inference, error) {
 		return nil, fmt.Errorf("scenario: demo inference: %w", err)
 	}
 	defer stop()
-	pe, err := probe.New(probe.Options{URLs: []string{"http://" + host + "/"}, Dial: opt.Dial, Agent: "demo", AbortAfterErrors: -1})
+	sess, err := session.New(session.Config{Zero: opt.Zero,
+		Probe: probe.Options{URLs: []string{"http://" + host + "/"}, Dial: opt.Dial, Agent: "demo", AbortAfterErrors: -1}})
 	if err != nil {
 		return nil, fmt.Errorf("scenario: demo inference: %w", err)
 	}
-	defer pe.Close()
-	zero := opt.Zero
-	if zero.IsZero() {
-		zero = time.Now()
+	inf, err := sess.Infer(ctx, session.InferOptions{NoPreflight: true, MaxWindow: selftestMaxWindow})
+	if errors.Is(err, session.ErrIncomplete) {
+		err = nil
 	}
-	eng, err := NewEngine(EngineConfig{Probe: pe, Sink: opt.Sink, Zero: zero})
-	if err != nil {
-		return nil, err
-	}
-	inf, err := infer.Infer(ctx, eng, infer.Options{Origin: zero, MaxWindow: selftestMaxWindow})
 	if err != nil {
 		return inf, fmt.Errorf("scenario: demo inference: %w", err)
 	}

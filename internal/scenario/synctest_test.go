@@ -12,6 +12,7 @@ import (
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
+	"github.com/rlprobe/rlprobe/session"
 	"github.com/rlprobe/rlprobe/testserver"
 )
 
@@ -36,24 +37,21 @@ func TestSteadyAgainstTokenBucket(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Shutdown(context.Background())
-		p, err := probe.New(probe.Options{URLs: []string{"http://" + testserver.MemListenerAddr + "/"}, Dial: ml.Dial, TimerPacing: true})
+		sess, err := session.New(session.Config{Probe: probe.Options{URLs: []string{"http://" + testserver.MemListenerAddr + "/"}, Dial: ml.Dial, TimerPacing: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer p.Close()
-		zero := time.Now()
-		e, err := NewEngine(EngineConfig{Probe: p, Zero: zero})
+		plan := &patterns.Plan{Version: patterns.PlanVersion, Phases: []patterns.Phase{
+			{Pattern: patterns.PatternSteady, Rate: 10, Duration: patterns.Duration(2 * time.Second)}}}
+		s, err := sess.Schedule(plan)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := patterns.Steady(10, 2*time.Second)
-		if err != nil {
+		if _, err := sess.Run(context.Background(), plan); err != nil {
 			t.Fatal(err)
 		}
-		results, err := e.Run(context.Background(), s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		results := sess.Record().Results
+		zero := sess.Record().Header.Start
 
 		// The oracle: the limiter model stepped at the scheduled times.
 		var st limiter.State

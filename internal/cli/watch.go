@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlprobe/rlprobe/session"
+	"github.com/rlprobe/rlprobe/units"
+	"github.com/rlprobe/rlprobe/verify"
+	"github.com/rlprobe/rlprobe/watch"
+)
+
+func init() {
+	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return NewCmdWatch(f, g, nil) })
+}
+
+// WatchOptions are the flags of `rlprobe watch`.
+type WatchOptions struct {
+	f             *Factory
+	g             *GlobalOptions
+	Target        targetOptions
+	Policy        session.PolicySpec
+	Every         time.Duration
+	Budget        string
+	MetricsListen string
+	Public        bool
+	Webhook       string
+	Dir           string
+	Keep          int
+	KeepBytes     int64
+	Once          bool
+	Infer         bool
+	FailOn        string
+}
+
+// NewCmdWatch builds `rlprobe watch`; runF (nil: the real one) runs it.
+func NewCmdWatch(f *Factory, g *GlobalOptions, runF func(context.Context, *WatchOptions) error) *cobra.Command {
+	o := &WatchOptions{f: f, g: g, Target: newTargetOptions("watch")}
+	cmd := &cobra.Command{
+		Use:     "watch URL... [policy flags] [--every D] [--budget P%]",
+		Short:   "Watch a limiter continuously: budgeted probes, drift, Prometheus metrics, webhooks",
+		Long:    helpLong("watch"),
+		Example: helpExample("watch"),
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Target.targetChanged(cmd, args)
+			return runOr(runF, watchRun)(cmd.Context(), o)
+		},
+	}
+	addTargetFlags(cmd, &o.Target)
+	addPolicyFlags(cmd, &o.Policy)
+	fl := cmd.Flags()
+	fl.Var((*units.Duration)(&o.Every), "every", "time from one cycle's start to the next (default 5m)")
+	fl.StringVar(&o.Budget, "budget", "2%", "share of the binding rule's quota per window that the cycles may spend, as a percentage")
+	fl.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on `ADDR` (host:port, port 0 picks one; loopback unless --public)")
+	fl.BoolVar(&o.Public, "public", false, "allow --metrics-listen on an address other than loopback")
+	fl.StringVar(&o.Webhook, "webhook", "", "POST every event (rlprobe.watch-event/v1) to `URL`")
+	fl.StringVar(&o.Dir, "dir", "rlprobe-watch", "directory of the cycles' record files")
+	fl.IntVar(&o.Keep, "keep", watch.DefaultKeep, "record files kept in --dir (oldest removed first)")
+	fl.Int64Var(&o.KeepBytes, "keep-bytes", watch.DefaultKeepBytes, "bytes of record files kept in --dir")
+	fl.BoolVar(&o.Once, "once", false, "run one cycle and exit with check's exit codes")
+	fl.BoolVar(&o.Infer, "infer", false, "run a full inference as the first cycle even with a policy (always without one)")
+	fl.StringVar(&o.FailOn, "fail-on", string(verify.SeverityError), "with --once: exit 1 for a certain finding at or above this severity")
+	return cmd
+}
+
+// parseShare reads a budget such as "2%" or "0.5%" as a share (0.02).
+func parseShare(s string) (float64, error) {
+	num, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
+	if !ok {
+		return 0, fmt.Errorf("--budget %q: write a percentage such as 2%%", s)
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || !(v > 0 && v <= 100) {
+		return 0, fmt.Errorf("--budget %q: a percentage above 0 and at most 100, such as 2%%", s)
+	}
+	return v / 100, nil
+}
+
+// metricsAddr checks --metrics-listen: host:port, loopback unless public;
+// a missing host means 127.0.0.1.
+func metricsAddr(addr string, public bool) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-listen %q: want host:port such as 127.0.0.1:9464", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if !public && host != "localhost" {
+		ip, err := netip.ParseAddr(host)
+		if err != nil || !ip.IsLoopback() {
+			return "", fmt.Errorf("--metrics-listen %q is not loopback: metrics show your limits and findings; add --public to serve them to the network", addr)
+		}
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func watchRun(ctx context.Context, o *WatchOptions) error {
+	f, g := o.f, o.g
+	var probs []string
+	share, err := parseShare(o.Budget)
+	if err != nil {
+		probs = append(probs, err.Error())
+	}
+	failOn, err := verify.ParseSeverity(o.FailOn)
+	if err != nil {
+		probs = append(probs, "--fail-on: must be info, warning or error")
+	}
+	if o.Every < 0 {
+		probs = append(probs, "--every must be positive")
+	}
+	maddr := ""
+	if o.MetricsListen != "" {
+		if maddr, err = metricsAddr(o.MetricsListen, o.Public); err != nil {
+			probs = append(probs, err.Error())
+		}
+	}
+	if err := usageProblems(probs); err != nil {
+		return err
+	}
+	pol, err := o.Policy.Resolve()
+	if err != nil {
+		return err
+	}
+	sess, err := o.Target.newSession(f, g, nil)
+	if err != nil {
+		return err
+	}
+	cfg := watch.Config{
+		Session: sess.Config(), Policy: pol, Every: o.Every, Share: share, Once: o.Once, Infer: o.Infer, FailOn: failOn,
+		Dir:  watch.Dir{Path: o.Dir, Keep: o.Keep, KeepBytes: o.KeepBytes},
+		Tool: f.tool(), Warn: func(msg string) { fmt.Fprintf(f.IO.ErrOut, "rlprobe: warning: %s\n", msg) },
+		Log: watchLogger(f, g),
+	}
+	cfg.Session.Progress = session.Progress{}
+	cfg.ConfirmInfer = cfg.Session.Confirm
+	if o.Webhook != "" {
+		cfg.Webhook = watch.NewWebhook(o.Webhook, cfg.Session.Probe.Redactor)
+	}
+	if maddr != "" {
+		cfg.Metrics = watch.NewMetrics()
+		bound, stop, err := serveMetrics(maddr, cfg.Metrics)
+		if err != nil {
+			return UsageErr(err)
+		}
+		defer stop()
+		fmt.Fprintf(f.IO.ErrOut, "rlprobe watch: metrics on http://%s/metrics\n", bound)
+	}
+	res, err := watch.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if o.Once && res.Last != nil {
+		return session.VerdictError(res.Last, nil)
+	}
+	return nil
+}
+
+// watchLogger writes each event: a line on stderr, or with --json the
+// document on stdout.
+func watchLogger(f *Factory, g *GlobalOptions) func(watch.Event) {
+	return func(ev watch.Event) {
+		if g.JSON {
+			b, _ := json.Marshal(ev)
+			fmt.Fprintf(f.IO.Out, "%s\n", b)
+			return
+		}
+		if g.Quiet && ev.Kind != watch.KindDrift && ev.Kind != watch.KindFinding {
+			return
+		}
+		fmt.Fprintf(f.IO.ErrOut, "%s rlprobe watch: %s\n", ev.Time.Format(time.RFC3339), ev.Message)
+	}
+}
+
+// serveMetrics serves the metrics on addr (port 0 picks one) until stop
+// is called, and returns the address bound.
+func serveMetrics(addr string, m *watch.Metrics) (bound string, stop func(), err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the listener closed under us: nothing to report
+		}
+	}()
+	return l.Addr().String(), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}

@@ -1,0 +1,207 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/units"
+	"github.com/rlprobe/rlprobe/verify"
+)
+
+// This file holds the plain-text summaries the command line prints right
+// after a check or an inference (report's table format renders stored
+// files): one function per result type, over the real types.
+
+// WriteTableFrom prints a borderless table (WriteTable) whose columns from
+// numFrom on are right-aligned.
+func WriteTableFrom(w io.Writer, header []string, rows [][]string, numFrom int) {
+	align := []byte(strings.Repeat("l", len(header)))
+	for i := numFrom; i < len(align); i++ {
+		align[i] = 'r'
+	}
+	WriteTable(w, header, rows, string(align))
+}
+
+// WriteVerdict prints a check or analyze document for people: the verdict
+// line first, each finding with its hint and evidence, then the policy
+// (described in one line), the targets and the record file.
+func WriteVerdict(w io.Writer, rep *verify.Report, policy string) error {
+	var b strings.Builder
+	b.WriteString(VerdictLine(rep) + "\n")
+	for _, fd := range rep.Findings {
+		who := ""
+		if fd.Client != "" {
+			who = " client " + fd.Client
+		}
+		check := ""
+		if fd.Check != "" {
+			check = " [" + fd.Check + "]"
+		}
+		fmt.Fprintf(&b, "  %-7s %-8s %s%s%s: %s\n", fd.Severity, fd.Certainty, fd.ID, check, who, fd.Message)
+		if fd.Hint != "" {
+			fmt.Fprintf(&b, "          hint: %s\n", fd.Hint)
+		}
+		if n := len(fd.Evidence.Refs); n > 0 {
+			refs := fd.Evidence.Refs
+			more := ""
+			if n > 6 {
+				refs, more = refs[:6], fmt.Sprintf(" … (%d)", fd.Evidence.Count)
+			}
+			fmt.Fprintf(&b, "          evidence: %s%s\n", strings.Join(refs, " "), more)
+		}
+	}
+	fmt.Fprintf(&b, "policy: %s\n", policy)
+	if len(rep.Targets) > 0 {
+		fmt.Fprintf(&b, "targets: %s\n", strings.Join(rep.Targets, ", "))
+	}
+	if rep.RecordFile != "" {
+		fmt.Fprintf(&b, "record: %s\n", rep.RecordFile)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// VerdictLine is a verdict in one line: PASS, FAIL with the failing
+// findings, or INCOMPLETE, and how many findings fall below the fail level
+// or are only possible.
+func VerdictLine(rep *verify.Report) string {
+	var failing, certain, possible []string
+	for _, fd := range rep.Findings {
+		switch {
+		case fd.Certainty == verify.Certain && fd.Severity.AtLeast(rep.FailOn()):
+			if !slices.Contains(failing, fd.ID) {
+				failing = append(failing, fd.ID)
+			}
+		case fd.Certainty == verify.Certain:
+			certain = append(certain, fd.ID)
+		default:
+			possible = append(possible, fd.ID)
+		}
+	}
+	var also []string
+	if n := len(certain); n > 0 {
+		also = append(also, fmt.Sprintf("%d below --fail-on %s", n, rep.FailOn()))
+	}
+	if n := len(possible); n > 0 {
+		also = append(also, fmt.Sprintf("%d possible", n))
+	}
+	rest := ""
+	if len(also) > 0 {
+		rest = "; also " + strings.Join(also, ", ")
+	}
+	switch rep.Verdict {
+	case verify.VerdictFail:
+		return fmt.Sprintf("FAIL: %s%s", strings.Join(failing, ", "), rest)
+	case verify.VerdictIncomplete:
+		return fmt.Sprintf("INCOMPLETE: the suite did not finish; no certain finding at or above %s so far%s", rep.FailOn(), rest)
+	}
+	if len(rep.Findings) == 0 {
+		return "PASS: the target kept the policy; no finding"
+	}
+	return fmt.Sprintf("PASS: no certain finding at or above %s%s", rep.FailOn(), rest)
+}
+
+// WriteInference prints an inference for people; identities is how many
+// client identities infer had (an unknown key is explained by it).
+func WriteInference(w io.Writer, inf *infer.Inference, identities int) error {
+	var b strings.Builder
+	writeFamily(&b, inf)
+	fmt.Fprintf(&b, "confidence: %.1f%% of the outcomes reproduced\n", inf.Confidence*100)
+	writeParams(&b, inf)
+	fmt.Fprintf(&b, "key: %s\n", inf.Key)
+	if inf.Key == infer.KeyUnknown {
+		if identities < 2 {
+			b.WriteString("  (one client identity: --clients 2 with --client-header NAME or --source-ips tests it)\n")
+		} else {
+			b.WriteString("  (the second identity's requests could not tell a shared quota from one per client)\n")
+		}
+	}
+	if inf.RejectStatus != nil {
+		fmt.Fprintf(&b, "reject status: %d\n", *inf.RejectStatus)
+	}
+	fmt.Fprintf(&b, "headers: %s\n", strings.Join(inf.Headers, ", "))
+	switch {
+	case !inf.RetryAfter.Sent:
+		b.WriteString("Retry-After: not sent\n")
+	case inf.RetryAfter.Honest == nil:
+		b.WriteString("Retry-After: sent\n")
+	case *inf.RetryAfter.Honest:
+		b.WriteString("Retry-After: sent, honest\n")
+	default:
+		b.WriteString("Retry-After: sent, dishonest (a retry at the advertised time fails, or would have passed well before it)\n")
+	}
+	if len(inf.Alternatives) > 0 {
+		b.WriteString("alternatives:\n")
+		for _, a := range inf.Alternatives {
+			fmt.Fprintf(&b, "  %s (%.1f%%): %s\n", a.Algorithm, a.Confidence*100, a.RuledOutBy)
+		}
+	}
+	fmt.Fprintf(&b, "%d requests in %s", inf.Requests, units.HumanDuration(units.Seconds(inf.DurationS)))
+	if !inf.Complete {
+		b.WriteString(" — incomplete: the budget ended first")
+	}
+	fmt.Fprintf(&b, "\nrecord: %s\n", inf.RecordFile)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeFamily writes the inferred family and the families that fit as
+// well.
+func writeFamily(b *strings.Builder, inf *infer.Inference) {
+	name := string(inf.Algorithm)
+	switch inf.Algorithm {
+	case infer.TokenBucket:
+		name += " (or GCRA, or nginx limit_req nodelay: they decide alike)"
+	case infer.LeakyBucketQueue:
+		name += " (accepted requests are queued, as nginx limit_req without nodelay)"
+	}
+	fmt.Fprintf(b, "algorithm: %s\n", name)
+	var tied []string
+	for _, a := range inf.Alternatives {
+		if a.Confidence >= inf.Confidence {
+			tied = append(tied, string(a.Algorithm))
+		}
+	}
+	if len(tied) > 0 && inf.Algorithm != infer.None { // none is decided by what was never refused, not by a fit
+		fmt.Fprintf(b, "  undecided: %s fit as well\n", strings.Join(tied, ", "))
+	}
+}
+
+// writeParams writes the inferred parameters, with nginx's words where
+// they apply.
+func writeParams(b *strings.Builder, inf *infer.Inference) {
+	param := func(label string, p *infer.Param, unit string) {
+		if p == nil {
+			return
+		}
+		if p.Low == p.High {
+			fmt.Fprintf(b, "%s: %s%s\n", label, units.HumanNumber(p.Value), unit)
+			return
+		}
+		fmt.Fprintf(b, "%s: %s%s (fits from %s to %s)\n", label, units.HumanNumber(p.Value), unit, units.HumanNumber(p.Low), units.HumanNumber(p.High))
+	}
+	param("limit", inf.Params.Limit, " requests")
+	param("window", inf.Params.WindowS, " s")
+	param("rate", inf.Params.RatePerS, "/s")
+	param("capacity", inf.Params.Capacity, "")
+	if c := inf.Params.Capacity; c != nil && (inf.Algorithm == infer.TokenBucket || inf.Algorithm == infer.LeakyBucketQueue) {
+		fmt.Fprintf(b, "  (nginx burst=%s)\n", units.HumanNumber(c.Value-1))
+	}
+	param("served at once", inf.Params.Undelayed, "")
+	if u := inf.Params.Undelayed; u != nil {
+		fmt.Fprintf(b, "  (nginx delay=%s)\n", units.HumanNumber(u.Value-1))
+	}
+	param("queued", inf.Params.Queue, "")
+	if inf.MaxRatePerS != nil {
+		fmt.Fprintf(b, "no limiting observed: up to %s accepted requests per second\n", units.HumanNumber(*inf.MaxRatePerS))
+	}
+	if inf.Alignment != nil {
+		fmt.Fprintf(b, "windows aligned to: %s\n", *inf.Alignment)
+	}
+	if inf.CountsRejected != nil {
+		fmt.Fprintf(b, "rejected requests count: %v\n", *inf.CountsRejected)
+	}
+}

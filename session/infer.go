@@ -1,0 +1,183 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// ErrIncomplete is wrapped by Infer's error when the budget ended before
+// the candidates were told apart: the inference it returns is the best so
+// far, marked "complete": false.
+var ErrIncomplete = errors.New("the budget ended before the candidates were told apart")
+
+// InferOptions choose how Infer runs. The zero value infers with the
+// preflight, no expectation and infer's defaults.
+type InferOptions struct {
+	// Expect, when set, makes the inference a gate: another family is a
+	// Findings error.
+	Expect infer.Family
+	// NoPreflight skips the preflight request (a scenario against a
+	// server known to answer).
+	NoPreflight bool
+	// KeyName is the key the client identities vary ("ip",
+	// "header:NAME"); "" derives it from the probe options' client header
+	// or source addresses.
+	KeyName string
+	// MaxWindow is the longest window looked for; 0 means infer's default.
+	MaxWindow time.Duration
+	// Lead is how far ahead of the clock experiments are planned; 0 means
+	// infer's default.
+	Lead time.Duration
+}
+
+// InferPlan is the plan recorded in the header of an infer record file.
+type InferPlan struct {
+	Command      string  `json:"command"`
+	MaxRequests  int     `json:"max_requests"`
+	MaxDurationS float64 `json:"max_duration_s"`
+	Clients      int     `json:"clients"`
+	Expect       string  `json:"expect,omitempty"`
+}
+
+// Infer identifies the algorithm that limits the targets, with its
+// parameters, by adaptive experiments (see package infer) on one probe
+// engine, within the caps (zero: infer's defaults). It sends a preflight
+// first (unless NoPreflight); the inference is written to the record
+// before its end line.
+//
+// The inference is nil when none was reached. The error carries its
+// class: Usage before anything is sent; Findings when Expect names another
+// family; Aborted when the preflight failed, the probing was interrupted
+// or aborted, or the budget ended before the candidates were told apart
+// (the inference then says "complete": false).
+func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inference, error) {
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	c := s.cfg.Caps
+	plan := s.InferPlan(opts.Expect)
+	if err := s.confirm("adaptive experiments (bursts, recovery scans, designed probes) within 6·W + 30 s", true); err != nil {
+		return nil, err
+	}
+	opt := s.cfg.Probe
+	opt.RaceMode = ""
+	zero := s.cfg.zero()
+	eng, err := s.newEngine(opt, zero, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer eng.close()
+	if err := s.open(ctx, zero, plan, nil); err != nil {
+		return nil, err
+	}
+	if err := s.waitStart(ctx); err != nil {
+		return nil, errors.Join(err, s.close(record.ReasonInterrupted))
+	}
+	var prior []record.Result
+	if !opts.NoPreflight {
+		pre, err := eng.checkedPreflight(ctx, 0)
+		if err != nil {
+			return nil, errors.Join(err, s.close(record.ReasonAborted))
+		}
+		prior = []record.Result{pre}
+	}
+	if f := s.cfg.Progress.Started; f != nil {
+		f(time.Now(), c.MaxDuration, patterns.Schedule{})
+	}
+	inf, inferErr := infer.Infer(ctx, eng, s.inferOptions(opts, zero, prior))
+	scheduled, sent := s.rec.counts()
+	reason, err := s.endError(inferErr, sent, scheduled)
+	var docs []any
+	if inf != nil {
+		inf.RecordFile = s.rec.path
+		docs = append(docs, inf)
+		if !inf.Complete && reason == record.ReasonCompleted {
+			reason = record.ReasonBudget
+		}
+	}
+	if cerr := s.close(reason, docs...); cerr != nil && err == nil {
+		err = cerr
+	}
+	if inf == nil {
+		return nil, err
+	}
+	if cl := ClassOf(err); opts.Expect != "" && inf.Algorithm != opts.Expect && (err == nil || (cl != Usage && cl != Internal)) {
+		return inf, Errorf(Findings, "expected %s, inferred %s (confidence %.1f%%)", opts.Expect, inf.Algorithm, inf.Confidence*100)
+	}
+	if err == nil && !inf.Complete {
+		err = Errorf(Aborted, "%w: the result is incomplete (see %s)", ErrIncomplete, s.rec.path)
+	}
+	return inf, err
+}
+
+// InferPlan is the plan Infer records in the header, expecting expect.
+func (s *Session) InferPlan(expect infer.Family) InferPlan {
+	c := s.cfg.Caps
+	return InferPlan{Command: s.cfg.Command, MaxRequests: c.MaxRequests, MaxDurationS: c.MaxDuration.Seconds(),
+		Clients: s.cfg.clients(), Expect: string(expect)}
+}
+
+// inferOptions are infer's options for this session.
+func (s *Session) inferOptions(opts InferOptions, zero time.Time, prior []record.Result) infer.Options {
+	p := s.cfg.Probe
+	key := opts.KeyName
+	switch {
+	case key != "":
+	case p.ClientHeader != "":
+		key = "header:" + p.ClientHeader
+	case len(p.SourceIPs) > 0:
+		key = "ip"
+	default:
+		key = infer.KeyUnknown
+	}
+	maxReq := s.cfg.Caps.MaxRequests
+	if maxReq > 0 && len(prior) > 0 {
+		maxReq = max(maxReq-len(prior), 1)
+	}
+	var mu sync.Mutex
+	last := ""
+	return infer.Options{
+		Origin:      zero,
+		Clients:     s.cfg.clients(),
+		KeyName:     key,
+		MaxRequests: maxReq,
+		MaxDuration: s.cfg.Caps.MaxDuration,
+		MaxWindow:   opts.MaxWindow,
+		Prior:       prior,
+		Lead:        opts.Lead,
+		Tool:        s.cfg.Tool,
+		OnBudget: func(window, budget time.Duration) {
+			if f := s.cfg.Progress.Planned; f != nil {
+				f(budget)
+			}
+			s.line("time scale W ≈ %v: budget at most %v (6·W + 30 s)", RoundDuration(window), RoundDuration(budget))
+		},
+		OnPhase: func(name string, sent int) {
+			mu.Lock()
+			repeat := name == last
+			last = name
+			mu.Unlock()
+			if !repeat {
+				s.line("infer: %s (%d requests sent)", name, sent)
+			}
+		},
+	}
+}
+
+// RoundDuration rounds d for people: to the second from 10 s, to 100 ms
+// from 1 s, else to the millisecond.
+func RoundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}

@@ -1,0 +1,150 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rlprobe/rlprobe/probe"
+	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/verify"
+)
+
+// checkedPreflight sends the one request Check and Infer begin with. A transport
+// failure, or an answer that is neither accepted nor rejected (401, 404,
+// 3xx…), is an Aborted error with the status, the first 200 bytes of the
+// body and a hint.
+func (e *engine) checkedPreflight(ctx context.Context, declared int) (record.Result, error) {
+	res, body, err := e.preflight(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, Errorf(Aborted, "interrupted during the preflight request")
+		}
+		if res.Outcome == "" || res.Outcome == record.OutcomeResponse { // a write failure, or ErrClosed
+			return res, err
+		}
+		return res, Errorf(Aborted, "preflight: cannot reach %s: %v (%s)\nhint: check the URL and that the target is up", res.URL, err, res.Err)
+	}
+	if c, _ := record.Classify(res, declared); c != record.ClassOther {
+		return res, nil
+	}
+	return res, Errorf(Aborted, "preflight: %s answered %d %s, neither accepted nor rejected\nbody: %q\nhint: %s",
+		res.URL, res.Status, http.StatusText(res.Status), body, StatusHint(res.Status))
+}
+
+// StatusHint suggests what to do about an unexpected status.
+func StatusHint(status int) string {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return "the target wants credentials: pass them with -H \"Authorization: Bearer $TOKEN\" (never written to the record)"
+	case status == http.StatusNotFound:
+		return "check the URL's path"
+	case status == http.StatusMethodNotAllowed:
+		return "the target refuses this method: see -X"
+	case status >= 300 && status < 400:
+		return "rlprobe never follows redirects: probe the final URL instead"
+	case status >= 500:
+		return "the target is failing; if it rejects with this status by design, declare it with --status"
+	}
+	return "probe a URL that answers 2xx when under its limit"
+}
+
+// waitStart waits until Config.StartAt, when set, saying so through
+// Progress.Line. Check and Infer call it right before their first request,
+// the preflight. It fails (Aborted) when ctx ends first.
+func (s *Session) waitStart(ctx context.Context) error {
+	at := s.cfg.StartAt
+	if at.IsZero() {
+		return nil
+	}
+	s.line("waiting until --start-at %s", at.Format(time.RFC3339Nano))
+	timer := time.NewTimer(time.Until(at))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return Errorf(Aborted, "interrupted before --start-at")
+	}
+}
+
+// otherError is the error of a session the "other" guard stopped
+// (aborted), or that ended with too many "other" answers.
+func (s *Session) otherError(aborted bool) error {
+	c := &s.counts
+	c.mu.Lock()
+	codes := make([]int, 0, len(c.otherStatus))
+	for code := range c.otherStatus {
+		codes = append(codes, code)
+	}
+	sort.Ints(codes)
+	var parts []string
+	top, n := 0, 0
+	for _, code := range codes {
+		k := c.otherStatus[code]
+		parts = append(parts, fmt.Sprintf("%d ×%d", code, k))
+		if k > n {
+			top, n = code, k
+		}
+	}
+	c.mu.Unlock()
+	answers := c.accepted.Load() + c.rejected.Load() + c.other.Load()
+	report := fmt.Sprintf("%d of %d answers were neither accepted (2xx) nor rejected (429, 503): %s",
+		c.other.Load(), answers, strings.Join(parts, ", "))
+	if aborted {
+		return Errorf(Aborted, "aborted: %s%s\nhint: %s", report, s.where(), StatusHint(top))
+	}
+	return Errorf(Aborted, "%s\nhint: %s", report, StatusHint(top))
+}
+
+// endError maps the error that ended a Run or Infer to the record's end
+// reason and the operation's error: Aborted for interrupted, aborted and
+// budget (saying how far it got), Usage for a schedule the engine refused.
+func (s *Session) endError(err error, done, total int64) (string, error) {
+	where := s.where()
+	switch {
+	case err == nil:
+		return record.ReasonCompleted, nil
+	case errors.Is(err, probe.ErrInterrupted):
+		return record.ReasonInterrupted, Errorf(Aborted, "interrupted after %d of %d requests%s", done, total, where)
+	case errors.Is(err, probe.ErrBudget):
+		return record.ReasonBudget, Errorf(Aborted, "budget spent after %d of %d requests%s", done, total, where)
+	case errors.Is(err, probe.ErrAborted):
+		return record.ReasonAborted, Errorf(Aborted, "%v (after %d of %d requests)%s", err, done, total, where)
+	case errors.Is(err, probe.ErrUsage):
+		return record.ReasonAborted, WithClass(Usage, err)
+	}
+	return record.ReasonAborted, Errorf(Aborted, "%v%s", err, where)
+}
+
+// suiteError maps the check suite's error to the record's end reason and
+// the operation's error. ctx is the caller's context: a deadline that is
+// not its own is the duration budget.
+func (s *Session) suiteError(ctx context.Context, err error) (string, error) {
+	where := s.where()
+	switch {
+	case err == nil:
+		return record.ReasonCompleted, nil
+	case errors.Is(err, probe.ErrUsage):
+		return record.ReasonAborted, WithClass(Usage, err)
+	case errors.Is(err, verify.ErrBudget):
+		return record.ReasonBudget, Errorf(Aborted, "%v%s", err, where)
+	case errors.Is(err, probe.ErrBudget) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil):
+		return record.ReasonBudget, Errorf(Aborted, "budget spent (--max-duration) before the suite finished%s", where)
+	case errors.Is(err, probe.ErrInterrupted) || ctx.Err() != nil:
+		return record.ReasonInterrupted, Errorf(Aborted, "interrupted before the suite finished%s", where)
+	}
+	return record.ReasonAborted, Errorf(Aborted, "%v%s", err, where)
+}
+
+// where names the record file in an error, when there is one.
+func (s *Session) where() string {
+	if s.rec == nil || s.rec.path == "" {
+		return ""
+	}
+	return "; the results so far are in " + s.rec.path
+}

@@ -1,0 +1,207 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/probe"
+	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/testserver"
+	"github.com/rlprobe/rlprobe/verify"
+)
+
+// memServer serves routes on an in-memory listener and returns the probe
+// options reaching path.
+func memServer(t *testing.T, routes ...testserver.Route) func(path string) probe.Options {
+	t.Helper()
+	srv, err := testserver.New(testserver.Config{Routes: routes, Handler: testserver.HandlerOptions{EchoArrival: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml := testserver.NewMemListener()
+	if err := srv.StartListener(ml); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return func(path string) probe.Options {
+		return probe.Options{URLs: []string{"http://" + testserver.MemListenerAddr + path}, Dial: ml.Dial}
+	}
+}
+
+func burstPlan(n int) *patterns.Plan {
+	return &patterns.Plan{Version: patterns.PlanVersion, Phases: []patterns.Phase{{Pattern: patterns.PatternBurst, Count: n}}}
+}
+
+var bucket = testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.TokenBucket, Rate: 1, Capacity: 4}, Status: 429}
+
+// TestRunRecordFile: the record file holds the header, one result per
+// send and the end line with its counts, as Record returns them; a second
+// operation on the session is refused.
+func TestRunRecordFile(t *testing.T) {
+	opt := memServer(t, testserver.Route{Policy: bucket})("/")
+	out := filepath.Join(t.TempDir(), "run.jsonl")
+	var confirmed string
+	s, err := New(Config{Probe: opt, Out: out, Seed: 7, Caps: Caps{MaxRequests: 100},
+		Confirm: func(summary string) error { confirmed = summary; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := s.Run(context.Background(), burstPlan(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Accepted != 4 || sum.Rejected != 2 {
+		t.Errorf("summary %d accepted, %d rejected; want 4 and 2", sum.Accepted, sum.Rejected)
+	}
+	if !strings.Contains(confirmed, "plan: 6 requests") {
+		t.Errorf("Confirm got %q, want the plan", confirmed)
+	}
+	file, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	got, err := record.Read(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := s.Record()
+	if got.Header.Seed != 7 || len(got.Results) != 6 || got.End == nil || got.End.Reason != record.ReasonCompleted ||
+		got.End.Scheduled != 6 || got.End.Sent != 6 || len(mem.Results) != 6 || mem.End.Scheduled != 6 {
+		t.Errorf("file %+v %+v (%d results), memory end %+v", got.Header, got.End, len(got.Results), mem.End)
+	}
+	if c := s.Counts(); c.Done != 6 || c.Accepted != 4 || c.Rejected != 2 || c.RunTotal != 6 {
+		t.Errorf("Counts %+v", c)
+	}
+	if _, err := s.Run(context.Background(), burstPlan(1)); err == nil {
+		t.Error("a second Run on the session succeeded")
+	}
+}
+
+// TestRunRefusedByCaps: a plan over a cap is a Usage error naming it, and
+// nothing is recorded.
+func TestRunRefusedByCaps(t *testing.T) {
+	s, _ := New(Config{Probe: probe.Options{URLs: []string{"http://127.0.0.1:1/"}}, Caps: Caps{MaxRequests: 3, MaxRate: 1000}})
+	_, err := s.Run(context.Background(), burstPlan(5))
+	if ClassOf(err) != Usage || !strings.Contains(err.Error(), "--max-requests 3") || s.Record() != nil {
+		t.Errorf("Run over the cap = %v (class %d), record %v", err, ClassOf(err), s.Record())
+	}
+}
+
+// TestRunOtherGuard: answers neither accepted nor rejected abort the run
+// (Aborted, with the statuses and a hint); every send is still recorded.
+func TestRunOtherGuard(t *testing.T) {
+	opt := memServer(t, testserver.Route{Path: "/only", Policy: bucket})("/missing")
+	s, _ := New(Config{Probe: opt})
+	plan := &patterns.Plan{Version: patterns.PlanVersion, Phases: []patterns.Phase{
+		{Pattern: patterns.PatternSteady, Rate: 100, Duration: patterns.Duration(time.Second)}}}
+	_, err := s.Run(context.Background(), plan)
+	if ClassOf(err) != Aborted || !strings.Contains(err.Error(), "404 ×") || !strings.Contains(err.Error(), "check the URL's path") {
+		t.Fatalf("Run at a 404 = %v", err)
+	}
+	if run := s.Record(); run.End.Reason != record.ReasonAborted || len(run.Results) != 100 {
+		t.Errorf("end %+v, %d results; want aborted, all 100", run.End, len(run.Results))
+	}
+}
+
+// TestCheckOneSeqSpace: a check over two rules runs three probe engines
+// (the preflight's and one per rule), yet the record has one Seq space:
+// 0…n−1, each once, in the order the engines ran, and every ref of the
+// verdict names a recorded result.
+func TestCheckOneSeqSpace(t *testing.T) {
+	pol := testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.FixedWindow, Limit: 3, Window: time.Second},
+		Status: 429, Dialects: []headers.Dialect{headers.None}, RetryAfter: testserver.RetryMissing}
+	base := memServer(t, testserver.Route{Path: "/a", Policy: pol}, testserver.Route{Path: "/b", Policy: pol})("")
+	base.URLs[0] = strings.TrimSuffix(base.URLs[0], "/")
+	out := filepath.Join(t.TempDir(), "check.jsonl")
+	s, _ := New(Config{Probe: base, Out: out, Tool: "test"})
+	p := verify.Policy{Version: verify.PolicyVersion, Endpoints: []verify.Endpoint{
+		{Path: "/a", Limit: 3, Window: time.Second, Status: 429}, {Path: "/b", Limit: 3, Window: time.Second, Status: 429}}}.Normalize()
+	rep, err := s.Check(context.Background(), &p, CheckOptions{Only: []string{"burst"}})
+	if rep == nil {
+		t.Fatalf("no verdict: %v", err)
+	}
+	run := s.Record()
+	seen := map[string]bool{}
+	for i, r := range run.Results {
+		if r.Seq != int64(i) {
+			t.Fatalf("result %d has seq %d; want 0…n−1 in order", i, r.Seq)
+		}
+		seen[record.Ref(r)] = true
+	}
+	if len(run.Results) < 9 || run.Results[0].Phase != probe.PhasePreflight {
+		t.Errorf("%d results, first %q; want the preflight and two bursts", len(run.Results), run.Results[0].Phase)
+	}
+	for _, f := range rep.Findings {
+		for _, ref := range f.Evidence.Refs {
+			if !seen[ref] {
+				t.Errorf("finding %s names %s, not in the record", f.ID, ref)
+			}
+		}
+	}
+	// The verdict follows the end line in the file.
+	data, _ := os.ReadFile(out)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if n := len(lines); n < 2 || !strings.HasPrefix(lines[n-1], `{"type":"finding"`) || !strings.HasPrefix(lines[n-2], `{"type":"end"`) {
+		t.Errorf("the file does not end with the end line and the verdict:\n%s", strings.Join(lines[max(0, len(lines)-2):], "\n"))
+	}
+}
+
+func TestClassOf(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want Class
+	}{
+		{nil, OK},
+		{Errorf(Findings, "x"), Findings},
+		{&Error{Class: Aborted}, Aborted},
+		{errors.Join(errors.New("a"), Errorf(Internal, "b")), Internal},
+		{context.Canceled, Aborted},
+		{errors.New("plain"), Usage},
+	} {
+		if got := ClassOf(tt.err); got != tt.want {
+			t.Errorf("ClassOf(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+	if !Usage.Worse(Internal) || !Internal.Worse(Findings) || !Findings.Worse(Aborted) || !Aborted.Worse(OK) || OK.Worse(Aborted) {
+		t.Error("precedence is not 2, 4, 1, 3, 0")
+	}
+}
+
+// TestInferRecord: the preflight and every experiment of Infer share the
+// record's Seq space (the preflight first), and the inference is written
+// before the end line.
+func TestInferRecord(t *testing.T) {
+	opt := memServer(t, testserver.Route{Policy: testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.TokenBucket, Rate: 5, Capacity: 5}}})("/")
+	out := filepath.Join(t.TempDir(), "infer.jsonl")
+	s, _ := New(Config{Probe: opt, Out: out, Command: "infer", Caps: Caps{MaxRequests: 2000, MaxDuration: time.Minute}})
+	inf, err := s.Infer(context.Background(), InferOptions{MaxWindow: 2 * time.Second})
+	if inf == nil || err != nil && !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("Infer = %v, %v", inf, err)
+	}
+	run := s.Record()
+	for i, r := range run.Results {
+		if r.Seq != int64(i) {
+			t.Fatalf("result %d has seq %d; want 0…n−1 in order", i, r.Seq)
+		}
+	}
+	if run.Results[0].Phase != probe.PhasePreflight || run.End.Scheduled != int64(len(run.Results)) || inf.RecordFile != out {
+		t.Errorf("first phase %q, end %+v for %d results, record file %q", run.Results[0].Phase, run.End, len(run.Results), inf.RecordFile)
+	}
+	data, _ := os.ReadFile(out)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if n := len(lines); !strings.HasPrefix(lines[n-1], `{"type":"end"`) || !strings.HasPrefix(lines[n-2], `{"type":"inference"`) {
+		t.Errorf("the file does not end with the inference and the end line")
+	}
+	if !strings.Contains(lines[0], `"plan":{"command":"infer","max_requests":2000`) {
+		t.Errorf("header %s: want the plan", lines[0])
+	}
+}

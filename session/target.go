@@ -1,0 +1,546 @@
+package session
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/probe"
+	"github.com/rlprobe/rlprobe/record"
+)
+
+// Safety caps (contract.md): run sends at most 10,000 requests over 5
+// minutes; check and infer 5,000 over 10 minutes; every command at most
+// 1,000 requests per second.
+const (
+	RunMaxRequests   = 10_000
+	RunMaxDuration   = 5 * time.Minute
+	SuiteMaxRequests = 5_000
+	SuiteMaxDuration = 10 * time.Minute
+)
+
+const (
+	maxSourceIPs        = 4096
+	maxClientValuesSize = 16 << 20
+	// DefaultAgent is the agent name of a single-agent session.
+	DefaultAgent = "a1"
+)
+
+// Target is a probing target as a user describes it: the target flags of
+// contract.md, one field each, with files still to read. Resolve turns it
+// into a Config. DefaultTarget gives the defaults of a command.
+type Target struct {
+	// Command is run, check or infer: it chooses the default caps and the
+	// default record file name.
+	Command string
+	// URLs are replicas of one service.
+	URLs []string
+
+	Method            string   // -X
+	AllowUnsafeMethod bool     // --allow-unsafe-method
+	Headers           []string // -H values as given: "Name: value" or @FILE; $VAR expands
+	Body              string   // --body: @FILE or a literal
+	Timeout           time.Duration
+	CACert            string
+	ClientCert        string
+	ClientKey         string
+	Insecure          bool
+	H2C               bool
+	// Clients is the number of client identities; ClientsSet says the user
+	// chose it (else --client-values or --source-ips may imply it).
+	Clients       int
+	ClientsSet    bool
+	ClientHeader  string
+	ClientValues  string // a file, one value a line
+	SourceIPs     string // a comma-separated list or CIDR
+	SecretHeaders []string
+	SecretQuery   []string
+	// NoDefaultSecrets leaves the default secret query parameters
+	// (record.DefaultSecretQuery) unredacted: only SecretQuery names are
+	// (--no-default-secrets). Secret headers and URL passwords stay
+	// redacted.
+	NoDefaultSecrets bool
+	// Seed is used when SeedSet; else a random one is drawn (and recorded).
+	Seed    uint64
+	SeedSet bool
+	// Out is the record file; empty means ./rlprobe-<command>-<UTC time>.jsonl.
+	Out              string
+	Force            bool
+	MaxRequests      int
+	MaxDuration      time.Duration
+	MaxRate          float64
+	AbortAfterErrors int // 0: never
+	// MaxHeaderBytes and MaxBodyBytes bound what is read of an answer
+	// (probe.Options); 0 means the engine's default.
+	MaxHeaderBytes int
+	MaxBodyBytes   int64
+	StartAt        string
+	TimeRef        string
+	// DryRun sends nothing: an existing Out is not refused.
+	DryRun bool
+}
+
+// DefaultTarget returns the defaults of command ("run", "check" or
+// "infer").
+func DefaultTarget(command string) Target {
+	t := Target{
+		Command:          command,
+		Method:           probe.DefaultMethod,
+		Timeout:          probe.DefaultTimeout,
+		Clients:          1,
+		MaxRequests:      SuiteMaxRequests,
+		MaxDuration:      SuiteMaxDuration,
+		MaxRate:          probe.DefaultMaxRate,
+		AbortAfterErrors: probe.DefaultAbortAfterErrors,
+		MaxHeaderBytes:   probe.DefaultMaxHeaderBytes,
+		MaxBodyBytes:     probe.MaxBodyDrain,
+	}
+	if command == "run" {
+		t.MaxRequests, t.MaxDuration = RunMaxRequests, RunMaxDuration
+	}
+	return t
+}
+
+// safeMethods need no --allow-unsafe-method.
+var safeMethods = []string{http.MethodGet, http.MethodHead, http.MethodOptions}
+
+// resolver collects the problems of a Target.
+type resolver struct {
+	t     Target
+	cfg   *Config
+	probs []string
+}
+
+func (r *resolver) bad(format string, a ...any) { r.probs = append(r.probs, fmt.Sprintf(format, a...)) }
+
+// Resolve validates t, reads the files it names and returns the Config of
+// a session at now (getenv expands $VAR in headers). Every problem is
+// reported at once, as a Usage error.
+func (t Target) Resolve(now time.Time, getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	r := &resolver{t: t, cfg: &Config{Command: t.Command}}
+	r.secretsAndURLs()
+	r.request(getenv)
+	r.transport()
+	r.clients()
+	r.caps()
+	r.startAndOutput(now)
+	if len(r.probs) > 0 {
+		return nil, problems(r.probs)
+	}
+	return r.cfg, nil
+}
+
+// secretsAndURLs comes first: messages about the targets must not show
+// their secrets.
+func (r *resolver) secretsAndURLs() {
+	t, p := r.t, &r.cfg.Probe
+	for _, n := range splitAll(t.SecretHeaders) {
+		if !httpguts.ValidHeaderFieldName(n) {
+			r.bad("--secret-header %q is not a valid header name", n)
+		}
+	}
+	p.Redactor = t.redactor()
+	if len(t.URLs) == 0 {
+		r.bad("give at least one target URL")
+	}
+	for _, u := range t.URLs {
+		if err := checkURL(u, p.Redactor.URL(u)); err != nil {
+			r.bad("%v", err)
+		} else if t.H2C && strings.HasPrefix(strings.ToLower(u), "https:") {
+			r.bad("--h2c is for http:// targets; https negotiates HTTP/2 by itself (%s)", p.Redactor.URL(u))
+		}
+	}
+	p.URLs = slices.Clone(t.URLs)
+	p.Captured = headers.Captured
+	p.Agent = DefaultAgent
+}
+
+// request resolves the method, body and headers.
+func (r *resolver) request(getenv func(string) string) {
+	t, p := r.t, &r.cfg.Probe
+	if !httpguts.ValidHeaderFieldName(t.Method) { // a method is a token
+		r.bad("-X %q is not a valid method", t.Method)
+	} else if !slices.Contains(safeMethods, t.Method) && !t.AllowUnsafeMethod {
+		r.bad("-X %s may change state on the target: add --allow-unsafe-method if you mean it", t.Method)
+	}
+	p.Method = t.Method
+	if t.Body != "" {
+		if name, ok := strings.CutPrefix(t.Body, "@"); ok {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				r.bad("--body: %v", err)
+			}
+			p.Body = b
+		} else {
+			p.Body = []byte(t.Body)
+		}
+	}
+	h, hprobs := ParseHeaders(t.Headers, getenv)
+	r.probs = append(r.probs, hprobs...)
+	p.Header = h
+}
+
+func (r *resolver) transport() {
+	t, p := r.t, &r.cfg.Probe
+	if t.Timeout <= 0 {
+		r.bad("--timeout must be positive")
+	}
+	p.Timeout = t.Timeout
+	p.H2C = t.H2C
+	tlsConf, tprobs := t.tlsConfig()
+	r.probs = append(r.probs, tprobs...)
+	p.TLSConfig = tlsConf
+}
+
+// clients resolves the client identities: their number, header and values,
+// and source addresses.
+func (r *resolver) clients() {
+	t, c, p := r.t, r.cfg, &r.cfg.Probe
+	c.Clients, c.ClientsSet = t.Clients, t.ClientsSet
+	if t.Clients < 1 {
+		r.bad("--clients must be at least 1, not %d", t.Clients)
+	}
+	if t.ClientHeader != "" && !httpguts.ValidHeaderFieldName(t.ClientHeader) {
+		r.bad("--client-header %q is not a valid header name", t.ClientHeader)
+	}
+	p.ClientHeader = t.ClientHeader
+	if t.ClientValues != "" {
+		if t.ClientHeader == "" {
+			r.bad("--client-values needs --client-header NAME (the header that carries them)")
+		}
+		vals, err := readClientValues(t.ClientValues)
+		if err != nil {
+			r.bad("--client-values: %v", err)
+		}
+		p.ClientValues = vals
+		if !t.ClientsSet && len(vals) > 0 {
+			c.Clients = len(vals)
+		} else if len(vals) > 0 && t.Clients > len(vals) {
+			r.bad("--clients %d needs as many --client-values, but %s has %d", t.Clients, t.ClientValues, len(vals))
+		}
+	}
+	if t.SourceIPs != "" {
+		ips, err := ParseSourceIPs(t.SourceIPs)
+		if err != nil {
+			r.bad("--source-ips: %v", err)
+		}
+		p.SourceIPs = ips
+		if !t.ClientsSet && t.ClientValues == "" && len(ips) > 0 {
+			c.Clients = len(ips)
+		}
+	}
+	c.ClientsImplied = !t.ClientsSet && (t.ClientValues != "" || t.SourceIPs != "")
+}
+
+func (r *resolver) caps() {
+	t, c, p := r.t, r.cfg, &r.cfg.Probe
+	if t.MaxRequests < 1 {
+		r.bad("--max-requests must be at least 1")
+	}
+	if t.MaxDuration <= 0 {
+		r.bad("--max-duration must be positive")
+	}
+	if !(t.MaxRate > 0) {
+		r.bad("--max-rate must be positive")
+	}
+	c.Caps = Caps{MaxRequests: t.MaxRequests, MaxDuration: t.MaxDuration, MaxRate: t.MaxRate}
+	p.MaxRate = t.MaxRate
+	p.MaxHeaderBytes, p.MaxBodyBytes = t.MaxHeaderBytes, t.MaxBodyBytes
+	switch {
+	case t.AbortAfterErrors < 0:
+		r.bad("--abort-after-errors must be 0 (never) or more")
+	case t.AbortAfterErrors == 0:
+		p.AbortAfterErrors = -1
+	default:
+		p.AbortAfterErrors = t.AbortAfterErrors
+	}
+}
+
+func (r *resolver) startAndOutput(now time.Time) {
+	t, c := r.t, r.cfg
+	c.Seed = t.Seed
+	if !t.SeedSet {
+		c.Seed = rand.Uint64()
+	}
+	if t.StartAt != "" {
+		at, err := patterns.ParseTime(t.StartAt, now)
+		switch {
+		case err != nil:
+			r.bad("--start-at: %s", strings.TrimPrefix(err.Error(), "patterns: "))
+		case !at.After(now):
+			r.bad("--start-at %s is in the past", at.Format(time.RFC3339))
+		default:
+			c.StartAt = at
+		}
+	}
+	if t.TimeRef != "" {
+		if err := checkURL(t.TimeRef, t.TimeRef); err != nil {
+			r.bad("--time-ref: %v", err)
+		}
+	}
+	c.TimeRef = t.TimeRef
+	c.Out, c.Force = t.Out, t.Force
+	if c.Out == "" {
+		c.Out = "rlprobe-" + t.Command + "-" + now.UTC().Format("20060102T150405.000Z") + ".jsonl"
+	}
+	if !t.Force && !t.DryRun {
+		if _, err := os.Stat(c.Out); err == nil {
+			r.bad("--out %s exists: choose another file or add --force to overwrite it", c.Out)
+		}
+	}
+}
+
+// checkURL accepts absolute http and https URLs with a host; shown is s
+// with its secrets redacted, for the messages.
+func checkURL(s, shown string) error {
+	if !strings.Contains(s, "://") {
+		return fmt.Errorf("target %q has no scheme: write http://%s or https://%s", shown, shown, shown)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("target %q is not a URL", shown)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+	default:
+		return fmt.Errorf("target %q: the scheme must be http or https, not %s", shown, u.Scheme)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("target %q has no host", shown)
+	}
+	return nil
+}
+
+// ParseHeaders reads -H values: "Name: value", or @FILE with one such line
+// a line (blank lines and lines starting with # skipped). $VAR and ${VAR}
+// expand from getenv ($$ is a dollar); an unset variable is a problem. It
+// returns the headers and every problem found.
+func ParseHeaders(args []string, getenv func(string) string) (http.Header, []string) {
+	h := http.Header{}
+	var probs []string
+	add := func(where, line string) {
+		line, missing := expandEnv(line, getenv)
+		for _, v := range missing {
+			probs = append(probs, fmt.Sprintf("%s: $%s is not set in the environment", where, v))
+		}
+		name, value, ok := strings.Cut(line, ":")
+		name = strings.TrimSpace(name)
+		value = strings.TrimSpace(value)
+		switch {
+		case !ok:
+			probs = append(probs, fmt.Sprintf("%s: write a header as \"Name: value\"", where))
+		case !httpguts.ValidHeaderFieldName(name):
+			probs = append(probs, fmt.Sprintf("%s: %q is not a valid header name", where, name))
+		case !httpguts.ValidHeaderFieldValue(value):
+			probs = append(probs, fmt.Sprintf("%s: the value of %s has characters a header cannot carry", where, name))
+		default:
+			h.Add(name, value)
+		}
+	}
+	for _, a := range args {
+		file, isFile := strings.CutPrefix(a, "@")
+		if !isFile {
+			add("-H", a)
+			continue
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("-H @%s: %v", file, err))
+			continue
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimRight(line, "\r")
+			if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			add(fmt.Sprintf("-H @%s:%d", file, i+1), line)
+		}
+	}
+	return h, probs
+}
+
+// expandEnv expands $VAR and ${VAR} with getenv, $$ to $, and returns the
+// names that were unset (or empty).
+func expandEnv(s string, getenv func(string) string) (string, []string) {
+	var missing []string
+	out := os.Expand(s, func(name string) string {
+		if name == "$" {
+			return "$"
+		}
+		v := getenv(name)
+		if v == "" {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	return out, missing
+}
+
+// tlsConfig builds the client TLS configuration, nil when no TLS option is
+// set (the engine's defaults).
+func (t Target) tlsConfig() (*tls.Config, []string) {
+	if t.CACert == "" && t.ClientCert == "" && t.ClientKey == "" && !t.Insecure {
+		return nil, nil
+	}
+	var probs []string
+	c := &tls.Config{InsecureSkipVerify: t.Insecure} //nolint:gosec // the user asked with --insecure
+	if t.CACert != "" {
+		pem, err := os.ReadFile(t.CACert)
+		switch {
+		case err != nil:
+			probs = append(probs, fmt.Sprintf("--cacert: %v", err))
+		default:
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				probs = append(probs, fmt.Sprintf("--cacert %s holds no PEM certificate", t.CACert))
+			}
+			c.RootCAs = pool
+		}
+	}
+	switch {
+	case (t.ClientCert == "") != (t.ClientKey == ""):
+		probs = append(probs, "--client-cert and --client-key go together")
+	case t.ClientCert != "":
+		pair, err := tls.LoadX509KeyPair(t.ClientCert, t.ClientKey)
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("--client-cert/--client-key: %v", err))
+		} else {
+			c.Certificates = []tls.Certificate{pair}
+		}
+	}
+	return c, probs
+}
+
+// readClientValues reads one identity value a line, skipping blank lines.
+func readClientValues(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var vals []string
+	sc := bufio.NewScanner(io.LimitReader(f, maxClientValuesSize))
+	for n := 1; sc.Scan(); n++ {
+		v := strings.TrimSpace(sc.Text())
+		if v == "" {
+			continue
+		}
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return nil, fmt.Errorf("%s:%d: not a valid header value", path, n)
+		}
+		vals = append(vals, v)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(vals) == 0 {
+		return nil, fmt.Errorf("%s holds no value", path)
+	}
+	return vals, nil
+}
+
+// ParseSourceIPs reads a comma-separated list of addresses and CIDR
+// prefixes. A prefix stands for its addresses, except an IPv4 prefix's
+// network and broadcast addresses when it is /30 or wider.
+func ParseSourceIPs(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if !strings.Contains(item, "/") {
+			a, err := netip.ParseAddr(item)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not an IP address", item)
+			}
+			out = append(out, a.Unmap())
+			continue
+		}
+		pfx, err := netip.ParsePrefix(item)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR prefix", item)
+		}
+		pfx = pfx.Masked()
+		bits := pfx.Addr().BitLen() - pfx.Bits()
+		if bits > 12 {
+			return nil, fmt.Errorf("%s holds more than %d addresses", item, maxSourceIPs)
+		}
+		a, n := pfx.Addr(), 1<<bits
+		skipEnds := pfx.Addr().Is4() && bits >= 2
+		for i := 0; i < n; i, a = i+1, a.Next() {
+			if !skipEnds || (i != 0 && i != n-1) {
+				out = append(out, a)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no address given")
+	}
+	if len(out) > maxSourceIPs {
+		return nil, fmt.Errorf("%d addresses, more than %d", len(out), maxSourceIPs)
+	}
+	return out, nil
+}
+
+// splitAll splits every value of a repeatable option at commas.
+func splitAll(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// IsLoopbackURL reports whether u's host is localhost or a loopback
+// address: a target on this machine.
+func IsLoopbackURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Redact returns u with the secrets of t (and the default ones) redacted.
+func (t Target) Redact(u string) string {
+	return t.redactor().URL(u)
+}
+
+// redactor is the target's redactor: the default secrets and the
+// --secret-header and --secret-query names.
+func (t Target) redactor() *record.Redactor {
+	r := record.NewRedactor(splitAll(t.SecretHeaders), splitAll(t.SecretQuery))
+	if t.NoDefaultSecrets {
+		r = r.WithoutDefaultQuery()
+	}
+	return r
+}

@@ -1,0 +1,438 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/session"
+	"github.com/rlprobe/rlprobe/units"
+	"github.com/rlprobe/rlprobe/verify"
+)
+
+// Phase names of a cycle's requests (record field "phase").
+const (
+	PhaseSample  = "watch"
+	PhaseExhaust = "exhaust"
+)
+
+// DefaultOwnValue is the identity an exhausting cycle presents on a
+// per-header limit, so that it spends only a quota nobody else uses.
+const DefaultOwnValue = "rlprobe-watch"
+
+// Config is one watch: a resolved target, the policy and the cadence.
+type Config struct {
+	// Session is the resolved target. Each cycle runs its own session over
+	// a copy, with Out set to the cycle's record file.
+	Session session.Config
+	// Policy is the declared policy; nil watches for drift from the first
+	// cycle's inference only.
+	Policy *verify.Policy
+	// Every is the time from one cycle's start to the next's (DefaultEvery
+	// when 0).
+	Every time.Duration
+	// Share is the budget: the share of the binding rule's quota per
+	// period that cycles may spend (DefaultShare when 0).
+	Share float64
+	// Dir holds the cycles' record files.
+	Dir Dir
+	// Once runs one cycle and returns.
+	Once bool
+	// Infer runs a full inference as the first cycle, outside the budget
+	// (always when Policy is nil). ConfirmInfer, when set, is asked first
+	// with what it will send; an error refuses.
+	Infer        bool
+	ConfirmInfer func(summary string) error
+	// InferMaxWindow bounds the windows the inference looks for (0: infer's
+	// default).
+	InferMaxWindow time.Duration
+	// FailOn is the least severity of a certain finding that fails a
+	// cycle's verdict ("" means error).
+	FailOn verify.Severity
+	// OwnValue is watch's own identity on a per-header limit
+	// (DefaultOwnValue when empty).
+	OwnValue string
+	// MaxCycles stops the watch after that many cycles (0: until ctx ends).
+	MaxCycles int
+	// Metrics, Webhook and Log receive every event; each may be nil. Log is
+	// called from the watch's goroutine; a webhook failure is logged, never
+	// fatal.
+	Metrics *Metrics
+	Webhook *Webhook
+	Log     func(Event)
+	// Warn receives start-up warnings (nil: dropped).
+	Warn func(string)
+	// Tool is the events' "tool".
+	Tool string
+}
+
+// Result is what a watch ends with.
+type Result struct {
+	Cycles int
+	// Last is the last cycle's verdict against the policy (nil without a
+	// policy, or when no cycle was judged).
+	Last *verify.Report
+	// Drifts counts drift events; Inference is the first cycle's.
+	Drifts    int
+	Inference *infer.Inference
+	Budget    Budget
+	Mode      Mode
+}
+
+// watcher is one running watch.
+type watcher struct {
+	cfg      Config
+	rule     verify.Endpoint // the binding rule
+	declared int             // its reject status
+	budget   Budget
+	mode     Mode
+	base     Baseline
+	res      Result
+	targets  []string
+	started  bool
+	first    int // the first budgeted cycle
+	// lastExhaust is when the last exhausting burst's last answer came:
+	// the next may start only once its quota is fresh again.
+	lastExhaust time.Time
+}
+
+// Run watches until ctx ends (a daemon's normal stop: the cycle under way
+// stops sending, writes its end line, and Run returns nil), MaxCycles have
+// run, or, with Once, after one cycle. Its error carries a session class:
+// Usage when the budget cannot fit or nothing can be watched; a cycle's own
+// failure (target down) is an event, not an error, except with Once.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	w := &watcher{cfg: cfg}
+	if w.cfg.Every <= 0 {
+		w.cfg.Every = DefaultEvery
+	}
+	if w.cfg.Share == 0 {
+		w.cfg.Share = DefaultShare
+	}
+	if w.cfg.OwnValue == "" {
+		w.cfg.OwnValue = DefaultOwnValue
+	}
+	if err := os.MkdirAll(cfg.Dir.Path, 0o755); err != nil {
+		return w.res, session.WithClass(session.Usage, fmt.Errorf("watch: --dir: %w", err))
+	}
+	s, err := session.New(cfg.Session)
+	if err != nil {
+		return w.res, err
+	}
+	w.targets = s.Targets()
+	if cfg.Policy != nil {
+		w.rule = binding(cfg.Policy)
+		w.declared = w.rule.Status
+	}
+	for n := 1; ; n++ {
+		start := time.Now()
+		err := w.cycle(ctx, n)
+		w.res.Cycles = n
+		if ctx.Err() != nil {
+			w.emit(ctx, Event{Kind: KindStop, Cycle: n, Message: "watch stopped: " + context.Cause(ctx).Error()})
+			return w.res, nil
+		}
+		if err != nil {
+			if !w.started || cfg.Once || session.ClassOf(err) == session.Usage {
+				return w.res, err
+			}
+			w.emit(ctx, Event{Kind: KindCycleError, Cycle: n, Message: err.Error()})
+		}
+		if cfg.Once || (cfg.MaxCycles > 0 && n >= cfg.MaxCycles) {
+			w.emit(ctx, Event{Kind: KindStop, Cycle: n, Message: fmt.Sprintf("watch stopped after %d cycle(s)", n)})
+			return w.res, nil
+		}
+		select {
+		case <-ctx.Done():
+			w.emit(ctx, Event{Kind: KindStop, Cycle: n, Message: "watch stopped: " + context.Cause(ctx).Error()})
+			return w.res, nil
+		case <-time.After(time.Until(start.Add(w.cfg.Every))):
+		}
+	}
+}
+
+// binding returns the rule that binds watch's budget: the one whose quota
+// comes back most slowly per request (the smallest quota per period).
+func binding(p *verify.Policy) verify.Endpoint {
+	best := p.Endpoints[0]
+	rate := func(e verify.Endpoint) float64 {
+		if e.Period() <= 0 {
+			return math.Inf(1)
+		}
+		return float64(e.Quota()) / e.Period().Seconds()
+	}
+	for _, e := range p.Endpoints[1:] {
+		if rate(e) < rate(best) {
+			best = e
+		}
+	}
+	return best
+}
+
+// cycle runs cycle n: the first sets the baseline (and plans the budget);
+// every cycle judges against the policy and the baseline.
+func (w *watcher) cycle(ctx context.Context, n int) error {
+	if n == 1 && (w.cfg.Policy == nil || w.cfg.Infer) {
+		if err := w.inferFirst(ctx, n); err != nil {
+			return err
+		}
+		if w.cfg.Once && w.cfg.Policy == nil {
+			return nil
+		}
+	}
+	if !w.started {
+		if err := w.plan(); err != nil {
+			return err
+		}
+	}
+	run, path, err := w.probe(ctx, n)
+	if run == nil {
+		return err
+	}
+	obs := Observe(run.Results, w.declared, run.Header.Start, map[bool]string{true: PhaseExhaust}[w.mode == ModeExhaust])
+	if n == w.first {
+		w.settle(obs)
+	}
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.Results(run.Results, w.declared, func(record.Result) bool { return w.mode == ModeExhaust })
+		w.cfg.Metrics.Observation(obs, w.rule.IsBucket())
+	}
+	verdict := ""
+	if w.cfg.Policy != nil {
+		rep := verify.AnalyzeRun(run, *w.cfg.Policy, verify.Options{Schema: verify.SchemaCheck, Tool: w.cfg.Tool, FailOn: w.cfg.FailOn, RecordFile: path, Incomplete: err != nil})
+		w.res.Last, verdict = &rep, rep.Verdict
+		appendDoc(path, rep, nil)
+		if w.cfg.Metrics != nil {
+			w.cfg.Metrics.Verdict(rep)
+		}
+		for i := range rep.Findings {
+			f := rep.Findings[i]
+			w.emit(ctx, Event{Kind: KindFinding, Cycle: n, Finding: &f, RecordFile: path,
+				Message: fmt.Sprintf("%s %s %s: %s", f.Severity, f.Certainty, f.ID, f.Message)})
+		}
+	}
+	if n > 1 || w.base.Inference != nil || w.base.Observation.Responses > 0 {
+		drifts := Compare(w.base, obs)
+		for i := range drifts {
+			d := drifts[i]
+			f := DriftFinding(d, w.rule.String())
+			w.res.Drifts++
+			w.emit(ctx, Event{Kind: KindDrift, Cycle: n, Drift: &d, Finding: &f, RecordFile: path, Message: "policy-drift: " + f.Message})
+		}
+		if w.cfg.Metrics != nil {
+			w.cfg.Metrics.Drift(drifts)
+		}
+	}
+	w.base = w.base.Update(obs)
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.Cycle(err == nil, time.Now())
+	}
+	if _, rerr := w.cfg.Dir.Rotate(); rerr != nil && w.cfg.Warn != nil {
+		w.cfg.Warn(rerr.Error())
+	}
+	w.emit(ctx, Event{Kind: KindCycle, Cycle: n, Verdict: verdict, RecordFile: path,
+		Message: fmt.Sprintf("cycle %d: %d requests, %d accepted, %d rejected%s", n, len(run.Results), obs.Accepted, obs.Rejected, verdictText(verdict))})
+	return err
+}
+
+func verdictText(v string) string {
+	if v == "" {
+		return ""
+	}
+	return "; verdict " + v
+}
+
+// inferFirst runs the first cycle's full inference, outside the budget.
+func (w *watcher) inferFirst(ctx context.Context, n int) error {
+	cfg := w.cfg.Session
+	cfg.Out, cfg.Force = w.cfg.Dir.File(time.Now(), n), false
+	cfg.Confirm = w.cfg.ConfirmInfer
+	s, err := session.New(cfg)
+	if err != nil {
+		return err
+	}
+	inf, err := s.Infer(ctx, session.InferOptions{MaxWindow: w.cfg.InferMaxWindow})
+	if err != nil {
+		return err
+	}
+	w.res.Inference, w.base.Inference = inf, inf
+	if run := s.Record(); run != nil {
+		w.base.Observation = Observe(run.Results, w.declared, run.Header.Start, "")
+	}
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.Inference(inf)
+	}
+	if w.cfg.Policy == nil {
+		rule, err := ruleOf(inf)
+		if err != nil {
+			return err
+		}
+		w.rule = rule
+		if inf.RejectStatus != nil {
+			w.declared = *inf.RejectStatus
+		}
+	}
+	return nil
+}
+
+// ruleOf is the rule an inference describes, for budgeting and drift.
+func ruleOf(inf *infer.Inference) (verify.Endpoint, error) {
+	p := inf.Params
+	e := verify.Endpoint{Key: inf.Key}
+	if e.Key == infer.KeyUnknown {
+		e.Key = ""
+	}
+	switch {
+	case p.Limit != nil && p.WindowS != nil:
+		e.Limit, e.Window = int64(math.Round(p.Limit.Value)), units.Seconds(p.WindowS.Value)
+	case p.Capacity != nil && p.RatePerS != nil:
+		e.Capacity, e.Rate = int64(math.Round(p.Capacity.Value)), p.RatePerS.Value
+	default:
+		return e, session.Errorf(session.Usage, "watch: the first cycle inferred %s: no limit to watch; declare a policy", inf.Algorithm)
+	}
+	return e, nil
+}
+
+// plan chooses the mode and sizes the budget; it is announced once.
+func (w *watcher) plan() error {
+	advertised := w.base.Observation.Advertised != nil || declaresHeaders(w.rule)
+	perKey := w.rule.PerClient()
+	switch {
+	case advertised:
+		w.mode = ModeHeaders
+	case perKey:
+		w.mode = ModeExhaust
+	default:
+		w.mode = ModeSample // until the first cycle shows headers (settle)
+	}
+	b, err := PlanBudget(w.rule, w.cfg.Share, w.cfg.Every, w.mode)
+	if err != nil {
+		return session.WithClass(session.Usage, err)
+	}
+	w.budget, w.res.Budget, w.res.Mode = b, b, w.mode
+	w.started, w.first = true, w.res.Cycles+1
+	w.emit(context.Background(), Event{Kind: KindStart, Message: fmt.Sprintf("watching %s against %s (%s): %s", strings.Join(w.targets, ", "), w.rule.String(), w.mode, b)})
+	return nil
+}
+
+// settle revises the mode after the first budgeted cycle: advertised
+// headers make exhausting unnecessary and sampling enough to see the
+// limit; without them a global limit's drift cannot be seen, and the user
+// is told so once.
+func (w *watcher) settle(obs Observation) {
+	switch {
+	case obs.Advertised != nil && w.mode != ModeHeaders:
+		w.mode, w.res.Mode = ModeHeaders, ModeHeaders
+		if b, err := PlanBudget(w.rule, w.cfg.Share, w.cfg.Every, ModeHeaders); err == nil {
+			w.budget, w.res.Budget = b, b
+		}
+	case obs.Advertised == nil && w.mode == ModeSample && w.cfg.Warn != nil:
+		w.cfg.Warn("watch: the target advertises no rate-limit headers and its limit is global: limit drift cannot be watched within the budget (headers, Retry-After and statuses still are)")
+	}
+}
+
+func declaresHeaders(e verify.Endpoint) bool {
+	for _, h := range e.Headers {
+		if h != "none" {
+			return true
+		}
+	}
+	return false
+}
+
+// probe runs the cycle's budgeted traffic in a session of its own.
+func (w *watcher) probe(ctx context.Context, n int) (*record.Run, string, error) {
+	cfg := w.cfg.Session
+	cfg.Out, cfg.Force, cfg.Confirm = w.cfg.Dir.File(time.Now(), n), false, nil
+	plan := &patterns.Plan{Version: patterns.PlanVersion}
+	if w.budget.PerCycle > 0 && w.mode != ModeExhaust {
+		spread := min(time.Second, w.cfg.Every/4)
+		plan.Phases = append(plan.Phases, patterns.Phase{Name: PhaseSample, Pattern: patterns.PatternBurst, Count: w.budget.PerCycle, Spread: patterns.Duration(spread)})
+	}
+	if w.mode == ModeExhaust {
+		plan.Phases = append(plan.Phases, patterns.Phase{Name: PhaseExhaust, Pattern: patterns.PatternBurst, Count: w.budget.Exhaust})
+		if name, ok := strings.CutPrefix(w.rule.Key, "header:"); ok {
+			cfg.Probe.ClientHeader, cfg.Probe.ClientValues = name, []string{w.cfg.OwnValue}
+		}
+	}
+	if w.mode == ModeExhaust && !w.lastExhaust.IsZero() {
+		// A fresh quota: the previous burst's window (or log) must be over,
+		// counted from its last answer, with a margin for clock and decision.
+		ready := w.lastExhaust.Add(w.rule.Period() + max(100*time.Millisecond, w.rule.Period()/10))
+		select {
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		case <-time.After(time.Until(ready)):
+		}
+	}
+	total := w.budget.PerCycle + w.budget.Exhaust
+	cfg.Caps.MaxRequests = max(cfg.Caps.MaxRequests, total)
+	cfg.Caps.MaxRate = max(cfg.Caps.MaxRate, float64(total))
+	s, err := session.New(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	_, err = s.Run(ctx, plan)
+	run := s.Record()
+	if run != nil && w.mode == ModeExhaust {
+		for _, r := range run.Results {
+			if r.Phase == PhaseExhaust && r.Done != 0 {
+				w.lastExhaust = later(w.lastExhaust, run.Header.Start.Add(time.Duration(r.Done)))
+			}
+		}
+	}
+	if run == nil && err == nil {
+		err = errors.New("watch: the cycle recorded nothing")
+	}
+	return run, cfg.Out, err
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// appendDoc appends a verdict (or an inference) to a cycle's record file;
+// a failure loses only the copy in the file (the event carries it).
+func appendDoc(path string, finding any, inference any) {
+	a, err := record.Append(path)
+	if err != nil {
+		return
+	}
+	defer a.Close()
+	if finding != nil {
+		_ = a.WriteFinding(finding)
+	}
+	if inference != nil {
+		_ = a.WriteInference(inference)
+	}
+}
+
+// emit stamps an event and hands it to the log, the webhook and the
+// metrics.
+func (w *watcher) emit(ctx context.Context, ev Event) {
+	ev.Schema, ev.Tool, ev.Time, ev.Targets = EventSchema, w.cfg.Tool, time.Now().UTC(), w.targets
+	if w.cfg.Log != nil {
+		w.cfg.Log(ev)
+	}
+	if w.cfg.Webhook != nil {
+		limit := 20 * time.Second
+		if ctx.Err() != nil {
+			limit = 2 * time.Second // stopping: SIGTERM must end the watch within 5 s
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+		defer cancel()
+		if err := w.cfg.Webhook.Post(pctx, ev); err != nil && w.cfg.Log != nil && w.cfg.Warn != nil {
+			w.cfg.Warn(err.Error())
+		}
+	}
+}
