@@ -96,6 +96,8 @@ const (
 	ErrDNS     = "dns"
 	ErrTLS     = "tls"
 	ErrOther   = "other"
+	// ErrHeaderTooLarge: the response head exceeded the engine's cap.
+	ErrHeaderTooLarge = "header-too-large"
 )
 
 // Result is exactly one scheduled request. All times are nanoseconds since
