@@ -54,6 +54,15 @@ func classify(err error) string {
 	if isTimeout(err) {
 		return record.ErrTimeout
 	}
+	// HTTP/2: a header list over our SETTINGS_MAX_HEADER_LIST_SIZE
+	// (http2.Transport's error is unexported), or a single field longer
+	// than it, which the HPACK decoder refuses as a COMPRESSION_ERROR (the
+	// only other cause, a broken encoder, is far rarer than a big header).
+	var connErr http2.ConnectionError
+	if strings.Contains(err.Error(), "response header list larger than") ||
+		(errors.As(err, &connErr) && http2.ErrCode(connErr) == http2.ErrCodeCompression) {
+		return record.ErrHeaderTooLarge
+	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
 		return record.ErrDNS

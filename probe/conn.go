@@ -112,6 +112,8 @@ type h1Conn struct {
 	jobs      chan h1Job    // to the reader: one request written, cap 1
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
+	adoptReq  chan struct{} // closed: the event loop takes c over (see pool.adoptIdle)
+	adopted   chan struct{} // closed by the reader when it has let go of c
 }
 
 // h1Job is a request written on an h1Conn, for its reader to complete.
@@ -127,11 +129,13 @@ type h1Job struct {
 func newH1Conn(c net.Conn) *h1Conn {
 	sc := &stampConn{Conn: c, base: time.Now()}
 	return &h1Conn{
-		sc:   sc,
-		br:   bufio.NewReaderSize(sc, 4096),
-		src:  localAddr(c),
-		jobs: make(chan h1Job, 1),
-		done: make(chan struct{}),
+		sc:       sc,
+		br:       bufio.NewReaderSize(sc, 4096),
+		src:      localAddr(c),
+		jobs:     make(chan h1Job, 1),
+		done:     make(chan struct{}),
+		adoptReq: make(chan struct{}),
+		adopted:  make(chan struct{}),
 	}
 }
 
@@ -164,6 +168,9 @@ func (p *pool) readLoop(c *h1Conn) {
 		case j = <-c.jobs:
 		case <-c.done:
 			return
+		case <-c.adoptReq:
+			close(c.adopted)
+			return
 		default:
 			if err != nil && isTimeout(err) && p.clearIdleDeadline(c) {
 				continue // the last request's deadline, passed while idle
@@ -175,6 +182,9 @@ func (p *pool) readLoop(c *h1Conn) {
 			select { // the owner hands over a request, or closes c
 			case j = <-c.jobs:
 			case <-c.done:
+				return
+			case <-c.adoptReq:
+				close(c.adopted)
 				return
 			}
 		}

@@ -22,11 +22,30 @@
 //     a goroutine, for a connection freed meanwhile (whose reader then
 //     writes it) or room to dial, whichever comes first; it is then late,
 //     and counted so.
+//   - Reads are bounded, whatever the server sends: a response head over
+//     Options.MaxHeaderBytes (1 MiB; over HTTP/2 the header list size the
+//     client advertises) is an error of class header-too-large and its
+//     connection is closed; at most Options.MaxBodyBytes (1 MiB) of a body
+//     are read, and a longer answer is still a response, on a connection
+//     then closed.
 //   - Result times bracket what the server saw: Sent is taken just before
 //     the write carrying the request's first byte and Wrote just before the
 //     write carrying its last byte (equal when one write carries both), so
 //     the server cannot hold the whole request before Wrote; TTFB is when
 //     the first response byte was read and Done the end of the response.
+//   - On Linux, plain HTTP/1.1 runs with the default dialer go through an
+//     event loop instead: one goroutine locked to its OS thread paces the
+//     sends (a timerfd in its epoll set, then a short spin), writes the
+//     pre-built requests on non-blocking sockets, parses the responses as
+//     epoll reports them and hands results in batches to a sink goroutine;
+//     a response the lean parser declines is read by net/http's reader in
+//     a goroutine that gives the connection back. Races are prepared and
+//     released by the same loop: every member's connection is made ready
+//     (last-byte: all of its request written but the final byte), then one
+//     pass writes every final byte (or every whole request, barrier), in
+//     member order. The net.Conn path above serves TLS, HTTP/2, custom
+//     dialers (in-memory connections under testing/synctest) and
+//     Preflight.
 //   - HTTP/2 is used when a TLS server offers it (ALPN h2) or with H2C, one
 //     multiplexed connection per client and target.
 //   - Client identity is a header value, a source address, or both.

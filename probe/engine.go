@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -78,6 +79,10 @@ type Engine struct {
 	// lbGoroutines releases last-byte races from one goroutine per member
 	// parked on a closed channel, instead of one loop (benchmarks compare).
 	lbGoroutines bool
+	// noLoop keeps plain HTTP/1.1 runs on the net.Conn path instead of the
+	// event loop (tests and benchmarks compare).
+	noLoop   bool
+	loopRuns atomic.Int64 // runs the event loop dispatched
 
 	runMu sync.Mutex // serialises Run and Preflight
 
@@ -111,6 +116,7 @@ func New(opt Options) (*Engine, error) {
 		h2t: &http2.Transport{
 			AllowHTTP:          true,
 			DisableCompression: true,
+			MaxHeaderListSize:  uint32(min(opt.MaxHeaderBytes, math.MaxUint32)),
 		},
 	}
 	if opt.TimerPacing {

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/record"
 )
 
 // h1Head is what the engine keeps of a response head read by leanHead.
@@ -29,12 +31,12 @@ var errNeedFallback = errors.New("probe: response needs the full parser")
 // leanHead parses the head of the common response, which the engine reads
 // thousands of times a second, without net/http's allocations: HTTP/1.1, a
 // final status from 200 to 599 other than 204 and 304, one Content-Length
-// of at most MaxBodyDrain, no Transfer-Encoding, well-formed field lines,
-// and a head that fits in br's buffer. It consumes the head and returns it;
+// of at most maxBody, no Transfer-Encoding, well-formed field lines,
+// and a head of at most maxHead bytes that fits in br's buffer. It consumes the head and returns it;
 // for any other response it consumes nothing and returns errNeedFallback.
 // An error reading the first bytes is returned as http.ReadResponse would
 // (io.EOF becomes io.ErrUnexpectedEOF).
-func leanHead(br *bufio.Reader, captured []string, method string) (h h1Head, err error) {
+func leanHead(br *bufio.Reader, captured []string, method string, maxHead int, maxBody int64) (h h1Head, err error) {
 	if method == http.MethodHead {
 		return h, errNeedFallback
 	}
@@ -73,6 +75,9 @@ func leanHead(br *bufio.Reader, captured []string, method string) (h h1Head, err
 			}
 			return h, err
 		}
+	}
+	if end > maxHead {
+		return h, errNeedFallback // the full path reports it
 	}
 	head := buf[:end]
 
@@ -116,8 +121,8 @@ func leanHead(br *bufio.Reader, captured []string, method string) (h h1Head, err
 		}
 		switch {
 		case asciiEqualFold(name, "Content-Length"):
-			if haveLength || len(value) == 0 || len(value) > 7 {
-				return h, errNeedFallback // repeated, empty or over MaxBodyDrain
+			if haveLength || len(value) == 0 || len(value) > 18 {
+				return h, errNeedFallback // repeated, empty or too long for an int64
 			}
 			for _, c := range value {
 				if c < '0' || c > '9' {
@@ -149,13 +154,59 @@ func leanHead(br *bufio.Reader, captured []string, method string) (h h1Head, err
 			}
 		}
 	}
-	if !haveLength || h.length > MaxBodyDrain {
+	if !haveLength || h.length > maxBody {
 		return h, errNeedFallback
 	}
 	if _, err := br.Discard(end); err != nil {
 		return h, err // cannot happen: the head is buffered
 	}
 	return h, nil
+}
+
+// headTooLarge is the error of a response head over the cap.
+func headTooLarge(limit int) error {
+	return withClass(record.ErrHeaderTooLarge, fmt.Errorf("response head larger than %d bytes", limit))
+}
+
+// readHead reads a response head (up to and including its empty line) from
+// br, for net/http's reader, holding at most limit bytes of it (plus one
+// buffer): a longer head is an error of class record.ErrHeaderTooLarge,
+// whatever the server sends, so that no answer can make the engine hold
+// more. An error reading it is returned as http.ReadResponse would (io.EOF
+// becomes io.ErrUnexpectedEOF).
+func readHead(br *bufio.Reader, limit int) ([]byte, error) {
+	var head []byte
+	line := 0 // where the current line starts in head
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(head)+len(frag) > limit {
+			return nil, headTooLarge(limit)
+		}
+		head = append(head, frag...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue // a line longer than the buffer
+		case err != nil:
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if l := head[line:]; len(l) == 1 || (len(l) == 2 && l[0] == '\r') {
+			return head, nil
+		}
+		line = len(head)
+	}
+}
+
+// interimHead reports whether head is that of an interim (1xx) response
+// other than 101 Switching Protocols: one without a body, followed by
+// another response.
+func interimHead(head []byte) bool {
+	return len(head) >= 12 && bytes.HasPrefix(head, []byte("HTTP/1.")) && head[8] == ' ' &&
+		head[9] == '1' && head[10] >= '0' && head[10] <= '9' && head[11] >= '0' && head[11] <= '9' &&
+		(len(head) == 12 || head[12] == ' ' || head[12] == '\r' || head[12] == '\n') &&
+		string(head[9:12]) != "101"
 }
 
 // trimOWS trims optional white space (SP, HTAB) on both ends.

@@ -55,7 +55,7 @@ func TestLeanHead(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// One byte per read: the head arrives in pieces.
 			br := bufio.NewReaderSize(iotest.OneByteReader(strings.NewReader(tt.in+next)), 128)
-			got, err := leanHead(br, captured, tt.method)
+			got, err := leanHead(br, captured, tt.method, DefaultMaxHeaderBytes, MaxBodyDrain)
 			if tt.want == nil {
 				if err != errNeedFallback {
 					t.Fatalf("leanHead = %+v, %v; want errNeedFallback", got, err)
@@ -102,7 +102,7 @@ func TestLeanHeadErrors(t *testing.T) {
 		{"closed in the head", "HTTP/1.1 200 OK\r\nContent-Le", errNeedFallback}, // net/http reports it
 	} {
 		br := bufio.NewReader(strings.NewReader(tt.in))
-		if _, err := leanHead(br, nil, "GET"); !errors.Is(err, tt.want) {
+		if _, err := leanHead(br, nil, "GET", DefaultMaxHeaderBytes, MaxBodyDrain); !errors.Is(err, tt.want) {
 			t.Errorf("%s: err = %v, want %v", tt.name, err, tt.want)
 		}
 	}

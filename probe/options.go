@@ -75,9 +75,13 @@ const (
 	// LateThreshold is how late (sent − sched) a send must be to count as
 	// late in a Summary.
 	LateThreshold = record.LateThreshold
-	// MaxBodyDrain is how many response body bytes the engine reads; a
-	// connection whose response body is longer is closed, not reused.
+	// MaxBodyDrain is the default of Options.MaxBodyBytes: how many
+	// response body bytes the engine reads; a connection whose response
+	// body is longer is closed, not reused, and the answer is still a
+	// response.
 	MaxBodyDrain = 1 << 20
+	// DefaultMaxHeaderBytes is the default of Options.MaxHeaderBytes.
+	DefaultMaxHeaderBytes = 1 << 20
 	// PreflightBodyBytes is how much of the preflight response body
 	// Preflight returns.
 	PreflightBodyBytes = 200
@@ -137,6 +141,17 @@ type Options struct {
 	// testing/synctest, where the precise pacer's real sleeps never end.
 	// Set it whenever the engine runs inside a synctest bubble.
 	TimerPacing bool
+	// MaxHeaderBytes bounds a response head (status line and header
+	// fields; over HTTP/2 the header list size of RFC 9113 §6.5.2): a
+	// larger head is an error of class record.ErrHeaderTooLarge and its
+	// connection is closed (HTTP/2: its stream is reset). It also bounds
+	// the memory a hostile answer can make the engine hold. 0 means
+	// DefaultMaxHeaderBytes (1 MiB).
+	MaxHeaderBytes int
+	// MaxBodyBytes is how many bytes of a response body the engine reads;
+	// an answer with a longer body is still a response (its connection is
+	// closed rather than reused). 0 means MaxBodyDrain (1 MiB).
+	MaxBodyBytes int64
 	// Grace is how long an interrupted or aborted run waits for requests in
 	// flight before abandoning them; default 2s.
 	Grace time.Duration
@@ -219,6 +234,18 @@ func (opt Options) validate() (Options, []*target, error) {
 		bad("max rate must be positive, got %v", opt.MaxRate)
 	case opt.MaxRate == 0:
 		opt.MaxRate = DefaultMaxRate
+	}
+	switch {
+	case opt.MaxHeaderBytes < 0:
+		bad("negative max header bytes %d", opt.MaxHeaderBytes)
+	case opt.MaxHeaderBytes == 0:
+		opt.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	switch {
+	case opt.MaxBodyBytes < 0:
+		bad("negative max body bytes %d", opt.MaxBodyBytes)
+	case opt.MaxBodyBytes == 0:
+		opt.MaxBodyBytes = MaxBodyDrain
 	}
 	if opt.AbortAfterErrors == 0 {
 		opt.AbortAfterErrors = DefaultAbortAfterErrors

@@ -201,6 +201,17 @@ func (t *target) appendProxyHeaders(b []byte) []byte {
 	return b
 }
 
+// proxied reports whether some target goes through a proxy: then the
+// event loop, which dials and speaks to targets directly, is not used.
+func (e *Engine) proxied() bool {
+	for _, t := range e.targets {
+		if t.proxy != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // dialTarget opens a connection to t from src: directly, to its HTTP
 // proxy (absolute-form requests), or a tunnel through its proxy (CONNECT
 // or SOCKS5). Failures of the proxy itself have the error class
@@ -262,7 +273,7 @@ func connectTunnel(ctx context.Context, c net.Conn, addr, auth string) (net.Conn
 	_ = c.SetDeadline(time.Time{})
 	if n := br.Buffered(); n > 0 { // the target spoke first: keep its bytes
 		b, _ := br.Peek(n)
-		return &prefixConn{Conn: c, pre: append([]byte(nil), b...)}, nil
+		return &tunnelConn{Conn: c, pre: append([]byte(nil), b...)}, nil
 	}
 	return c, nil
 }
@@ -292,13 +303,14 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// prefixConn returns pre before reading from its connection.
-type prefixConn struct {
+// tunnelConn is a tunnel whose first bytes the CONNECT answer's reader
+// took: it returns pre before reading from its connection.
+type tunnelConn struct {
 	net.Conn
 	pre []byte
 }
 
-func (c *prefixConn) Read(p []byte) (int, error) {
+func (c *tunnelConn) Read(p []byte) (int, error) {
 	if len(c.pre) > 0 {
 		n := copy(p, c.pre)
 		c.pre = c.pre[n:]

@@ -175,6 +175,9 @@ func TestThroughTinyproxy(t *testing.T) {
 					t.Errorf("results[%d] = %s %d %s %s", i, r.Outcome, r.Status, r.Err, r.ErrMsg)
 				}
 			}
+			if n := e.loopRuns.Load(); n != 0 && tt.name != "no-proxy" {
+				t.Errorf("the event loop ran %d times through a proxy, want never", n)
+			}
 			_, protos := tt.srv.seen()
 			if got := protos[len(before):]; !slices.Equal(got, slices.Repeat([]string{tt.proto}, 3)) {
 				t.Errorf("target saw %v, want 3 × %s", got, tt.proto)

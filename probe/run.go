@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -262,6 +263,9 @@ func maxWithin(ats []time.Duration, w time.Duration) int {
 // dispatch walks the events at their deadlines until the end or until
 // dctx is done.
 func (r *run) dispatch() {
+	if r.startLoop() { // plain HTTP/1.1 on Linux: the event loop sends
+		return
+	}
 	p := r.e.pacer
 	p.start()
 	defer p.stop()
@@ -555,7 +559,7 @@ func (r *run) readH1(i int, c *h1Conn, res *record.Result) (reuse bool, err erro
 		_ = c.sc.SetDeadline(aLongTimeAgo)
 	}
 	if !r.capture {
-		h, err := leanHead(c.br, r.e.opt.Captured, r.e.opt.Method)
+		h, err := leanHead(c.br, r.e.opt.Captured, r.e.opt.Method, r.e.opt.MaxHeaderBytes, r.e.opt.MaxBodyBytes)
 		if err == nil {
 			return r.leanBody(c, res, &h)
 		}
@@ -563,16 +567,22 @@ func (r *run) readH1(i int, c *h1Conn, res *record.Result) (reuse bool, err erro
 			return false, err
 		}
 	}
-	var resp *http.Response
+	// net/http's reader parses the head, read first within the cap (and
+	// interim 1xx heads skipped), then reads the body from where the head
+	// ends.
+	var head []byte
 	for {
-		resp, err = http.ReadResponse(c.br, r.e.respReq)
-		if err != nil {
+		if head, err = readHead(c.br, r.e.opt.MaxHeaderBytes); err != nil {
 			return false, err
 		}
-		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+		if !interimHead(head) {
 			break
 		}
-		// An interim 1xx response: the final one follows.
+	}
+	fb := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(head), c.br), len(head)+512)
+	resp, err := http.ReadResponse(fb, r.e.respReq)
+	if err != nil {
+		return false, err
 	}
 	if t := c.sc.firstByte(); !t.IsZero() {
 		res.TTFB = r.stamp(t)
@@ -587,7 +597,7 @@ func (r *run) readH1(i int, c *h1Conn, res *record.Result) (reuse bool, err erro
 		res.ErrMsg = r.e.opt.Redactor.Text("reading body: " + berr.Error())
 		return false, nil
 	}
-	reuse = !resp.Close && n <= MaxBodyDrain && c.br.Buffered() == 0 &&
+	reuse = !resp.Close && n <= r.e.opt.MaxBodyBytes && fb.Buffered() == 0 && c.br.Buffered() == 0 &&
 		resp.StatusCode != http.StatusSwitchingProtocols &&
 		(resp.ContentLength >= 0 || slices.Contains(resp.TransferEncoding, "chunked"))
 	return reuse, nil
@@ -631,7 +641,7 @@ func (r *run) abandonReads() {
 	}
 }
 
-// drain reads a response body up to MaxBodyDrain+1 bytes, keeping the
+// drain reads a response body up to MaxBodyBytes+1 bytes, keeping the
 // first PreflightBodyBytes in a Preflight, and returns how many it read.
 func (r *run) drain(body io.Reader) (int64, error) {
 	if r.capture {
@@ -646,13 +656,13 @@ func (r *run) drain(body io.Reader) (int64, error) {
 			}
 			return n, err
 		}
-		m, err := io.CopyN(io.Discard, body, MaxBodyDrain+1-n)
+		m, err := io.CopyN(io.Discard, body, r.e.opt.MaxBodyBytes+1-n)
 		if errors.Is(err, io.EOF) {
 			err = nil
 		}
 		return n + m, err
 	}
-	n, err := io.CopyN(io.Discard, body, MaxBodyDrain+1)
+	n, err := io.CopyN(io.Discard, body, r.e.opt.MaxBodyBytes+1)
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}

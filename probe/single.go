@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -22,12 +23,11 @@ import (
 
 // HTTP/2 defaults (RFC 9113 §6.5.2) and this client's settings.
 const (
-	h2DefaultWindow      = 65535
-	h2DefaultFrameSize   = 16384
-	h2DefaultTableSize   = 4096
-	spDefaultMaxStreams  = 100     // when the server sets no limit
-	spOwnWindow          = 1 << 20 // our receive window, stream and connection
-	spMaxHeaderListBytes = 1 << 20
+	h2DefaultWindow     = 65535
+	h2DefaultFrameSize  = 16384
+	h2DefaultTableSize  = 4096
+	spDefaultMaxStreams = 100     // when the server sets no limit
+	spOwnWindow         = 1 << 20 // our receive window, stream and connection
 )
 
 // prepareSinglePacket opens the connections of a single-packet race: one
@@ -67,6 +67,7 @@ type spConn struct {
 	maxFrame     uint32
 	streamWindow uint32
 	tableSize    uint32
+	maxHeader    uint32 // our SETTINGS_MAX_HEADER_LIST_SIZE (Options.MaxHeaderBytes)
 }
 
 // spStream is one request of a single-packet race.
@@ -135,7 +136,8 @@ func (r *run) spDial(p *pool) (*spConn, error) {
 	}
 	sc.fr = http2.NewFramer(c, c)
 	sc.fr.ReadMetaHeaders = hpack.NewDecoder(h2DefaultTableSize, nil)
-	sc.fr.MaxHeaderListSize = spMaxHeaderListBytes
+	sc.maxHeader = uint32(min(r.e.opt.MaxHeaderBytes, math.MaxUint32))
+	sc.fr.MaxHeaderListSize = sc.maxHeader
 	_ = c.SetDeadline(time.Now().Add(r.e.opt.Timeout))
 
 	var buf bytes.Buffer
@@ -144,7 +146,7 @@ func (r *run) spDial(p *pool) (*spConn, error) {
 	_ = wf.WriteSettings(
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: spOwnWindow},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: spMaxHeaderListBytes},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: sc.maxHeader},
 	)
 	_ = wf.WriteWindowUpdate(0, spOwnWindow-h2DefaultWindow)
 	if _, err := c.Write(buf.Bytes()); err != nil {
@@ -398,6 +400,11 @@ func (sc *spConn) readResponses(streams map[uint32]*spStream) {
 			}
 			if s.ttfb.IsZero() {
 				s.ttfb = now
+			}
+			if f.Truncated {
+				end(s, now, headTooLarge(int(sc.maxHeader)))
+				write(func() error { return sc.fr.WriteRSTStream(f.StreamID, http2.ErrCodeCancel) })
+				continue
 			}
 			if s.status == 0 {
 				code, _ := strconv.Atoi(f.PseudoValue("status"))

@@ -101,6 +101,8 @@ const (
 	ErrTLS     = "tls"
 	ErrProxy   = "proxy" // the proxy could not be reached, or refused the tunnel
 	ErrOther   = "other"
+	// ErrHeaderTooLarge: the response head exceeded the engine's cap.
+	ErrHeaderTooLarge = "header-too-large"
 )
 
 // Result is exactly one scheduled request. All times are nanoseconds since

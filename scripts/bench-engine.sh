@@ -1,28 +1,36 @@
 #!/usr/bin/env bash
-# bench-engine.sh — how fast and how precise is rlprobe's engine, on loopback.
+# bench-engine.sh — how fast and how precise is rlprobe's engine, on loopback,
+# beside the usual load tools.
 #
 # One run measures, against the same targets:
-#   1. maximum throughput against a 1-worker nginx (`return 200`): wrk -t1,
-#      a minimal closed-loop net/http client, and `rlprobe run` (the highest
-#      steady rate with under 1% late sends, found by bisection, and the rate
-#      it achieves when offered wrk's);
-#   2. pacing error (sent − scheduled) p50/p99 and client CPU of `rlprobe run`
-#      at 1,000, 5,000 and 20,000 requests/s;
+#   1. maximum throughput against a 1-worker nginx (`return 200`), each as a
+#      ratio to wrk -t1: wrk, hey and vegeta (closed loop, WRK_CONNS
+#      connections), a minimal closed-loop net/http client, and `rlprobe
+#      run` with its record file written (the highest steady rate with
+#      under 1% late sends, found by bisection, and the rate it achieves
+#      when offered wrk's);
+#   2. pacing error (sent − scheduled) p50/p99/p99.9 and client CPU of
+#      `rlprobe run` and `vegeta attack` at 1,000, 5,000 and 20,000
+#      requests/s (vegeta's schedule is its first send + seq/rate);
 #   3. race arrival spread (max − min of the server's echoed arrival, median
 #      over rounds) for 20/50/100 clients in every race mode against
-#      `rlprobe serve --echo-arrival` (single-packet over h2c).
-# Goals to report against (issue 4): throughput ≥ 0.9 × wrk; pacing p99 ≤
-# 100 µs up to 20k/s at ≤ 0.3 cores at 5k/s; race spread median ≤ 150 µs
-# for 20 and ≤ 600 µs for 100 clients over HTTP/1.1.
+#      `rlprobe serve --echo-arrival`, which stamps HTTP/1 arrivals at the
+#      socket (SO_TIMESTAMPNS; single-packet over h2c is stamped when its
+#      handler sees END_STREAM).
+# Goals to report against (issue 14): throughput ≥ 0.9 × wrk; pacing p99 ≤
+# 100 µs at 5k and 20k/s at ≤ 0.3 cores at 5k/s; race spread median ≤ 150 µs
+# for 20 and ≤ 600 µs for 100 clients over HTTP/1.1 (last-byte).
 #
 # Usage: scripts/bench-engine.sh [SECONDS (3)] [RACE_ROUNDS (20)]
 # Environment: GOMAXPROCS_PROBE (unset: all cores), GOMAXPROCS_SERVE (1),
 #              NGINX (/usr/sbin/nginx), WRK_CONNS (64), SKIP (list of parts
-#              to skip: throughput,pacing,race), BASELINE (a git revision:
-#              its rlprobe, built in a temporary worktree, is measured too,
-#              each measurement right after the working tree's, so that
-#              both see the same load)
-# Needs: go, wrk, nginx, python3 (to read JSON). Not run by CI.
+#              to skip: throughput,pacing,race,tools), BASELINE (a git
+#              revision: its rlprobe, built in a temporary worktree, is
+#              measured too, each measurement right after the working
+#              tree's, so that both see the same load), HEY_VERSION and
+#              VEGETA_VERSION (latest)
+# Needs: go, wrk, nginx, python3 (to read JSON); hey and vegeta are
+# installed with `go install` into a temporary GOBIN. Not run by CI.
 set -euo pipefail
 
 SECS=${1:-3}
@@ -78,6 +86,13 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)"
 
 echo "building rlprobe and the net/http loop..." >&2
 go build -o "$work/rlprobe" ./cmd/rlprobe
+HEY= VEGETA=
+if ! skip tools; then
+	echo "installing hey and vegeta into a temporary GOBIN..." >&2
+	(cd "$work" && GOBIN="$work/bin" GOFLAGS= go install "github.com/rakyll/hey@${HEY_VERSION:-latest}" &&
+		GOBIN="$work/bin" GOFLAGS= go install "github.com/tsenart/vegeta/v12@${VEGETA_VERSION:-latest}") >&2
+	HEY="$work/bin/hey" VEGETA="$work/bin/vegeta"
+fi
 # bins: "label:binary" of every rlprobe measured; the first also serves.
 bins=("work:$work/rlprobe")
 if [ -n "$BASELINE" ]; then
@@ -188,8 +203,16 @@ if ! skip throughput; then
 	echo "== 1. maximum throughput against nginx (1 worker), ${SECS}s per measurement"
 	wrk_rps=$(wrk -t1 -c"$CONNS" -d"${SECS}s" "$NGX" | awk '/Requests\/sec/ {printf "%.0f", $2}')
 	echo "wrk -t1 -c$CONNS:                $wrk_rps req/s"
+	ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/max(1.0,float(sys.argv[2])):.2f}')" "$1" "$wrk_rps"; }
 	loop_rps=$("$work/nethttp-loop" "$NGX" "$CONNS" "${SECS}s")
-	echo "net/http loop, $CONNS goroutines:  $loop_rps req/s"
+	echo "net/http loop, $CONNS goroutines:  $loop_rps req/s ($(ratio "$loop_rps") × wrk)"
+	if [ -n "$HEY" ]; then
+		hey_rps=$("$HEY" -z "${SECS}s" -c "$CONNS" "$NGX" | awk '/Requests\/sec/ {printf "%.0f", $2}')
+		echo "hey -c $CONNS:                   $hey_rps req/s ($(ratio "$hey_rps") × wrk)"
+		veg_rps=$(echo "GET $NGX" | "$VEGETA" attack -rate=0 -workers="$CONNS" -max-workers="$CONNS" -duration="${SECS}s" |
+			"$VEGETA" report -type=json | python3 -c "import json,sys; d=json.load(sys.stdin); print(round(d['throughput']), round(100*d['success'],1))")
+		echo "vegeta rate=0, $CONNS workers:     ${veg_rps% *} req/s ($(ratio "${veg_rps% *}") × wrk, ${veg_rps#* }% success)"
+	fi
 	# passes BIN RATE: a steady run at RATE has under 1% late sends (best of
 	# two attempts, so one hiccup of a shared VM does not decide).
 	passes() {
@@ -239,7 +262,7 @@ if ! skip throughput; then
 	done
 	for b in "${bins[@]}"; do
 		l=${b%%:*}
-		echo "rlprobe run [$l] (open loop, < 1% late): ${lo[$l]} req/s ($(python3 -c "import sys; print(f'{int(sys.argv[1])/max(1,int(sys.argv[2])):.2f}')" "${lo[$l]}" "$wrk_rps") × wrk)"
+		echo "rlprobe run [$l] (open loop, < 1% late, record written): ${lo[$l]} req/s ($(ratio "${lo[$l]}") × wrk)"
 	done
 	# Offered more than it can send (wrk's rate), rlprobe sends as fast as
 	# it can: late sends wait for a freed connection. The achieved rate is
@@ -247,7 +270,8 @@ if ! skip throughput; then
 	over=$((wrk_rps > 0 ? wrk_rps : 100000))
 	for b in "${bins[@]}"; do
 		probe_run "${b#*:}" "over-${b%%:*}" "$NGX" --pattern steady --rate "$over/s" --duration "${SECS}s" >/dev/null
-		echo "rlprobe run [${b%%:*}] offered $over/s: sent $(json "$work/over-${b%%:*}.json" 'round(d.get("sent_per_s", 0))') req/s ($(json "$work/over-${b%%:*}.json" 'd.get("errors", 0)') errors)"
+		sent=$(json "$work/over-${b%%:*}.json" 'round(d.get("sent_per_s", 0))')
+		echo "rlprobe run [${b%%:*}] offered $over/s, record written: sent $sent req/s ($(ratio "$sent") × wrk, $(json "$work/over-${b%%:*}.json" 'd.get("errors", 0)') errors)"
 	done
 	echo
 fi
@@ -266,12 +290,35 @@ if ! skip pacing; then
 				"$(json "$work/pace$rate.json" 'round(100*d["late"]/max(1,d["sent"]),2)')" \
 				"$(python3 -c "import sys; print(f'{float(sys.argv[2])/float(sys.argv[1]):.2f}')" "$wall" "$cpu")"
 		done
+		if [ -n "$VEGETA" ]; then
+			t0=$(date +%s.%N)
+			cpu=$( { TIMEFORMAT='%U %S'; time "$VEGETA" attack -rate="$rate/s" -duration="${SECS}s" \
+				<<<"GET $NGX" >"$work/veg$rate.bin"; } 2>&1 )
+			t1=$(date +%s.%N)
+			"$VEGETA" encode --to json <"$work/veg$rate.bin" | python3 -c '
+import json, sys
+rate = float(sys.argv[1])
+def ns(ts):  # RFC 3339 with nanoseconds, UTC ("Z")
+    import calendar, time
+    base, frac = ts.rstrip("Z").split(".") if "." in ts else (ts.rstrip("Z"), "0")
+    return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) * 10**9 + int(frac.ljust(9, "0")[:9])
+rs = [json.loads(l) for l in sys.stdin if l.strip()]
+t = [(r["seq"], ns(r["timestamp"])) for r in rs]
+t0 = min(ts - seq * 1e9 / rate for seq, ts in t)
+err = sorted((ts - (t0 + seq * 1e9 / rate)) / 1000 for seq, ts in t)
+q = lambda p: round(err[min(len(err) - 1, int(p * len(err)))])
+late = sum(e > 1000 for e in err)
+wall, (u, s) = float(sys.argv[3]) - float(sys.argv[2]), map(float, sys.argv[4].split())
+name = "vegeta"
+print(f"{name:<10} {int(rate):<10} {q(.5):>10} {q(.99):>10} {q(.999):>10} {round(err[-1]):>10} {100*late/len(err):>8.2f} {(u+s)/wall:>8.2f}")
+' "$rate" "$t0" "$t1" "$cpu"
+		fi
 	done
 	echo
 fi
 
 if ! skip race; then
-	echo "== 3. race arrival spread against rlprobe serve --echo-arrival, $ROUNDS rounds each"
+	echo "== 3. race arrival spread against rlprobe serve --echo-arrival (HTTP/1: socket stamps), $ROUNDS rounds each"
 	big=(--algorithm token-bucket --rate 1000000/s --capacity 1000000 --headers none --echo-arrival)
 	h1_port=$(free_port)
 	GOMAXPROCS=$GMP_SERVE "$work/rlprobe" serve "${big[@]}" --listen "127.0.0.1:$h1_port" >"$work/serve-h1.out" 2>&1 &

@@ -88,8 +88,12 @@ type Target struct {
 	MaxDuration      time.Duration
 	MaxRate          float64
 	AbortAfterErrors int // 0: never
-	StartAt          string
-	TimeRef          string
+	// MaxHeaderBytes and MaxBodyBytes bound what is read of an answer
+	// (probe.Options); 0 means the engine's default.
+	MaxHeaderBytes int
+	MaxBodyBytes   int64
+	StartAt        string
+	TimeRef        string
 	// DryRun sends nothing: an existing Out is not refused.
 	DryRun bool
 	// Proxy is the forward proxy of every target (--proxy URL: http://,
@@ -115,6 +119,8 @@ func DefaultTarget(command string) Target {
 		MaxDuration:      SuiteMaxDuration,
 		MaxRate:          probe.DefaultMaxRate,
 		AbortAfterErrors: probe.DefaultAbortAfterErrors,
+		MaxHeaderBytes:   probe.DefaultMaxHeaderBytes,
+		MaxBodyBytes:     probe.MaxBodyDrain,
 	}
 	if command == "run" {
 		t.MaxRequests, t.MaxDuration = RunMaxRequests, RunMaxDuration
@@ -338,6 +344,7 @@ func (r *resolver) caps() {
 	}
 	c.Caps = Caps{MaxRequests: t.MaxRequests, MaxDuration: t.MaxDuration, MaxRate: t.MaxRate}
 	p.MaxRate = t.MaxRate
+	p.MaxHeaderBytes, p.MaxBodyBytes = t.MaxHeaderBytes, t.MaxBodyBytes
 	switch {
 	case t.AbortAfterErrors < 0:
 		r.bad("--abort-after-errors must be 0 (never) or more")

@@ -88,12 +88,15 @@ type HandlerOptions struct {
 //
 // A Handler is safe for concurrent use.
 type Handler struct {
-	table   atomic.Pointer[table]
-	now     func() time.Time
-	echo    bool
-	onError BackendErrorMode
-	logMu   sync.Mutex
-	log     io.Writer
+	table atomic.Pointer[table]
+	now   func() time.Time
+	echo  bool
+	// realClock: now is time.Now, whose readings the kernel's receive
+	// stamps share.
+	realClock bool
+	onError   BackendErrorMode
+	logMu     sync.Mutex
+	log       io.Writer
 	// decisionDelay is HandlerOptions.DecisionDelay.
 	decisionDelay func(*http.Request) time.Duration
 	// stopping is closed by StopDelays: delayed requests then answer 503.
@@ -123,6 +126,7 @@ func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
 		decisionDelay: opt.DecisionDelay, stopping: make(chan struct{})}
 	if h.now == nil {
 		h.now = time.Now
+		h.realClock = true
 	}
 	switch h.onError {
 	case "":
@@ -237,13 +241,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 	}
 	arrival := h.now()
+	echoed := int64(0)
 	if r.ProtoMajor == 1 {
 		if t, ok := arrivalFromContext(r.Context()); ok && t.Before(arrival) {
 			arrival = t
 		}
+		echoed = socketArrivalFromContext(r.Context())
 	}
 	if h.echo {
-		w.Header().Set(headers.ArrivalHeader, strconv.FormatInt(arrival.UnixNano(), 10))
+		if echoed == 0 {
+			echoed = arrival.UnixNano()
+		}
+		w.Header().Set(headers.ArrivalHeader, strconv.FormatInt(echoed, 10))
 	}
 	t := h.table.Load()
 	rt := t.routes[r.URL.Path]
@@ -460,6 +469,16 @@ func (h *Handler) logf(r *http.Request, arrival time.Time, key string, status in
 // arrivalKey is the context key under which Server stores the connection
 // whose last read time is a request's arrival.
 type arrivalKey struct{}
+
+// socketArrivalFromContext returns the socket's receive time (Unix ns) of
+// the last data read on the request's connection, or 0 without kernel
+// stamps.
+func socketArrivalFromContext(ctx context.Context) int64 {
+	if c, ok := ctx.Value(arrivalKey{}).(*arrivalConn); ok {
+		return c.socket.Load()
+	}
+	return 0
+}
 
 // arrivalFromContext returns the receive time Server recorded for the
 // request whose context is ctx.

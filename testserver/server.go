@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -352,7 +353,10 @@ func (s *Server) serve(l net.Listener) error {
 	s.started = true
 	now := s.handler.now
 	s.listener = l
-	al := &arrivalListener{Listener: l, now: now}
+	al := &arrivalListener{Listener: l, now: now, kernel: s.handler.echo && s.handler.realClock}
+	if al.kernel {
+		stampListener(l) // best effort: accepted sockets are stamped anyway
+	}
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -474,6 +478,14 @@ func (s *Server) closeRedis() {
 type arrivalListener struct {
 	net.Listener
 	now func() time.Time
+	// kernel stamps reads with the socket's receive time as well
+	// (SO_TIMESTAMPNS, Linux), which the arrival echo reports, so that a
+	// race's arrival spread is measured where it happens. Only with the
+	// real clock, which the kernel's stamps share. Decisions keep the time
+	// the server read the request: fed the socket's times, which are not
+	// in the order the requests are decided, a bucket would see time run
+	// backwards.
+	kernel bool
 }
 
 func (l *arrivalListener) Accept() (net.Conn, error) {
@@ -481,18 +493,34 @@ func (l *arrivalListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &arrivalConn{Conn: c, now: l.now}, nil
+	ac := &arrivalConn{Conn: c, now: l.now}
+	if l.kernel {
+		ac.raw = stampSocket(c)
+	}
+	return ac, nil
 }
 
 // arrivalConn records when its last read returned data: for an HTTP/1
-// request, the arrival of its final bytes.
+// request, the arrival of its final bytes; with kernel stamps, also when
+// the socket received them.
 type arrivalConn struct {
 	net.Conn
-	now  func() time.Time
-	last atomic.Int64 // Unix ns; 0 before the first read
+	now    func() time.Time
+	last   atomic.Int64    // Unix ns; 0 before the first read
+	socket atomic.Int64    // the socket's receive time of the last read's data, Unix ns; 0: none
+	raw    syscall.RawConn // reads with kernel stamps (see arrivalListener.kernel); nil: none
+	oob    [64]byte
 }
 
 func (c *arrivalConn) Read(p []byte) (int, error) {
+	if c.raw != nil {
+		n, ns, err := readStamped(c.raw, p, c.oob[:])
+		if n > 0 {
+			c.last.Store(c.now().UnixNano())
+			c.socket.Store(ns)
+		}
+		return n, err
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.last.Store(c.now().UnixNano())

@@ -53,6 +53,8 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.Var((*units.Duration)(&t.MaxDuration), "max-duration", "safety cap: refuse a plan that lasts longer")
 	fl.Var((*units.Rate)(&t.MaxRate), "max-rate", "safety cap: never send faster than this rate")
 	fl.IntVar(&t.AbortAfterErrors, "abort-after-errors", t.AbortAfterErrors, "abort after this many consecutive transport errors (0: never)")
+	fl.IntVar(&t.MaxHeaderBytes, "max-header-bytes", t.MaxHeaderBytes, "largest response head read; a larger one is an error (header-too-large) and its connection is closed")
+	fl.Int64Var(&t.MaxBodyBytes, "max-body-bytes", t.MaxBodyBytes, "response body bytes read; beyond them the answer still counts and its connection is closed")
 	fl.StringVar(&t.StartAt, "start-at", "", "send the first request at `TIME` (RFC 3339 or a time of day such as 12:00:05)")
 	fl.StringVar(&t.TimeRef, "time-ref", "", "measure this agent's clock offset against `URL` (its Date header, or the X-Rlprobe-Arrival echo of rlprobe serve --echo-arrival) and record it in the record header; name an endpoint outside the limit, since the measurement sends about a dozen requests")
 	fl.BoolVar(&t.DryRun, "dry-run", false, "print the plan and its duration, send nothing")
