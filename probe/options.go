@@ -160,8 +160,11 @@ type Options struct {
 	Dial DialFunc
 	// Agent is the agent name written in results.
 	Agent string
-	// Captured are the response header names recorded verbatim; nil means
-	// headers.Captured.
+	// Captured are the response header names recorded, matched in any
+	// case; nil means headers.Captured. A result names them as the server
+	// spelled them over HTTP/1.1 (the first spelling when a field repeats
+	// under another), in lower case over HTTP/2; read them with
+	// headers.Get and headers.Values, not http.Header.Get.
 	Captured []string
 	// Proxy chooses the forward proxy of each target (see Proxy); the
 	// zero value reaches every target directly.

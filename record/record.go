@@ -132,7 +132,9 @@ type Result struct {
 	Err    string `json:"err,omitempty"`
 	ErrMsg string `json:"err_msg,omitempty"`
 	// Headers are the captured response headers, verbatim (one entry per
-	// field line), canonical keys, secrets redacted (see Redactor). The
+	// field line), named as the server spelled them (HTTP/2: lower case;
+	// look them up with headers.Get, in any case), secrets redacted (see
+	// Redactor). The
 	// reader returns nil, never an empty map, when there are none.
 	Headers http.Header `json:"headers,omitempty"`
 	// Arrival is the server's echoed receive time, when the server echoes
