@@ -260,6 +260,36 @@ func (opt Options) validate() (Options, []*target, error) {
 	default:
 		bad("unknown race mode %q (want %s, %s or %s)", opt.RaceMode, RaceBarrier, RaceLastByte, RaceSinglePacket)
 	}
+	opt, herrs := opt.validateHeaders()
+	errs = append(errs, herrs...)
+
+	if len(opt.URLs) == 0 {
+		bad("no target URL")
+	}
+	var targets []*target
+	for _, raw := range opt.URLs {
+		t, err := parseTarget(raw, opt)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if opt.RaceMode == RaceSinglePacket && !t.tls && !t.h2c {
+			bad("race mode single-packet needs HTTP/2: use https or --h2c for %s", t.redacted)
+		}
+		targets = append(targets, t)
+	}
+	if len(errs) > 0 {
+		return opt, nil, errors.Join(errs...)
+	}
+	return opt, targets, nil
+}
+
+// validateHeaders checks the request headers, the client identities and
+// the captured header names (nil: headers.Captured), returning the options
+// with Captured filled.
+func (opt Options) validateHeaders() (Options, []error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, usageErr(format, args...)) }
 	for k, vs := range opt.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
 			bad("invalid header name %q", k)
@@ -295,26 +325,7 @@ func (opt Options) validate() (Options, []*target, error) {
 		captured = append(captured, http.CanonicalHeaderKey(name))
 	}
 	opt.Captured = captured
-
-	if len(opt.URLs) == 0 {
-		bad("no target URL")
-	}
-	var targets []*target
-	for _, raw := range opt.URLs {
-		t, err := parseTarget(raw, opt)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if opt.RaceMode == RaceSinglePacket && !t.tls && !t.h2c {
-			bad("race mode single-packet needs HTTP/2: use https or --h2c for %s", t.redacted)
-		}
-		targets = append(targets, t)
-	}
-	if len(errs) > 0 {
-		return opt, nil, errors.Join(errs...)
-	}
-	return opt, targets, nil
+	return opt, errs
 }
 
 // parseTarget parses one target URL.
