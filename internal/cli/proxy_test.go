@@ -100,8 +100,14 @@ func TestProxyRunCheckInfer(t *testing.T) {
 	// infer, with --proxy, against a server of its own (fresh quota).
 	inferSrv := refServer(t, "", tb, nil)
 	code, inf, doc, stderr := inferJSON(t, inferSrv.URL()+"/infer", "--proxy", proxyURL, "--out", filepath.Join(dir, "infer.jsonl"))
-	if code != 0 || inf.Algorithm != infer.TokenBucket {
+	// What is tested here is the path through the proxy: the family must be
+	// right; an inference the budget cut short under a loaded -race run
+	// (exit 3, complete false) still went through it. Inference quality is
+	// selftest's.
+	if (code != 0 && !(code == 3 && !inf.Complete)) || inf.Algorithm != infer.TokenBucket {
 		t.Errorf("infer through the proxy: exit %d, %s\n%s\n%s", code, inf.Algorithm, stderr, doc)
+	} else if code == 3 {
+		t.Logf("infer through the proxy was cut short (exit 3) but named the family:\n%s", stderr)
 	}
 
 	lines := proxyLog(t, logPath, "GET "+srv.URL()+"/run", "CONNECT 127.0.0.1:"+tlsPort, "GET "+srv.URL()+"/check", "GET "+inferSrv.URL()+"/infer")
