@@ -445,6 +445,28 @@ func splitPoints(ts []time.Time, qs ...float64) []time.Time {
 	return out
 }
 
+// combTeeth is the number of probes of a comb.
+const combTeeth = 10
+
+// combOf returns combTeeth instants evenly over the sorted recovery times
+// ts, from the first to the last (a tooth at each end), at least margin
+// apart; ok is false when they span less than two margins.
+func combOf(ts []time.Time, margin time.Duration) (comb []time.Time, ok bool) {
+	if len(ts) < 2 {
+		return nil, false
+	}
+	lo, hi := ts[0], ts[len(ts)-1]
+	span := hi.Sub(lo)
+	if span < 2*margin {
+		return nil, false
+	}
+	step := max(span/(combTeeth-1), margin)
+	for t := lo; !t.After(hi); t = t.Add(step) {
+		comb = append(comb, t)
+	}
+	return comb, true
+}
+
 // candidates proposes experiments starting no earlier than s0, sized by the
 // hypotheses: X is their median time scale, K exceeds every count by two.
 func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment {
@@ -476,6 +498,17 @@ func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment 
 	}
 	for _, t := range splitPoints(dz.recoveries(burst, s0.Add(margin)), 0.25, 0.5, 0.75) {
 		out = append(out, newBuilder("recovery").burst(s0, K).burst(t, 1).done())
+	}
+	// Exhaust, then a comb of probes over the span of the recoveries the
+	// hypotheses predict: the first accepted probe says which of them got
+	// the edge right, to a tenth of the span (a long window's edge, which a
+	// single probe narrows by halves at best, is found in one go).
+	if comb, ok := combOf(dz.recoveries(burst, s0.Add(margin)), margin); ok {
+		b := newBuilder("comb").burst(s0, K)
+		for _, t := range comb {
+			b.burst(t, 1)
+		}
+		out = append(out, b.done())
 	}
 	// Spread quota over half a window, then a burst about one window later:
 	// sliding logs give back quota as the spread requests age out, fixed

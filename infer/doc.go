@@ -70,6 +70,36 @@
 // apart, or the budget ends: 6·W + 30 s (W the time scale), Options.
 // MaxDuration and Options.MaxRequests.
 //
+// A rejection that advertises when quota returns (Retry-After, or the
+// reset of a rate-limit header) does not leave that moment in a gap of the
+// √2 scan: the scan probes a comb over the second before it, and goes on
+// geometrically if nothing there was admitted (an advertisement is checked,
+// never trusted). A window advertised on every answer (a draft-8 policy,
+// say) whose rejections all return on its epoch multiples settles the
+// design as soon as the observations fit it as well as anything else, and
+// breaks the tie between an epoch-aligned window and one started by a
+// request that the data alone would need more windows to break.
+//
+// # Queues that never reject, and counters that are not atomic
+//
+// A target that held a burst in a latency staircase without rejecting
+// anything is probed with bursts no longer than half the engine's timeout
+// (Options.Timeout) takes to drain, then with a steady stream at twice the
+// drain rate: a queue answers it at its drain rate with growing latency,
+// and is reported as a leaky-bucket-queue with never_rejects and a null
+// queue; a server that merely slowed under a burst serves it as offered
+// with flat latency, and is none. None is said only when the load was
+// served at 95 % of the offered rate or more with flat latency (the last
+// third's p90 at most twice the first third's plus 20 ms); max_rate_per_s
+// counts accepted answers.
+//
+// A burst whose answers show lost updates (a remaining value repeated by
+// three or more accepted answers, or more accepted than the advertised
+// limit) switches the session to paced bursts, each request sent after the
+// previous one was decided, from a recovered state on; the fit rests on
+// those alone, and one concurrent burst from idle at the end measures the
+// over-admission (over_admission).
+//
 // Nothing in this package reads the clock except through Options.Now, and
 // nothing sends except through the Engine; it never imports the probe
 // engine.

@@ -590,6 +590,22 @@ func (f *fit) winner() (scored, bool) {
 	return w, found
 }
 
+// winnerFor is winner with an advertisement as evidence: among the
+// hypotheses that miss as few outcomes as the winner, the advertised model
+// wins (the data cannot tell it from the others; the headers can).
+func (f *fit) winnerFor(a advert) (scored, bool) {
+	w, ok := f.winner()
+	if !ok || a.names(w.h) {
+		return w, ok
+	}
+	for _, s := range f.pool {
+		if s.miss == w.miss && a.names(s.h) {
+			return s, true
+		}
+	}
+	return w, ok
+}
+
 // plausible returns the hypotheses within slack outcomes of the best of all.
 func (f *fit) plausible(slack int) []scored {
 	w, ok := f.winner()

@@ -325,6 +325,21 @@ func (o *observations) heldSystematically() bool {
 	return held >= 3 && 4*held > o.accepted
 }
 
+// timingSlack is how finely the run's timing resolves an arrival: twice
+// the 90th percentile of the arrival estimates' half-widths, at least
+// clusterGap.
+func (o *observations) timingSlack() time.Duration {
+	if len(o.list) == 0 {
+		return clusterGap
+	}
+	us := make([]time.Duration, len(o.list))
+	for i, ob := range o.list {
+		us[i] = ob.unc
+	}
+	slices.Sort(us)
+	return max(clusterGap, 2*us[len(us)*9/10])
+}
+
 // maxRatePerSecond returns the most accepted answers in any interval of
 // one second (answers, not sends: a queue answers at its drain rate).
 func (o *observations) maxRatePerSecond() float64 {

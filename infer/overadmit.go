@@ -132,7 +132,7 @@ func (s *session) goPaced(ctx context.Context, res []record.Result, ev string) e
 		s.stopped = true // paced, nothing was refused: no limit to fit
 		return nil
 	}
-	_, hi, err := s.scan(ctx, "scan", s.lastSent(ex), scanStart)
+	_, hi, err := s.scan(ctx, "scan", s.lastSent(ex), scanStart, s.advertisedReturn(ex))
 	if err != nil {
 		return err
 	}
@@ -145,23 +145,18 @@ func (s *session) goPaced(ctx context.Context, res []record.Result, ev string) e
 	return nil
 }
 
-// paced spreads the sends that share a time by the session's pace (in
-// order), when the session is paced; the schedule stays sorted.
+// paced keeps, when the session is paced, every send at least pace after
+// the one before it (in order): the sends of a burst follow one another,
+// and the sends after a burst move later as far as it grew.
 func (s *session) paced(sends []patterns.Send) []patterns.Send {
 	if s.pace <= 0 {
 		return sends
 	}
 	out := slices.Clone(sends)
-	k := 0
-	for i := range out {
-		if i > 0 && sends[i].At == sends[i-1].At {
-			k++
-		} else {
-			k = 0
-		}
-		out[i].At += time.Duration(k) * s.pace
-	}
 	slices.SortStableFunc(out, func(a, b patterns.Send) int { return int(a.At - b.At) })
+	for i := 1; i < len(out); i++ {
+		out[i].At = max(out[i].At, out[i-1].At+s.pace)
+	}
 	return out
 }
 

@@ -157,14 +157,59 @@ func (s *session) quietQueue(ctx context.Context, d drain, size int) (refused bo
 	for i := range sends {
 		sends[i].At = units.Seconds(float64(i) / offered)
 	}
+	if s.opts.Clients >= 2 {
+		// The key test: two requests of a second identity half way, when
+		// a shared queue holds them as long as the stream's, and a queue
+		// of their own serves them at once.
+		half := sends[n/2].At
+		sends = append(sends, patterns.Send{At: half, Client: 1, Phase: "key"}, patterns.Send{At: half, Client: 1, Phase: "key"})
+		slices.SortStableFunc(sends, func(a, b patterns.Send) int { return int(a.At - b.At) })
+		s.keySent = true
+	}
 	at := s.now().Add(time.Duration(d.held+d.undelayed+1)*d.t + s.opts.lead())
 	res, err := s.run(ctx, phaseSteady, at, sends)
 	if err != nil {
 		return false, res, err
 	}
+	s.quietKey()
 	_, rej := s.counts(res)
 	return rej > 0, res, nil
 }
+
+// quietKey decides the key test of a steady stream into a queue: the
+// second identity's requests held (beyond the delay tolerance) share the
+// queue, a global key; served at once, they have their own. Undecided
+// when they were not both answered alike.
+func (s *session) quietKey() {
+	o := s.observe()
+	held, fast := 0, 0
+	results := s.fitted()
+	for _, ob := range o.list {
+		if results[ob.ref].Phase != "key" || !ob.accepted {
+			continue
+		}
+		if ob.delay > o.tol {
+			held++
+		} else {
+			fast++
+		}
+	}
+	switch {
+	case held == 2:
+		s.keyTested, s.perClient = true, false
+	case fast == 2:
+		s.keyTested, s.perClient = true, true
+	}
+}
+
+// maxCheckRate bounds the rate of steadyCheck's stream, and
+// maxQueueRate the drain rate taken for a queue's: a faster "drain" is a
+// server answering a burst as fast as it can, which a stream infer can
+// offer (at most maxRate) would not saturate.
+const (
+	maxCheckRate = 100.0
+	maxQueueRate = 250.0
+)
 
 // maxQuietBurst bounds the bursts at a queue that never rejects (the
 // opening's largest); maxSteady the steady stream, whose requests are kept
@@ -173,6 +218,32 @@ const (
 	maxQuietBurst = firstBurst * burstGrowth * burstGrowth * burstGrowth
 	maxSteady     = 400
 )
+
+// steadyCheck offers, after bursts that were never refused nor held in a
+// staircase, a steady stream for about two seconds at half the highest
+// rate of accepted answers seen, at most maxCheckRate (and half of
+// maxRate): none is said only when such a load is served as offered with
+// flat latency.
+func (s *session) steadyCheck(ctx context.Context) error {
+	rate := min(s.observe().maxRatePerSecond()/2, s.maxRate()/2, maxCheckRate)
+	n := min(maxSteady, s.opts.maxRequests()-s.sent)
+	if !(rate > 0) || n < 20 {
+		return nil
+	}
+	n = min(n, max(int(rate*2), 20)) // about two seconds
+	sends := make([]patterns.Send, n)
+	for i := range sends {
+		sends[i].At = units.Seconds(float64(i) / rate)
+	}
+	res, err := s.run(ctx, phaseSteady, s.now().Add(s.opts.lead()), sends)
+	if err != nil {
+		return err
+	}
+	if _, rej := s.counts(res); rej > 0 {
+		trace("the steady stream was refused: a limiter after all")
+	}
+	return nil
+}
 
 // phaseSteady names the steady stream of quietQueue.
 const phaseSteady = "steady"
@@ -254,6 +325,9 @@ func concludeQuiet(inf *Inference, results []record.Result, o *observations, rej
 	rate, flat, ok := served(judged, rejectStatus)
 	best := o.maxRatePerSecond()
 	d, queue := drainOf(o)
+	if v, _, _ := d.rate(); queue && v > maxQueueRate {
+		queue = false // a server answering a burst as fast as it can
+	}
 	if queue && !(len(steady) > 0 && flat) {
 		inf.Algorithm = LeakyBucketQueue
 		v, lo, hi := d.rate()

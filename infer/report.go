@@ -35,14 +35,15 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		concludeQuiet(inf, results, o, opts.RejectStatus)
 		return inf
 	}
-	w, ok := f.winner()
+	a, _ := advertOf(results, origin, opts.RejectStatus)
+	w, ok := f.winnerFor(a)
 	if !ok {
 		inf.Algorithm = None
 		return inf
 	}
 	inf.Algorithm = w.h.v.fam
 	inf.Confidence = share(f.total-w.miss, f.total)
-	fillParams(inf, f, w)
+	fillParams(inf, f, w, a, o.timingSlack())
 	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
 	inf.Alternatives = alternatives(f, w, origin, o)
 	return inf
@@ -50,9 +51,20 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 
 // fillParams sets the winner's parameters, with the ranges over which
 // they fit as well, and the switches the data settled (alignment, counting
-// rejected requests); a switch the data could not settle is unknown.
-func fillParams(inf *Inference, f *fit, w scored) {
+// rejected requests); a switch the data could not settle is unknown, unless
+// the advertisement a names the winner. The continuous parameter's range
+// is widened by slack, the timing the run could not resolve.
+func fillParams(inf *Inference, f *fit, w scored, a advert, slack time.Duration) {
 	n, x, d := f.estimate(w)
+	// The range of equally good values is widened by what the timing of
+	// the run cannot resolve: slack relative to the time scale.
+	if sc := w.h.scale(); sc > 0 {
+		r := float64(slack) / float64(sc)
+		x.lo, x.hi = x.lo*(1-r), x.hi*(1+r)
+	}
+	if a.names(w.h) && x.lo <= a.window.Seconds() && a.window.Seconds() <= x.hi {
+		x.value = a.window.Seconds() // the advertised length, among those that fit
+	}
 	switch w.h.v.fam {
 	case FixedWindow, SlidingLog, SlidingWindowCounter:
 		inf.Params.Limit = &Param{Value: n.value, Low: n.lo, High: n.hi}
@@ -75,11 +87,11 @@ func fillParams(inf *Inference, f *fit, w scored) {
 	}
 	switch w.h.v.fam {
 	case FixedWindow, SlidingWindowCounter:
-		a := string(w.h.v.align)
-		if len(aligns) > 1 {
-			a = AlignUnknown
+		al := string(w.h.v.align)
+		if len(aligns) > 1 && !a.names(w.h) {
+			al = AlignUnknown
 		}
-		inf.Alignment = &a
+		inf.Alignment = &al
 	}
 	switch w.h.v.fam {
 	case SlidingLog, SlidingWindowCounter:

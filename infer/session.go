@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
 )
@@ -262,15 +263,44 @@ func (s *session) lastSent(res []record.Result) time.Time {
 	return s.opts.Origin.Add(time.Duration(t))
 }
 
-// scan sends single probes at from + 20 ms·√2^k (those still ahead) until
+// scan sends single probes at from + first·√2^k (those still ahead) until
 // one is accepted; it returns the offsets of the last refused probe and of
-// the accepted one, and the accepted probe's results.
-func (s *session) scan(ctx context.Context, phase string, from time.Time, first time.Duration) (lo, hi time.Duration, err error) {
+// the accepted one. When the rejections before it advertised when quota
+// returns (hint: Retry-After, or a rate-limit header's reset, at least
+// minHint ahead), the geometric probes stop short of it and a comb of
+// probes refines the second before the advertised moment instead (the
+// advertisement is checked, not trusted: the geometric scan goes on beyond
+// the comb when nothing there was accepted).
+func (s *session) scan(ctx context.Context, phase string, from time.Time, first time.Duration, hint time.Time) (lo, hi time.Duration, err error) {
 	horizon := 2*s.opts.maxWindow() + 10*time.Second
+	if !hint.IsZero() && hint.Add(2*time.Second).Before(s.deadline) {
+		// An advertised return within the budget is waited for, however
+		// long the window (an hour window, advertised, is seen to end).
+		horizon = max(horizon, hint.Sub(from)+2*time.Second)
+	}
+	var combLo, combHi time.Duration
+	if h := hint.Sub(from); !hint.IsZero() && h >= minHint {
+		step := combStep(h)
+		combLo, combHi = h-time.Second-step, h+2*step
+	}
 	for k := 0; ; k++ {
 		off := time.Duration(float64(first) * math.Pow(math.Sqrt2, float64(k)))
+		if combHi > 0 && off >= combLo {
+			acc, l, h, err := s.comb(ctx, phase, from, combLo, combHi, combStep(hint.Sub(from)))
+			if err != nil || acc {
+				if l == 0 {
+					l = lo
+				}
+				return l, h, err
+			}
+			lo, combHi = combHi, 0
+			continue
+		}
 		if off > horizon {
 			return lo, 0, nil
+		}
+		if off <= lo {
+			continue
 		}
 		at := from.Add(off)
 		if at.Before(s.now().Add(s.opts.lead())) {
@@ -285,6 +315,73 @@ func (s *session) scan(ctx context.Context, phase string, from time.Time, first 
 		}
 		lo = off
 	}
+}
+
+// minHint is the shortest advertised wait a scan refines with a comb (a
+// shorter one is scanned finely enough by the geometric probes).
+const minHint = 5 * time.Second
+
+// combStep is the spacing of a comb refining an advertised wait h: a
+// hundredth of it, from 20 to 100 ms.
+func combStep(h time.Duration) time.Duration {
+	return min(max(h/100, 20*time.Millisecond), 100*time.Millisecond)
+}
+
+// comb sends single probes every step over [lo, hi] after from (those
+// still ahead), as one schedule; it reports whether one was accepted, with
+// the offsets of the last refused probe before the first accepted one
+// (0 when the first was accepted) and of that one.
+func (s *session) comb(ctx context.Context, phase string, from time.Time, lo, hi, step time.Duration) (accepted bool, last, first time.Duration, err error) {
+	start := max(lo, s.now().Add(s.opts.lead()).Sub(from))
+	var sends []patterns.Send
+	for off := start; off <= hi; off += step {
+		sends = append(sends, patterns.Send{At: off - start})
+	}
+	res, err := s.run(ctx, phase, from.Add(start), sends)
+	if err != nil {
+		return false, 0, 0, err
+	}
+	for i, r := range res {
+		off := start + sends[i].At
+		switch c, _ := record.Classify(r, s.opts.RejectStatus); c {
+		case record.ClassAccepted:
+			return true, last, off, nil
+		case record.ClassRejected:
+			last = off
+		}
+	}
+	return false, last, 0, nil
+}
+
+// advertisedReturn returns when the rejections among res say quota
+// returns: the median over them of the receipt plus the advertised wait
+// (Retry-After, else the reset of a rate-limit header); zero when none
+// says.
+func (s *session) advertisedReturn(res []record.Result) time.Time {
+	var ts []time.Time
+	for _, r := range res {
+		if c, _ := record.Classify(r, s.opts.RejectStatus); c != record.ClassRejected {
+			continue
+		}
+		received := s.opts.Origin.Add(time.Duration(r.TTFB))
+		p := headers.Parse(r.Headers, received)
+		switch {
+		case p.RetryAfter != nil:
+			ts = append(ts, received.Add(*p.RetryAfter))
+		default:
+			for _, l := range p.Limits {
+				if l.HasReset {
+					ts = append(ts, received.Add(l.Reset))
+					break
+				}
+			}
+		}
+	}
+	if len(ts) == 0 {
+		return time.Time{}
+	}
+	slices.SortFunc(ts, time.Time.Compare)
+	return ts[len(ts)/2]
 }
 
 // infer runs the experiments and concludes.
@@ -322,49 +419,14 @@ func (s *session) conclude(f *fit) *Inference {
 // opening runs the fixed first experiments and the first fit. It returns
 // a nil fit when nothing was refused (no limiting observed).
 func (s *session) opening(ctx context.Context) (*fit, error) {
-	// Bursts from idle, growing until one is refused.
-	refused := false
-	size := firstBurst
-	var last []record.Result
-	for i := 0; i < maxBursts && !refused; i, size = i+1, size*burstGrowth {
-		size = min(size, s.opts.maxRequests()-s.sent)
-		if size <= 0 {
-			s.stopped = true
-			break
-		}
-		res, err := s.run(ctx, "burst", s.now().Add(s.opts.lead()), burstSends(size))
-		if err != nil {
-			return nil, err
-		}
-		last = res
-		_, rej := s.counts(res)
-		refused = rej > 0
-		if s.over == nil {
-			if ev := lostUpdates(res, s.opts.Origin, s.opts.RejectStatus); ev != "" {
-				if err := s.goPaced(ctx, res, ev); err != nil || s.stopped {
-					return nil, err
-				}
-				return s.opening(ctx)
-			}
-		}
-		if d, ok := drainOf(s.observe()); ok && !refused {
-			// Held without a rejection: a queue, perhaps one that only
-			// delays. Bursts bounded by the timeout from here on.
-			trace("held %d without rejecting: drain interval %v", d.held, d.t)
-			refused, res, err = s.quietQueue(ctx, d, size)
-			if err != nil || !refused {
-				return nil, err
-			}
-			last = res
-			if res[0].Phase == phaseSteady {
-				// The steady stream was rejected: a limiter after all; its
-				// fit starts from the observations as they are.
-				return s.firstFit(0, 0, quotaEstimate(s.observe())), nil
-			}
-			break
-		}
+	refused, last, f, done, err := s.bursts(ctx)
+	if done || err != nil {
+		return f, err
 	}
 	if !refused {
+		if !s.stopped {
+			return nil, s.steadyCheck(ctx)
+		}
 		return nil, nil
 	}
 	o := s.observe()
@@ -385,27 +447,82 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 	a0 := quotaEstimate(o)
 	exhausted := s.lastSent(last)
 	// Recovery scan.
-	lo1, hi1, err := s.scan(ctx, "scan", exhausted, scanStart)
+	lo1, hi1, err := s.scan(ctx, "scan", exhausted, scanStart, s.advertisedReturn(last))
 	if err != nil || hi1 == 0 {
 		// No recovery within the horizon: the time scale is beyond what
 		// infer looks for (or the budget ended first).
 		s.stopped = true
 		return s.firstFit(lo1, max(hi1, lo1), a0), err
 	}
-	// Exhaust again, then (with several identities) test the key.
+	// Exhaust again, then (with several identities) test the key. A long
+	// time scale is exhausted half of it after the recovery: a window
+	// aligned to the clock then recovers at its next edge, one started by
+	// a request or a log of requests half a time scale later, so that the
+	// second scan already tells them apart.
 	x1 := s.now().Add(s.opts.lead())
+	if hi1 >= minHint {
+		x1 = x1.Add(hi1 / 2)
+	}
 	sends := burstSends(a0 + 3)
 	s.addKeyTest(&sends, hi1/8)
 	res, err := s.run(ctx, "exhaust", x1, sends)
 	if err != nil {
 		return s.firstFit(lo1, hi1, a0), err
 	}
-	lo2, hi2, err := s.scan(ctx, "scan2", s.lastSent(res[:a0+3]), min(scanStart, max(hi1/16, time.Millisecond)))
+	lo2, hi2, err := s.scan(ctx, "scan2", s.lastSent(res[:a0+3]), min(scanStart, max(hi1/16, time.Millisecond)), s.advertisedReturn(res[:a0+3]))
 	if err != nil || hi2 == 0 {
 		s.stopped = true
 		return s.firstFit(min(lo1, lo2), max(hi1, lo2), a0), err
 	}
 	return s.firstFit(min(lo1, lo2), max(hi1, hi2), a0), nil
+}
+
+// bursts sends the bursts from idle, growing until one is refused; it
+// returns whether one was, and its results. A burst that shows lost
+// updates restarts the opening paced, and one held in a staircase without
+// a rejection goes to quietQueue: done then reports that the opening is
+// over, with its fit (nil: none).
+func (s *session) bursts(ctx context.Context) (refused bool, last []record.Result, f *fit, done bool, err error) {
+	size := firstBurst
+	for i := 0; i < maxBursts && !refused; i, size = i+1, size*burstGrowth {
+		size = min(size, s.opts.maxRequests()-s.sent)
+		if size <= 0 {
+			s.stopped = true
+			break
+		}
+		res, err := s.run(ctx, "burst", s.now().Add(s.opts.lead()), burstSends(size))
+		if err != nil {
+			return false, nil, nil, true, err
+		}
+		last = res
+		_, rej := s.counts(res)
+		refused = rej > 0
+		if s.over == nil {
+			if ev := lostUpdates(res, s.opts.Origin, s.opts.RejectStatus); ev != "" {
+				if err := s.goPaced(ctx, res, ev); err != nil || s.stopped {
+					return false, nil, nil, true, err
+				}
+				f, err := s.opening(ctx)
+				return false, nil, f, true, err
+			}
+		}
+		if d, ok := drainOf(s.observe()); ok && !refused && d.t >= time.Duration(float64(time.Second)/min(maxQueueRate, s.maxRate()/4)) {
+			// Held without a rejection: a queue, perhaps one that only
+			// delays. Bursts bounded by the timeout from here on.
+			trace("held %d without rejecting: drain interval %v", d.held, d.t)
+			refused, res, err = s.quietQueue(ctx, d, size)
+			if err != nil || !refused {
+				return false, nil, nil, true, err
+			}
+			if res[0].Phase == phaseSteady {
+				// The steady stream was rejected: a limiter after all; its
+				// fit starts from the observations as they are.
+				return true, res, s.firstFit(0, 0, quotaEstimate(s.observe())), true, nil
+			}
+			return true, res, nil, false, nil
+		}
+	}
+	return refused, last, nil, false, nil
 }
 
 // clientOf records the main identity's name from results of client 0.
@@ -428,6 +545,9 @@ func (s *session) firstFit(lo, hi time.Duration, a0 int) *fit {
 	lowS := max(lo.Seconds(), hi.Seconds()/2, 0.002)
 	highS := hi.Seconds()
 	maxW := 2 * s.opts.maxWindow().Seconds()
+	if a, ok := advertOf(s.fitted(), s.opts.Origin, s.opts.RejectStatus); ok {
+		maxW = max(maxW, 1.1*a.window.Seconds()) // an advertised longer window is a candidate
+	}
 	wmin := max(lowS/3, 0.002)
 	wmax := min(max(4*highS, 2*float64(a0+2)*highS), maxW)
 	rmin := 1 / (3 * float64(a0+2) * highS)
@@ -446,6 +566,8 @@ func (s *session) addKeyTest(sends *[]patterns.Send, after time.Duration) {
 		return
 	}
 	gap := min(max(after, 3*time.Millisecond), 50*time.Millisecond)
+	// Paced, the burst lasts len·pace: the key test follows its end.
+	gap += time.Duration(len(*sends)) * s.pace
 	for range 2 {
 		*sends = append(*sends, patterns.Send{At: gap, Client: 1, Phase: "key"})
 	}
@@ -530,13 +652,24 @@ func (s *session) announce(f *fit) {
 		return
 	}
 	s.budgetSet = true
-	W := min(w.h.scale(), s.opts.maxWindow())
+	// W is the longest time scale still plausible: the first fit rests on
+	// a scan whose gaps may hide the true edge, and a budget sized by the
+	// shortest candidate would end before the truth is found.
+	W := w.h.scale()
+	for _, p := range f.plausible(designSlack) {
+		W = max(W, p.h.scale())
+	}
+	maxW := s.opts.maxWindow()
+	if a, ok := advertOf(s.fitted(), s.opts.Origin, s.opts.RejectStatus); ok {
+		maxW = max(maxW, a.window)
+	}
+	W = min(W, maxW)
 	budget := min(6*W+budgetSlack, s.opts.maxDuration())
 	if d := s.start.Add(budget); d.Before(s.deadline) {
 		s.deadline = d
 	}
 	if s.opts.OnBudget != nil {
-		s.opts.OnBudget(w.h.scale(), budget)
+		s.opts.OnBudget(W, budget)
 	}
 }
 
@@ -597,6 +730,10 @@ func (s *session) queueOpening(ctx context.Context, o *observations, last []reco
 func (s *session) design(ctx context.Context, f *fit) (*fit, error) {
 	for range maxRounds {
 		p := f.plausible(designSlack)
+		if a, ok := advertOf(s.fitted(), s.opts.Origin, s.opts.RejectStatus); ok && a.settles(p) {
+			trace("settled by the advertised %d per %v, epoch-aligned", a.quota, a.window)
+			return f, nil
+		}
 		if resolved(p) {
 			trace("resolved: %d plausible, first %v: %s", len(p), p[0].h, summarize(p))
 			return f, nil

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
@@ -31,6 +32,8 @@ type simServer struct {
 	raceGap time.Duration
 	// xrl adds X-RateLimit-Limit and X-RateLimit-Remaining to every answer.
 	xrl bool
+	// dialect, when set, adds that dialect's headers to every answer.
+	dialect headers.Dialect
 }
 
 // simEngine runs schedules against a simServer on a virtual clock: time
@@ -183,6 +186,10 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 			}
 			d := e.decide(key, q.arrival)
 			served = served.Add(e.srv.raceGap)
+			if e.srv.dialect != "" {
+				headers.Set(r.Headers, e.srv.dialect, served, headers.Quota{Limit: d.Limit, Window: e.srv.cfg.Window,
+					Remaining: d.Remaining, UntilMore: max(d.UntilMore, d.RetryAfter), UntilFull: d.UntilFull})
+			}
 			if e.srv.xrl {
 				r.Headers.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 				r.Headers.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))

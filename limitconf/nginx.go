@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -148,22 +149,20 @@ func (c *nginxConf) zonesIn(http []*directive) error {
 }
 
 // nginxRate parses nginx's rate syntax: a whole number of requests per
-// second ("10r/s") or per minute ("30r/m").
+// second ("10r/s") or per minute ("30r/m") — units' grammar, narrowed to
+// what nginx accepts.
 func nginxRate(s string) (float64, error) {
-	var per float64
-	switch {
-	case strings.HasSuffix(s, "r/s"):
-		per = 1
-	case strings.HasSuffix(s, "r/m"):
-		per = 60
-	default:
+	num, ok := strings.CutSuffix(s, "r/s")
+	if !ok {
+		num, ok = strings.CutSuffix(s, "r/m")
+	}
+	if !ok {
 		return 0, fmt.Errorf("rate %q: nginx takes Nr/s or Nr/m", s)
 	}
-	n, err := strconv.ParseUint(s[:len(s)-3], 10, 32)
-	if err != nil || n == 0 {
+	if n, err := strconv.ParseUint(num, 10, 32); err != nil || n == 0 {
 		return 0, fmt.Errorf("rate %q: want a positive whole number of requests, as 10r/s or 30r/m", s)
 	}
-	return float64(n) / per, nil
+	return units.ParseRate(s)
 }
 
 // level reads a level's own limit directives into the context inherited

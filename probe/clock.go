@@ -149,7 +149,7 @@ func ResultClockSample(r record.Result, zero time.Time) (ClockSample, bool) {
 		return ClockSample{}, false
 	}
 	s := ClockSample{Sent: zero.Add(time.Duration(sent)), Received: zero.Add(time.Duration(recv))}
-	for _, v := range r.Headers.Values("Date") {
+	for _, v := range headers.Values(r.Headers, "Date") {
 		if t, err := http.ParseTime(v); err == nil {
 			s.Date = t
 			break

@@ -509,7 +509,7 @@ func (p *pool) dialRaw(ctx context.Context, mode dialMode) (net.Conn, bool, erro
 	t := p.t
 	ctx, cancel := context.WithTimeout(ctx, p.e.opt.Timeout)
 	defer cancel()
-	c, err := p.e.dial(ctx, "tcp", t.addr, p.src)
+	c, err := p.e.dialTarget(ctx, t, p.src)
 	if err != nil {
 		return nil, false, err
 	}

@@ -239,10 +239,11 @@ func buildH1(method string, t *target, h http.Header, body []byte) []byte {
 	b := make([]byte, 0, 256+len(body))
 	b = append(b, method...)
 	b = append(b, ' ')
-	b = append(b, t.requestURI...)
+	b = append(b, t.requestTarget()...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, t.host...)
 	b = append(b, "\r\n"...)
+	b = t.appendProxyHeaders(b)
 	keys := make([]string, 0, len(h))
 	for k := range h {
 		keys = append(keys, k)

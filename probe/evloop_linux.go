@@ -141,7 +141,7 @@ type evloop struct {
 // loopable reports whether run r uses the event loop.
 func (r *run) loopable() bool {
 	e := r.e
-	if e.noLoop || e.opt.Dial != nil || e.opt.TimerPacing || r.capture {
+	if e.noLoop || e.opt.Dial != nil || e.opt.TimerPacing || r.capture || e.proxied() {
 		return false
 	}
 	for _, t := range e.targets {

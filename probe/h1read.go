@@ -19,7 +19,7 @@ type h1Head struct {
 	status   int
 	length   int64       // Content-Length
 	close    bool        // Connection: close
-	header   http.Header // the captured fields only (canonical names); nil when none
+	header   http.Header // the captured fields only, named as the server spelled them; nil when none
 	arrival  []byte      // the first arrival echo's value, or nil; valid until br is read again
 	decision []byte      // the first decision number's value, or nil; likewise
 }
@@ -149,7 +149,8 @@ func leanHead(br *bufio.Reader, captured []string, method string, maxHead int, m
 				if h.header == nil {
 					h.header = make(http.Header, 4)
 				}
-				h.header[k] = append(h.header[k], string(value))
+				key := spelledKey(h.header, name, k) // the server's first spelling
+				h.header[key] = append(h.header[key], string(value))
 				break
 			}
 		}
@@ -248,4 +249,35 @@ func hasCloseToken(v []byte) bool {
 		}
 	}
 	return false
+}
+
+// spelledName returns the name of the first field of the HTTP/1.1 head
+// named name (in any case) as the head spells it, or name when none is.
+func spelledName(head []byte, name string) string {
+	for rest := head[bytes.IndexByte(head, '\n')+1:]; len(rest) > 0; {
+		line := rest
+		if nl := bytes.IndexByte(rest, '\n'); nl >= 0 {
+			line, rest = rest[:nl], rest[nl+1:]
+		} else {
+			rest = nil
+		}
+		if colon := bytes.IndexByte(line, ':'); colon == len(name) && asciiEqualFold(line[:colon], name) {
+			return string(line[:colon])
+		}
+	}
+	return name
+}
+
+// spelledKey returns the key of h that spells name in any case, or name
+// as a new key (canonical, when name spells it, without allocating).
+func spelledKey(h http.Header, name []byte, canonical string) string {
+	for k := range h {
+		if asciiEqualFold(name, k) {
+			return k
+		}
+	}
+	if string(name) == canonical {
+		return canonical
+	}
+	return string(name)
 }

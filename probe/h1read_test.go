@@ -22,9 +22,9 @@ func TestLeanHead(t *testing.T) {
 	}{
 		{"common", "GET", "HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 3\r\n\r\nok\n",
 			&h1Head{status: 200, length: 3}},
-		{"captured fields keep their canonical name and every value", "GET",
-			"HTTP/1.1 429 Too Many Requests\r\nratelimit: a\r\nDATE: d\r\nRateLimit:  b \r\nContent-Length: 0\r\n\r\n",
-			&h1Head{status: 429, header: http.Header{"Ratelimit": {"a", "b"}, "Date": {"d"}}}},
+		{"captured fields keep the server's first spelling of their name and every value", "GET",
+			"HTTP/1.1 429 Too Many Requests\r\nratelimit: a\r\nDATE: d\r\nRateLimit:  b \r\nRatelimit: c\r\nContent-Length: 0\r\n\r\n",
+			&h1Head{status: 429, header: http.Header{"ratelimit": {"a", "b", "c"}, "DATE": {"d"}}}},
 		{"arrival echo", "POST", "HTTP/1.1 200 OK\r\nX-Rlprobe-Arrival: 123\r\nContent-Length: 0\r\n\r\n",
 			&h1Head{status: 200, header: http.Header{"X-Rlprobe-Arrival": {"123"}}, arrival: []byte("123")}},
 		{"decision number", "GET", "HTTP/1.1 200 OK\r\nX-Rlprobe-Decision: 42\r\nContent-Length: 0\r\n\r\n",

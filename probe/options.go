@@ -160,9 +160,15 @@ type Options struct {
 	Dial DialFunc
 	// Agent is the agent name written in results.
 	Agent string
-	// Captured are the response header names recorded verbatim; nil means
-	// headers.Captured.
+	// Captured are the response header names recorded, matched in any
+	// case; nil means headers.Captured. A result names them as the server
+	// spelled them over HTTP/1.1 (the first spelling when a field repeats
+	// under another), in lower case over HTTP/2; read them with
+	// headers.Get and headers.Values, not http.Header.Get.
 	Captured []string
+	// Proxy chooses the forward proxy of each target (see Proxy); the
+	// zero value reaches every target directly.
+	Proxy Proxy
 	// Redactor replaces secrets in result URLs, captured headers and
 	// identity values; nil redacts the record package's defaults.
 	Redactor *record.Redactor
@@ -196,6 +202,7 @@ type target struct {
 	tlsAny     *tls.Config
 	tlsH1      *tls.Config
 	tlsH2      *tls.Config
+	proxy      *proxyRoute // nil: reached directly (proxy.go)
 }
 
 // validate checks opt, fills defaults into a copy and parses the URLs; it
@@ -354,6 +361,9 @@ func parseTarget(raw string, opt Options) (*target, error) {
 		t.host = h
 	}
 	t.requestURI = u.RequestURI()
+	if err := t.setProxy(opt.Proxy); err != nil {
+		return nil, usageErr("%v", err)
+	}
 	if t.tls {
 		base := &tls.Config{}
 		if opt.TLSConfig != nil {

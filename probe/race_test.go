@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/record"
 )
 
@@ -280,7 +281,7 @@ func TestSinglePacketFlushesEveryFinalFrameInOneWrite(t *testing.T) {
 		if r.Outcome != record.OutcomeResponse || r.Status != 200 || r.Sent >= r.Wrote || r.TTFB < r.Wrote {
 			t.Errorf("results[%d] = %s %d sent %d wrote %d ttfb %d", i, r.Outcome, r.Status, r.Sent, r.Wrote, r.TTFB)
 		}
-		if got := r.Headers.Get("Retry-After"); got != strconv.Itoa(2*i+1) {
+		if got := headers.Get(r.Headers, "Retry-After"); got != strconv.Itoa(2*i+1) {
 			t.Errorf("results[%d] captured Retry-After %q, want the stream id %d", i, got, 2*i+1)
 		}
 	}

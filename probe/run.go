@@ -588,7 +588,7 @@ func (r *run) readH1(i int, c *h1Conn, res *record.Result) (reuse bool, err erro
 		res.TTFB = r.stamp(t)
 	}
 	res.Status = resp.StatusCode
-	r.captureHeaders(res, resp.Header)
+	r.captureHeaders(res, resp.Header, head)
 	n, berr := r.drain(resp.Body)
 	_ = resp.Body.Close()
 	res.Done = r.stamp(time.Now())
@@ -669,16 +669,22 @@ func (r *run) drain(body io.Reader) (int64, error) {
 	return n, err
 }
 
-// captureHeaders keeps the captured response headers (redacted) and the
-// arrival echo.
-func (r *run) captureHeaders(res *record.Result, h http.Header) {
+// captureHeaders keeps the captured response headers (redacted), named
+// as the server spelled them: head is the raw HTTP/1.1 head h was parsed
+// from (net/http canonicalises the names), nil for HTTP/2, whose names are
+// lower case. It also keeps the arrival echo.
+func (r *run) captureHeaders(res *record.Result, h http.Header, head []byte) {
 	var out http.Header
 	for _, name := range r.e.opt.Captured {
 		if vs := h[name]; len(vs) > 0 {
 			if out == nil {
 				out = make(http.Header)
 			}
-			out[name] = slices.Clone(vs)
+			key := strings.ToLower(name)
+			if head != nil {
+				key = spelledName(head, name)
+			}
+			out[key] = slices.Clone(vs)
 		}
 	}
 	res.Headers = r.e.opt.Redactor.Header(out)
@@ -754,7 +760,7 @@ func (r *run) roundTripH2(i int, p *pool, hc *h2Conn, res record.Result) {
 	var berr error
 	if err == nil {
 		res.Status = resp.StatusCode
-		r.captureHeaders(&res, resp.Header)
+		r.captureHeaders(&res, resp.Header, nil)
 		_, berr = r.drain(resp.Body)
 		_ = resp.Body.Close()
 	}

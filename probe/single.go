@@ -304,7 +304,7 @@ func (r *run) spFinish(s *spStream, err error) {
 	}
 	if s.status != 0 {
 		res.Status = s.status
-		r.captureHeaders(&res, s.header)
+		r.captureHeaders(&res, s.header, nil)
 		if err != nil {
 			res.ErrMsg = r.e.opt.Redactor.Text("reading body: " + err.Error())
 		}

@@ -76,6 +76,10 @@ type Header struct {
 	ClockUncertaintyNS int64 `json:"clock_uncertainty_ns"`
 	// Captured lists the response header names kept in results.
 	Captured []string `json:"captured"`
+	// Proxy is the forward proxy the targets were reached through, its
+	// secrets redacted (several, comma-separated, when targets differ);
+	// empty when every target was reached directly.
+	Proxy string `json:"proxy,omitempty"`
 }
 
 // Outcome says what became of one scheduled request.
@@ -95,6 +99,7 @@ const (
 	ErrReset   = "reset"
 	ErrDNS     = "dns"
 	ErrTLS     = "tls"
+	ErrProxy   = "proxy" // the proxy could not be reached, or refused the tunnel
 	ErrOther   = "other"
 	// ErrHeaderTooLarge: the response head exceeded the engine's cap.
 	ErrHeaderTooLarge = "header-too-large"
@@ -127,7 +132,9 @@ type Result struct {
 	Err    string `json:"err,omitempty"`
 	ErrMsg string `json:"err_msg,omitempty"`
 	// Headers are the captured response headers, verbatim (one entry per
-	// field line), canonical keys, secrets redacted (see Redactor). The
+	// field line), named as the server spelled them (HTTP/2: lower case;
+	// look them up with headers.Get, in any case), secrets redacted (see
+	// Redactor). The
 	// reader returns nil, never an empty map, when there are none.
 	Headers http.Header `json:"headers,omitempty"`
 	// Arrival is the server's echoed receive time, when the server echoes

@@ -25,12 +25,40 @@ func WriteTableFrom(w io.Writer, header []string, rows [][]string, numFrom int) 
 	WriteTable(w, header, rows, string(align))
 }
 
+// TextOptions configure the plain-text summaries (WriteVerdict,
+// WriteInference). The zero value writes no colour.
+type TextOptions struct {
+	// Color adds ANSI colours — the verdict word, each finding's severity,
+	// the inferred family — as Table does; the caller decides (a terminal,
+	// --color, NO_COLOR, FORCE_COLOR).
+	Color bool
+}
+
+// paint wraps s in an ANSI colour when colour is on.
+func (o TextOptions) paint(code, s string) string {
+	if !o.Color || code == "" {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+// severityColor is the colour of a finding's severity.
+var severityColor = map[verify.Severity]string{
+	verify.SeverityError: ansiRed, verify.SeverityWarning: ansiYellow, verify.SeverityInfo: ansiDim,
+}
+
+// verdictColor is the colour of a verdict word.
+var verdictColor = map[string]string{
+	verify.VerdictPass: ansiBold + ansiGreen, verify.VerdictFail: ansiBold + ansiRed, verify.VerdictIncomplete: ansiBold + ansiYellow,
+}
+
 // WriteVerdict prints a check or analyze document for people: the verdict
 // line first, each finding with its hint and evidence, then the policy
 // (described in one line), the targets and the record file.
-func WriteVerdict(w io.Writer, rep *verify.Report, policy string) error {
+func WriteVerdict(w io.Writer, rep *verify.Report, policy string, opt TextOptions) error {
 	var b strings.Builder
-	b.WriteString(VerdictLine(rep) + "\n")
+	word, rest, _ := strings.Cut(VerdictLine(rep), ":")
+	b.WriteString(opt.paint(verdictColor[rep.Verdict], word+":") + rest + "\n")
 	for _, fd := range rep.Findings {
 		who := ""
 		if fd.Client != "" {
@@ -40,7 +68,8 @@ func WriteVerdict(w io.Writer, rep *verify.Report, policy string) error {
 		if fd.Check != "" {
 			check = " [" + fd.Check + "]"
 		}
-		fmt.Fprintf(&b, "  %-7s %-8s %s%s%s: %s\n", fd.Severity, fd.Certainty, fd.ID, check, who, fd.Message)
+		sev := fmt.Sprintf("%-7s", fd.Severity)
+		fmt.Fprintf(&b, "  %s %-8s %s%s%s: %s\n", opt.paint(severityColor[fd.Severity], sev), fd.Certainty, fd.ID, check, who, fd.Message)
 		if fd.Hint != "" {
 			fmt.Fprintf(&b, "          hint: %s\n", fd.Hint)
 		}
@@ -106,9 +135,9 @@ func VerdictLine(rep *verify.Report) string {
 
 // WriteInference prints an inference for people; identities is how many
 // client identities infer had (an unknown key is explained by it).
-func WriteInference(w io.Writer, inf *infer.Inference, identities int) error {
+func WriteInference(w io.Writer, inf *infer.Inference, identities int, opt TextOptions) error {
 	var b strings.Builder
-	writeFamily(&b, inf)
+	writeFamily(&b, inf, opt)
 	fmt.Fprintf(&b, "confidence: %.1f%% of the outcomes reproduced\n", inf.Confidence*100)
 	writeParams(&b, inf)
 	fmt.Fprintf(&b, "key: %s\n", inf.Key)
@@ -150,8 +179,8 @@ func WriteInference(w io.Writer, inf *infer.Inference, identities int) error {
 
 // writeFamily writes the inferred family and the families that fit as
 // well.
-func writeFamily(b *strings.Builder, inf *infer.Inference) {
-	name := string(inf.Algorithm)
+func writeFamily(b *strings.Builder, inf *infer.Inference, opt TextOptions) {
+	name := opt.paint(ansiBold+ansiCyan, string(inf.Algorithm))
 	switch inf.Algorithm {
 	case infer.TokenBucket:
 		name += " (or GCRA, or nginx limit_req nodelay: they decide alike)"

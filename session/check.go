@@ -14,6 +14,7 @@ import (
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -32,6 +33,11 @@ type CheckOptions struct {
 	// policy to check (a front end applies its modifier flags, as
 	// PolicySpec.Apply does); nil takes them as they are.
 	Advertised func(rules []verify.Endpoint) (*verify.Policy, error)
+	// Judge, when set, adjusts the report before it is appended to the
+	// record file and its exit class is decided: check --from-config turns
+	// findings into findings about the config there (and calls
+	// verify.Report.Rejudge).
+	Judge func(*verify.Report)
 }
 
 // spoofValues are the addresses the key-spoof check claims (TEST-NET-3).
@@ -143,7 +149,7 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	planned := verify.PlanDuration(*pol, opts.Only, opts.Skip)
 	s.line("plan: %s", planLine(pol, opts.Only, opts.Skip))
 	if planned > maxDur {
-		s.line("warning: the plan needs %v, over --max-duration %v: the suite will stop early (complete: false)", planned, maxDur)
+		s.line("warning: the plan needs %s, over --max-duration %s: the suite will stop early (complete: false)", units.HumanDuration(planned), units.HumanDuration(maxDur))
 	}
 	budget, cancel := context.WithDeadline(ctx, start.Add(maxDur))
 	defer cancel()
@@ -170,8 +176,11 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	run := s.Record()
 	rep := verify.Analyze(record.Merge(run), *pol, verify.Options{
 		Schema: verify.SchemaCheck, Tool: s.cfg.Tool, FailOn: opts.FailOn,
-		Targets: run.Header.Targets, RecordFile: s.rec.path, Incomplete: reason != record.ReasonCompleted,
+		Targets: run.Header.Targets, RecordFile: s.rec.path, Incomplete: reason != record.ReasonCompleted, Time: time.Now(),
 	})
+	if opts.Judge != nil {
+		opts.Judge(&rep)
+	}
 	s.appendDoc(rep)
 	return &rep, VerdictError(&rep, err)
 }
@@ -376,5 +385,5 @@ func planLine(p *verify.Policy, only, skip []string) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s for %s, at most %v", strings.Join(checks, ", "), DescribePolicy(p), verify.PlanDuration(*p, only, skip).Round(time.Millisecond))
+	return fmt.Sprintf("%s for %s, at most %v", strings.Join(checks, ", "), DescribePolicy(p), units.HumanDuration(verify.PlanDuration(*p, only, skip)))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // ErrIncomplete is wrapped by Infer's error when the budget ended before
@@ -151,12 +152,14 @@ func (s *Session) inferOptions(opts InferOptions, zero time.Time, prior []record
 		MaxWindow:   opts.MaxWindow,
 		Prior:       prior,
 		Lead:        opts.Lead,
+		Timeout:     p.Timeout,
+		MaxRate:     s.cfg.Caps.MaxRate,
 		Tool:        s.cfg.Tool,
 		OnBudget: func(window, budget time.Duration) {
 			if f := s.cfg.Progress.Planned; f != nil {
 				f(budget)
 			}
-			s.line("time scale W ≈ %v: budget at most %v (6·W + 30 s)", RoundDuration(window), RoundDuration(budget))
+			s.line("time scale W ≈ %s: budget at most %s (6·W + 30 s)", units.HumanDuration(RoundDuration(window)), units.HumanDuration(RoundDuration(budget)))
 		},
 		OnPhase: func(name string, sent int) {
 			mu.Lock()

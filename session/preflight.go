@@ -27,7 +27,11 @@ func (e *engine) checkedPreflight(ctx context.Context, declared int) (record.Res
 		if res.Outcome == "" || res.Outcome == record.OutcomeResponse { // a write failure, or ErrClosed
 			return res, err
 		}
-		return res, Errorf(Aborted, "preflight: cannot reach %s: %v (%s)\nhint: check the URL and that the target is up", res.URL, err, res.Err)
+		hint := "check the URL and that the target is up"
+		if res.Err == record.ErrProxy {
+			hint = "check the proxy (--proxy, HTTPS_PROXY, HTTP_PROXY), its credentials and the ports it allows CONNECT to, or name the target in NO_PROXY"
+		}
+		return res, Errorf(Aborted, "preflight: cannot reach %s: %v (%s)\nhint: %s", res.URL, err, res.Err, hint)
 	}
 	if c, _ := record.Classify(res, declared); c != record.ClassOther {
 		return res, nil

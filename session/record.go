@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +86,7 @@ func (s *Session) header(start time.Time, plan, policy any) (record.Header, erro
 		Targets:  s.Targets(),
 		Seed:     s.cfg.Seed,
 		Captured: slices.Clone(headers.Captured),
+		Proxy:    strings.Join(s.cfg.Proxies(), ", "),
 	}
 	var err error
 	if plan != nil {
@@ -116,7 +119,16 @@ func (s *Session) measureClock(ctx context.Context, h *record.Header) {
 		ctx, cancel = context.WithDeadline(ctx, s.cfg.StartAt.Add(-startLead))
 		defer cancel()
 	}
-	c := &http.Client{Timeout: s.cfg.Probe.Timeout, Transport: &http.Transport{TLSClientConfig: s.cfg.Probe.TLSConfig},
+	// The time reference is reached as the targets are: through the proxy
+	// the session's Proxy chooses for it, loopback included.
+	proxy := func(req *http.Request) (*url.URL, error) {
+		via, err := s.cfg.Probe.Proxy.For(req.URL.String())
+		if err != nil || via == "" {
+			return nil, err
+		}
+		return url.Parse(via)
+	}
+	c := &http.Client{Timeout: s.cfg.Probe.Timeout, Transport: &http.Transport{TLSClientConfig: s.cfg.Probe.TLSConfig, Proxy: proxy},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	off, unc, err := probe.MeasureClock(ctx, c, ref, clockSamples)
 	if err != nil {

@@ -130,10 +130,10 @@ func (s *Session) Run(ctx context.Context, plan *patterns.Plan) (probe.Summary, 
 // describeSchedule is the plan line of a run's description.
 func describeSchedule(sc patterns.Schedule) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d requests over %v", len(sc.Sends), sc.Duration)
+	fmt.Fprintf(&b, "%d requests over %s", len(sc.Sends), units.HumanDuration(sc.Duration))
 	for _, ph := range sc.Phases {
 		if ph.Pattern == patterns.PatternPause {
-			fmt.Fprintf(&b, "; pause %v", ph.Duration)
+			fmt.Fprintf(&b, "; pause %s", units.HumanDuration(ph.Duration))
 			continue
 		}
 		fmt.Fprintf(&b, "; %s: %d requests", ph.Name, ph.Requests)

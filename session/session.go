@@ -131,7 +131,11 @@ func New(cfg Config) (*Session, error) {
 	if cfg.Probe.Agent == "" {
 		cfg.Probe.Agent = DefaultAgent
 	}
-	return &Session{cfg: cfg}, nil
+	s := &Session{cfg: cfg}
+	if msg := cfg.ProxyWarning(); msg != "" {
+		s.warn("%s", msg)
+	}
+	return s, nil
 }
 
 // Config returns the session's configuration.
@@ -211,9 +215,9 @@ func (s *Session) describe(plan string, rate bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "targets: %s\n", strings.Join(s.Targets(), ", "))
 	c := s.cfg.Caps
-	fmt.Fprintf(&b, "caps: %d requests, %v", c.MaxRequests, c.MaxDuration)
+	fmt.Fprintf(&b, "caps: %d requests, %s", c.MaxRequests, units.HumanDuration(c.MaxDuration))
 	if rate {
-		fmt.Fprintf(&b, ", %s", units.FormatRate(c.MaxRate))
+		fmt.Fprintf(&b, ", %s", units.HumanRate(c.MaxRate))
 	}
 	if plan != "" {
 		fmt.Fprintf(&b, "\nplan: %s", plan)

@@ -125,9 +125,17 @@ func TestCheckOneSeqSpace(t *testing.T) {
 	s, _ := New(Config{Probe: base, Out: out, Tool: "test"})
 	p := verify.Policy{Version: verify.PolicyVersion, Endpoints: []verify.Endpoint{
 		{Path: "/a", Limit: 3, Window: time.Second, Status: 429}, {Path: "/b", Limit: 3, Window: time.Second, Status: 429}}}.Normalize()
-	rep, err := s.Check(context.Background(), &p, CheckOptions{Only: []string{"burst"}})
+	// Judge's findings are in the stored verdict and decide the exit class.
+	judge := func(r *verify.Report) {
+		r.Findings = append(r.Findings, verify.Finding{ID: verify.IDConfigNotEnforced, Severity: verify.SeverityError, Certainty: verify.Certain, Message: "judged"})
+		r.Rejudge()
+	}
+	rep, err := s.Check(context.Background(), &p, CheckOptions{Only: []string{"burst"}, Judge: judge})
 	if rep == nil {
 		t.Fatalf("no verdict: %v", err)
+	}
+	if rep.Verdict != verify.VerdictFail || ClassOf(err) != Findings || rep.Time.IsZero() {
+		t.Errorf("verdict %s, class %v, time %v; want fail, Findings, a time", rep.Verdict, ClassOf(err), rep.Time)
 	}
 	run := s.Record()
 	seen := map[string]bool{}
@@ -152,6 +160,8 @@ func TestCheckOneSeqSpace(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 	if n := len(lines); n < 2 || !strings.HasPrefix(lines[n-1], `{"type":"finding"`) || !strings.HasPrefix(lines[n-2], `{"type":"end"`) {
 		t.Errorf("the file does not end with the end line and the verdict:\n%s", strings.Join(lines[max(0, len(lines)-2):], "\n"))
+	} else if last := lines[len(lines)-1]; !strings.Contains(last, `"time":"`) || !strings.Contains(last, `"id":"config-not-enforced"`) {
+		t.Errorf("the stored verdict should carry its time and the judged finding:\n%s", last)
 	}
 }
 

@@ -38,7 +38,9 @@ const (
 const (
 	maxSourceIPs        = 4096
 	maxClientValuesSize = 16 << 20
-	// DefaultAgent is the agent name of a single-agent session.
+	// DefaultAgent is the agent name of a session whose Config is built
+	// by hand without one (canned runs such as the demo); a Target
+	// resolves to its Agent, else record.DefaultAgent() (host and pid).
 	DefaultAgent = "a1"
 )
 
@@ -94,6 +96,15 @@ type Target struct {
 	TimeRef        string
 	// DryRun sends nothing: an existing Out is not refused.
 	DryRun bool
+	// Proxy is the forward proxy of every target (--proxy URL: http://,
+	// socks5:// or socks5h://, with optional USER:PASS@). Empty means the
+	// environment's HTTPS_PROXY (https targets) and HTTP_PROXY (http
+	// targets), or their lower-case spellings. NO_PROXY (or no_proxy)
+	// names the targets reached directly either way (probe.Proxy).
+	Proxy string
+	// Agent names this agent in the record (--agent); empty means
+	// record.DefaultAgent() (host and pid). record.CheckAgent rules it.
+	Agent string
 }
 
 // DefaultTarget returns the defaults of command ("run", "check" or
@@ -141,6 +152,7 @@ func (t Target) Resolve(now time.Time, getenv func(string) string) (*Config, err
 	r.request(getenv)
 	r.transport()
 	r.clients()
+	r.proxy(getenv)
 	r.caps()
 	r.startAndOutput(now)
 	if len(r.probs) > 0 {
@@ -171,7 +183,12 @@ func (r *resolver) secretsAndURLs() {
 	}
 	p.URLs = slices.Clone(t.URLs)
 	p.Captured = headers.Captured
-	p.Agent = DefaultAgent
+	p.Agent = t.Agent
+	if p.Agent == "" {
+		p.Agent = record.DefaultAgent()
+	} else if err := record.CheckAgent(t.Agent); err != nil {
+		r.bad("--agent: %s", strings.TrimPrefix(err.Error(), "record: "))
+	}
 }
 
 // request resolves the method, body and headers.
@@ -249,6 +266,69 @@ func (r *resolver) clients() {
 		}
 	}
 	c.ClientsImplied = !t.ClientsSet && (t.ClientValues != "" || t.SourceIPs != "")
+}
+
+// proxy resolves the forward proxy: --proxy, else the environment; a
+// proxy URL that cannot be used, or --source-ips through a proxy, is a
+// problem.
+func (r *resolver) proxy(getenv func(string) string) {
+	t, p := r.t, &r.cfg.Probe
+	env := func(name string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return getenv(strings.ToLower(name))
+	}
+	px := probe.Proxy{HTTP: t.Proxy, HTTPS: t.Proxy, NoProxy: env("NO_PROXY")}
+	from := "--proxy"
+	if t.Proxy == "" {
+		px.HTTP, px.HTTPS = env("HTTP_PROXY"), env("HTTPS_PROXY")
+		from = "HTTP_PROXY/HTTPS_PROXY"
+	}
+	p.Proxy = px
+	var proxied []string
+	for _, u := range t.URLs {
+		via, err := px.For(u)
+		if err != nil {
+			r.bad("%s: %s", from, err)
+			return
+		}
+		if via != "" {
+			proxied = append(proxied, p.Redactor.URL(u))
+		}
+	}
+	if len(proxied) > 0 && len(p.SourceIPs) > 0 {
+		r.bad("--source-ips cannot be kept through a proxy: the target sees the proxy's address, not the clients' (%s goes through %s); "+
+			"name the target in NO_PROXY, or give identities with --client-header instead", strings.Join(proxied, ", "), from)
+	}
+}
+
+// ProxyWarning is the warning New gives when some target of c goes
+// through a proxy ("" when none does): what a proxy hides from a probe.
+func (c *Config) ProxyWarning() string {
+	px := c.Proxies()
+	if len(px) == 0 {
+		return ""
+	}
+	return "probing through the proxy " + strings.Join(px, ", ") + ": race releases lose their timing (the proxy forwards each request on its own), " +
+		"and the target sees the proxy's address, so per-address keys (--key ip) cannot be told apart"
+}
+
+// Proxies returns the proxy URLs (secrets redacted) through which some
+// target of c goes, in target order, without repeats; empty when every
+// target is reached directly.
+func (c *Config) Proxies() []string {
+	red := c.Probe.Redactor
+	if red == nil {
+		red = record.NewRedactor(nil, nil)
+	}
+	var out []string
+	for _, u := range c.Probe.URLs {
+		if via, err := c.Probe.Proxy.For(u); err == nil && via != "" && !slices.Contains(out, red.URL(via)) {
+			out = append(out, red.URL(via))
+		}
+	}
+	return out
 }
 
 func (r *resolver) caps() {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -242,6 +243,21 @@ func (s *Server) Reload(cfg Config) error {
 		return err
 	}
 	return s.handler.Reload(routes)
+}
+
+// ReloadFile reloads the routes of a config file (LoadConfig's format),
+// as serve --config does on SIGHUP.
+func (s *Server) ReloadFile(path string) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	routes, err := LoadConfig(path, file)
+	if err != nil {
+		return err
+	}
+	return s.Reload(Config{Routes: routes})
 }
 
 // routeID names a route in Redis keys.

@@ -27,8 +27,10 @@ const (
 // incomplete when the run did not finish, else pass; Pass is Verdict ==
 // "pass".
 type Report struct {
-	Schema     string    `json:"schema"`
-	Tool       string    `json:"tool"`
+	Schema string `json:"schema"`
+	Tool   string `json:"tool"`
+	// Time is when the verdict was given (Options.Time).
+	Time       time.Time `json:"time"`
 	Verdict    string    `json:"verdict"`
 	Complete   bool      `json:"complete"`
 	Pass       bool      `json:"pass"`
@@ -64,7 +66,21 @@ type Options struct {
 	// Incomplete marks the verdict incomplete (the check suite did not
 	// finish); a merged run that did not complete does so too.
 	Incomplete bool
+	// Time is when the verdict is given, the document's "time": the
+	// caller reads the clock (Analyze reads none).
+	Time time.Time
+	// SharedQuota says other clients may spend the same quota while the
+	// records were made (a watch in production): a finding that their
+	// unseen requests could explain — a remaining lower than the probe's
+	// own count leaves, retries rejected after the advertised moment,
+	// rejections below the limit — is possible, never certain. Counts of
+	// accepted requests stay certain: unseen traffic only adds to them.
+	SharedQuota bool
 }
+
+// foreignExplains lists the findings that another client's requests,
+// unseen by the probe, could cause on an honest server.
+var foreignExplains = []string{IDRateLimitHeaderInconsistent, IDRetryAfterEarly, IDUnderAdmission}
 
 // Analyze judges the merged records against the policy p (normalized,
 // valid) and returns the document. It reads no clock and runs in
@@ -74,6 +90,7 @@ func Analyze(m *record.Merged, p Policy, opt Options) Report {
 	rep := Report{
 		Schema:     cmp(opt.Schema, SchemaAnalyze),
 		Tool:       opt.Tool,
+		Time:       opt.Time,
 		Targets:    opt.Targets,
 		Policy:     p,
 		RecordFile: opt.RecordFile,
@@ -96,10 +113,30 @@ func Analyze(m *record.Merged, p Policy, opt Options) Report {
 	for i := range p.Endpoints {
 		rep.Findings = append(rep.Findings, analyzeRule(m, &p.Endpoints[i])...)
 	}
+	if opt.SharedQuota {
+		for i := range rep.Findings {
+			if slices.Contains(foreignExplains, rep.Findings[i].ID) {
+				rep.Findings[i].Certainty = Possible
+			}
+		}
+	}
 	sortFindings(rep.Findings)
 	rep.Complete = !opt.Incomplete && m.Complete()
 	rep.judge()
 	return rep
+}
+
+// Rejudge orders the findings as Analyze does (most severe and certain
+// first) and sets Verdict and Pass again from them and Complete, with the
+// fail-on severity the report was judged with (SeverityError for a
+// decoded report): for a caller that changed the findings, as check
+// --from-config does with the config's findings.
+func (r *Report) Rejudge() {
+	if r.failOn == "" {
+		r.failOn = SeverityError
+	}
+	sortFindings(r.Findings)
+	r.judge()
 }
 
 // judge sets Verdict and Pass from the findings and Complete.

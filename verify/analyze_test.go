@@ -210,6 +210,34 @@ func TestAnalyzeVerdict(t *testing.T) {
 	}
 }
 
+// TestRejudge: a report whose findings changed gets its verdict again
+// under the fail-on it was judged with; Time is the caller's, as given.
+func TestRejudge(t *testing.T) {
+	b := newRun("a", 0)
+	b.add(0, 1, 429) // under-admission (warning)
+	rep := analyze(t, fiveIn2s, Options{FailOn: SeverityWarning, Time: t0}, b)
+	if rep.Verdict != VerdictFail || !rep.Time.Equal(t0) {
+		t.Fatalf("verdict %s time %v, want fail at %v", rep.Verdict, rep.Time, t0)
+	}
+	rep.Findings = nil
+	rep.Rejudge()
+	if rep.Verdict != VerdictPass || !rep.Pass {
+		t.Errorf("without findings: verdict %s pass %v, want pass", rep.Verdict, rep.Pass)
+	}
+	rep.Findings = []Finding{{ID: IDUnderAdmission, Severity: SeverityWarning, Certainty: Certain}}
+	rep.Complete = false
+	rep.Rejudge()
+	if rep.Verdict != VerdictFail || rep.Pass {
+		t.Errorf("a certain warning under fail-on warning: verdict %s, want fail", rep.Verdict)
+	}
+	var decoded Report // no fail-on: judged at error
+	decoded.Findings = rep.Findings
+	decoded.Rejudge()
+	if decoded.Verdict != VerdictIncomplete || decoded.FailOn() != SeverityError {
+		t.Errorf("decoded report: verdict %s fail-on %s, want incomplete at error", decoded.Verdict, decoded.FailOn())
+	}
+}
+
 // BenchmarkAnalyze judges 5,000 results of a sustained run (a sliding
 // window, headers on every response) against the policy they keep.
 func BenchmarkAnalyze(b *testing.B) {
@@ -276,5 +304,27 @@ func TestFixedWindowRemaining(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSharedQuotaOnlyPossible: a watch's cycle in production shares the
+// quota with unseen clients; a remaining value below the probe's own count
+// is then possible, while an over-admission count stays certain.
+func TestSharedQuotaOnlyPossible(t *testing.T) {
+	pol := Policy{Version: PolicyVersion, Endpoints: []Endpoint{{Limit: 10, Window: time.Second, WindowType: Fixed}}}.Normalize()
+	resp := func(seq, ms int64, remaining int) record.Result {
+		at := ms * int64(time.Millisecond)
+		return record.Result{Seq: seq, Outcome: record.OutcomeResponse, Status: 200, Method: "GET", URL: "http://t/", Sched: at, Sent: at, Wrote: at, TTFB: at + 1000, Done: at + 2000,
+			Headers: http.Header{"Ratelimit-Policy": {`"d";q=10;w=1`}, "Ratelimit": {fmt.Sprintf(`"d";r=%d;t=1`, remaining)}}}
+	}
+	run := &record.Run{Header: record.Header{Type: "header", Format: 1, Start: time.Unix(1700000000, 0)},
+		Results: []record.Result{resp(0, 100, 7), resp(1, 120, 6)}, End: &record.End{Type: "end", Reason: record.ReasonCompleted, Scheduled: 2, Sent: 2}}
+	alone := AnalyzeRun(run, pol, Options{})
+	shared := AnalyzeRun(run, pol, Options{SharedQuota: true})
+	if alone.Count(IDRateLimitHeaderInconsistent, Certain) != 1 {
+		t.Fatalf("alone: want the certain inconsistency, got %+v", alone.Findings)
+	}
+	if shared.Count(IDRateLimitHeaderInconsistent, Certain) != 0 || shared.Count(IDRateLimitHeaderInconsistent, Possible) != 1 || shared.Failed() {
+		t.Fatalf("shared: want it possible and a pass, got %s %+v", shared.Verdict, shared.Findings)
 	}
 }

@@ -204,7 +204,7 @@ func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 	}
 	if sel(CheckSustained) {
 		rate, d := p.sustained(&e)
-		pl.Steps = append(pl.Steps, Step{Check: CheckSustained, Name: fmt.Sprintf("steady %s, twice the allowed rate", units.FormatRate(rate)),
+		pl.Steps = append(pl.Steps, Step{Check: CheckSustained, Name: fmt.Sprintf("steady %s, twice the allowed rate", units.HumanRate(rate)),
 			Duration: d, Requests: int(math.Ceil(rate * d.Seconds()))})
 	}
 	if race {
@@ -425,7 +425,7 @@ func (r *suiteRun) run(ctx context.Context) error {
 			sends = append(sends, r.raceSends(r.fresh(), time.Duration(r.now())+r.p.spread+150*time.Millisecond)...)
 			raceDone = true
 		}
-		r.progress("burst: %d requests from idle within %s", r.p.q+r.p.extra, r.p.spread)
+		r.progress("burst: %d requests from idle within %s", r.p.q+r.p.extra, units.HumanDuration(r.p.spread))
 		res, err := r.send(ctx, r.Engine, sends)
 		if err != nil {
 			return err
@@ -458,7 +458,7 @@ func (r *suiteRun) run(ctx context.Context) error {
 	// 4. Sustained load at twice the allowed rate.
 	if has(CheckSustained) {
 		rate, d := r.p.sustained(r.e)
-		r.progress("sustained: %s for %s", units.FormatRate(rate), d)
+		r.progress("sustained: %s for %s", units.HumanRate(rate), units.HumanDuration(d))
 		st, err := patterns.Steady(rate, d)
 		if err != nil {
 			return fmt.Errorf("verify: sustained schedule: %w", err)
@@ -481,7 +481,7 @@ func (r *suiteRun) run(ctx context.Context) error {
 			at = max(at, time.Duration(r.freshAt()))
 		}
 		_, batch := r.p.raceSize()
-		r.progress("race: %d requests released together at %s", batch, time.Duration(at).Round(time.Millisecond))
+		r.progress("race: %d requests released together at %s", batch, units.HumanDuration(time.Duration(at)))
 		if _, err := r.send(ctx, r.Engine, r.raceSends(c, at)); err != nil {
 			return err
 		}
@@ -584,7 +584,7 @@ func (r *suiteRun) recovery(ctx context.Context, c int, x *record.Result) (lo, h
 	}
 	t := r.now()
 	if m, d, ra, ok := r.hint(x); ok {
-		r.progress("recovery: %s says quota returns in %s", map[bool]string{true: "Retry-After", false: "the reset header"}[ra], time.Duration(d))
+		r.progress("recovery: %s says quota returns in %s", map[bool]string{true: "Retry-After", false: "the reset header"}[ra], units.HumanDuration(time.Duration(d)))
 		if ra {
 			if late := m - max(int64(2*time.Second), d/2) - p; late > r.now()+p {
 				if done, err := try(late, CheckRetryAfter); done || err != nil {
@@ -610,14 +610,14 @@ func (r *suiteRun) recovery(ctx context.Context, c int, x *record.Result) (lo, h
 		}
 		end = max(end, t)
 	} else {
-		r.progress("recovery: polling every %s", time.Duration(p))
+		r.progress("recovery: polling every %s", units.HumanDuration(time.Duration(p)))
 	}
 	for ; t <= end; t += p {
 		if done, err := try(max(t, r.now()), CheckRecovery); done || err != nil {
 			return lo, hi, found, err
 		}
 	}
-	r.progress("recovery: quota did not return within %s", r.p.period+2*time.Duration(p))
+	r.progress("recovery: quota did not return within %s", units.HumanDuration(r.p.period+2*time.Duration(p)))
 	return 0, 0, false, nil
 }
 
@@ -643,7 +643,7 @@ func (r *suiteRun) edge(ctx context.Context, c int, lo, hi int64) error {
 	m := int64(r.p.margin)
 	sb := int64(r.p.group)
 	n := r.p.q
-	r.progress("edge: %d requests before the edge at %s, %d after", n, time.Duration(eLo).Round(time.Millisecond), n)
+	r.progress("edge: %d requests before the edge at %s, %d after", n, units.HumanDuration(time.Duration(eLo)), n)
 	var sends []patterns.Send
 	for i := range n {
 		sends = append(sends, patterns.Send{At: time.Duration(eLo - m - sb + sb*i/n), Client: c, Phase: CheckEdge})

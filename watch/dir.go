@@ -30,7 +30,7 @@ type Dir struct {
 
 // File returns the path of cycle n's record file, started at t.
 func (d Dir) File(t time.Time, n int) string {
-	return filepath.Join(d.Path, fmt.Sprintf("%s%s-c%06d.jsonl", recordPrefix, t.UTC().Format("20060102T150405Z"), n))
+	return filepath.Join(d.Path, fmt.Sprintf("%s%s-c%06d.jsonl", recordPrefix, t.UTC().Format("20060102T150405.000000Z"), n))
 }
 
 // Rotate removes the oldest cycle files beyond Keep files or KeepBytes

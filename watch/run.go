@@ -126,6 +126,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return w.res, err
 	}
+	if msg, warn := cfg.Session.ProxyWarning(), cfg.Session.Warn; msg != "" && warn != nil {
+		// Given once, above: not again by every cycle's session.
+		w.cfg.Session.Warn = func(m string) {
+			if m != msg {
+				warn(m)
+			}
+		}
+	}
 	w.targets = s.Targets()
 	if cfg.Policy != nil {
 		w.rule = binding(cfg.Policy)
@@ -206,7 +214,8 @@ func (w *watcher) cycle(ctx context.Context, n int) error {
 	}
 	verdict := ""
 	if w.cfg.Policy != nil {
-		rep := verify.AnalyzeRun(run, *w.cfg.Policy, verify.Options{Schema: verify.SchemaCheck, Tool: w.cfg.Tool, FailOn: w.cfg.FailOn, RecordFile: path, Incomplete: err != nil})
+		rep := verify.AnalyzeRun(run, *w.cfg.Policy, verify.Options{Schema: verify.SchemaCheck, Tool: w.cfg.Tool, FailOn: w.cfg.FailOn, RecordFile: path, Incomplete: err != nil,
+			SharedQuota: w.mode != ModeExhaust, Time: time.Now()})
 		w.res.Last, verdict = &rep, rep.Verdict
 		appendDoc(path, rep, nil)
 		if w.cfg.Metrics != nil {

@@ -96,7 +96,7 @@ func analyzeRun(_ context.Context, o *AnalyzeOptions) error {
 		recordFile = named[0]
 	}
 	rep := verify.Analyze(m, *pol, verify.Options{
-		Schema: verify.SchemaAnalyze, Tool: f.tool(), FailOn: failOn, RecordFile: recordFile,
+		Schema: verify.SchemaAnalyze, Tool: f.tool(), FailOn: failOn, RecordFile: recordFile, Time: f.now(),
 	})
 	switch {
 	case o.Out != "":

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rlprobe/rlprobe/limitconf"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/report"
 	"github.com/rlprobe/rlprobe/session"
@@ -39,13 +42,19 @@ type CheckOptions struct {
 	Verdict verdictOptions
 	Only    []string
 	Skip    []string
+	// FromConfig is a limiter's config whose limits are the policy
+	// (--from-config), read as Config says; LocationURLs are the
+	// --location-url PATTERN=URL values.
+	FromConfig   string
+	Config       ConfigSource
+	LocationURLs []string
 }
 
 // NewCmdCheck builds `rlprobe check`; runF (nil: the real one) runs it.
 func NewCmdCheck(f *Factory, g *GlobalOptions, runF func(context.Context, *CheckOptions) error) *cobra.Command {
 	o := &CheckOptions{f: f, g: g, Target: newTargetOptions("check")}
 	cmd := &cobra.Command{
-		Use:     "check URL... [policy flags]",
+		Use:     "check URL... [policy flags | --from-config FILE]",
 		Short:   "Run the check suite against a declared policy and give verdicts",
 		Long:    helpLong("check"),
 		Example: helpExample("check"),
@@ -63,6 +72,9 @@ func NewCmdCheck(f *Factory, g *GlobalOptions, runF func(context.Context, *Check
 	fl.StringSliceVar(&o.Only, "only", nil, "run only these `CHECKS` (comma-separated): "+strings.Join(verify.Checks, ", "))
 	fl.StringSliceVar(&o.Skip, "skip", nil, "leave out these `CHECKS` (comma-separated)")
 	addVerdictFlags(cmd, &o.Verdict)
+	fl.StringVar(&o.FromConfig, "from-config", "", "take the policy from a limiter's config `FILE` (nginx, Envoy, Traefik, Kong) and check each limited location at BASE_URL + its path")
+	fl.StringArrayVar(&o.LocationURLs, "location-url", nil, "with --from-config: probe the prefix or regex location `PATTERN=URL` at URL, a path under BASE_URL (repeatable)")
+	addConfigFlags(cmd, &o.Config)
 	return cmd
 }
 
@@ -70,7 +82,7 @@ func NewCmdCheck(f *Factory, g *GlobalOptions, runF func(context.Context, *Check
 // (nil: the advertised one) and the session's options.
 func (o *CheckOptions) options() (*verify.Policy, session.CheckOptions, error) {
 	var probs []string
-	pol, err := o.Policy.Resolve()
+	pol, live, err := o.policy()
 	if err != nil {
 		return nil, session.CheckOptions{}, err
 	}
@@ -88,7 +100,61 @@ func (o *CheckOptions) options() (*verify.Policy, session.CheckOptions, error) {
 	if o.Policy.Changed != nil && o.Policy.Changed("status") {
 		opts.Status = o.Policy.Status
 	}
+	if live != nil {
+		opts.Judge = live.Judge
+		for _, n := range live.Notes() {
+			if !o.g.Quiet || strings.Contains(n, "not checked") {
+				fmt.Fprintf(o.f.IO.ErrOut, "rlprobe: %s\n", n)
+			}
+		}
+	}
 	return pol, opts, usageProblems(probs)
+}
+
+// policy returns the declared policy: from the policy flags (nil: the
+// advertised one), or from --from-config with the live check that judges
+// the verdict about the config.
+func (o *CheckOptions) policy() (*verify.Policy, *limitconf.LiveCheck, error) {
+	changed := o.Policy.Changed
+	if changed == nil {
+		changed = func(string) bool { return false }
+	}
+	if o.FromConfig == "" {
+		for _, n := range []string{"format", "server", "location", "location-url"} {
+			if changed(n) {
+				return nil, nil, Usagef("--%s reads a limiter's config: give --from-config FILE", n)
+			}
+		}
+		pol, err := o.Policy.Resolve()
+		return pol, nil, err
+	}
+	var set []string
+	for _, n := range policyFlags {
+		if changed(n) {
+			set = append(set, "--"+n)
+		}
+	}
+	if len(set) > 0 {
+		return nil, nil, Usagef("--from-config takes the policy from the config: drop %s", strings.Join(set, ", "))
+	}
+	im, err := o.Config.read(o.f, o.FromConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	urls := map[string]string{}
+	for _, s := range o.LocationURLs {
+		pat, u, err := limitconf.ParseLocationURL(s)
+		if err != nil {
+			return nil, nil, UsageErr(err)
+		}
+		urls[pat] = u
+	}
+	live, err := limitconf.NewLiveCheck(im, limitconf.TargetOptions{Base: o.Target.URLs[0], URLs: urls,
+		MaxDuration: cmp.Or(o.Target.MaxDuration, session.SuiteMaxDuration)})
+	if err != nil {
+		return nil, nil, UsageErr(err)
+	}
+	return &live.Policy, live, nil
 }
 
 func checkRun(ctx context.Context, o *CheckOptions) error {
@@ -126,7 +192,7 @@ func printVerdict(f *Factory, g *GlobalOptions, rep *verify.Report) error {
 	if g.JSON {
 		return writeJSON(f.IO.Out, rep)
 	}
-	return report.WriteVerdict(f.IO.Out, rep, session.DescribePolicy(&rep.Policy))
+	return report.WriteVerdict(f.IO.Out, rep, session.DescribePolicy(&rep.Policy), textOptions(f, g))
 }
 
 // withOutputError returns the error of a verdict (err, from

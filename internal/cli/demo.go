@@ -59,7 +59,7 @@ func demoRun(ctx context.Context, o *DemoOptions) error {
 	if err != nil {
 		return interrupted(err)
 	}
-	verdict := res.Judge(tool)
+	verdict := res.Judge(tool, f.now())
 	var inf *infer.Inference
 	if !o.NoInfer {
 		if !g.Quiet {
@@ -88,12 +88,12 @@ func demoRun(ctx context.Context, o *DemoOptions) error {
 	if g.JSON {
 		return writeJSON(f.IO.Out, res.Doc(tool, verdict, inf))
 	}
-	return writeDemo(f, res, verdict, inf)
+	return writeDemo(f, res, verdict, inf, textOptions(f, g))
 }
 
 // writeDemo renders the demo for people: the burst, the verdict, the
 // inference.
-func writeDemo(f *Factory, res *scenario.DemoResult, verdict verify.Report, inf *infer.Inference) error {
+func writeDemo(f *Factory, res *scenario.DemoResult, verdict verify.Report, inf *infer.Inference, opt report.TextOptions) error {
 	w := f.IO.Out
 	if err := res.WriteText(w); err != nil {
 		return err
@@ -102,11 +102,11 @@ func writeDemo(f *Factory, res *scenario.DemoResult, verdict verify.Report, inf 
 	fmt.Fprintf(w, "\n%s\n", strings.Repeat("─", 72))
 	fmt.Fprintf(w, "Checked against the policy a client would expect (%s, rejections with 429):\n", session.DescribePolicy(&pol))
 	verdict.RecordFile = ""
-	if err := report.WriteVerdict(w, &verdict, session.DescribePolicy(&pol)); err != nil || inf == nil {
+	if err := report.WriteVerdict(w, &verdict, session.DescribePolicy(&pol), opt); err != nil || inf == nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n%s\n", strings.Repeat("─", 72))
 	fmt.Fprintln(w, "Inferred from the outside (rlprobe infer), against a fresh demo server:")
 	inf.RecordFile = "(in memory)"
-	return report.WriteInference(w, inf, 1)
+	return report.WriteInference(w, inf, 1, opt)
 }

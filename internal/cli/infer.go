@@ -86,7 +86,7 @@ func inferRun(ctx context.Context, o *InferOptions) error {
 	if g.JSON {
 		perr = writeJSON(f.IO.Out, inf)
 	} else {
-		perr = report.WriteInference(f.IO.Out, inf, sess.Config().Clients)
+		perr = report.WriteInference(f.IO.Out, inf, sess.Config().Clients, textOptions(f, g))
 	}
 	if c := ExitCode(err); perr != nil && c != ExitUsage && c != ExitInternal {
 		return perr

@@ -176,7 +176,7 @@ func TestInferText(t *testing.T) {
 	if code != ExitFindings || !strings.Contains(stderr, "expected token-bucket, inferred none") {
 		t.Errorf("exit %d, stderr %q; want 1 and the mismatch", code, stderr)
 	}
-	for _, w := range []string{"algorithm: none", "no limiting observed: up to", "record: " + out, "1361 requests"} {
+	for _, w := range []string{"algorithm: none", "no limiting observed: up to", "record: " + out, "1561 requests"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("output lacks %q:\n%s", w, stdout)
 		}
@@ -249,7 +249,7 @@ func TestWriteInferenceUnknownKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var b strings.Builder
-		if err := report.WriteInference(&b, &infer.Inference{Algorithm: infer.TokenBucket, Key: tt.key}, tt.identities); err != nil {
+		if err := report.WriteInference(&b, &infer.Inference{Algorithm: infer.TokenBucket, Key: tt.key}, tt.identities, report.TextOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		out := b.String()
@@ -271,7 +271,7 @@ func TestWriteInferenceUndecided(t *testing.T) {
 		{Algorithm: infer.FixedWindow, Confidence: 0.975}, {Algorithm: infer.SlidingLog, Confidence: 0.975}, {Algorithm: infer.None, Confidence: 0},
 	}}
 	var b strings.Builder
-	if err := report.WriteInference(&b, inf, 1); err != nil {
+	if err := report.WriteInference(&b, inf, 1, report.TextOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "  undecided: fixed-window, sliding-log fit as well\n") {
@@ -279,7 +279,7 @@ func TestWriteInferenceUndecided(t *testing.T) {
 	}
 	inf.Alternatives[0].Confidence, inf.Alternatives[1].Confidence = 0.9, 0.8
 	b.Reset()
-	if err := report.WriteInference(&b, inf, 1); err != nil {
+	if err := report.WriteInference(&b, inf, 1, report.TextOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "undecided") {

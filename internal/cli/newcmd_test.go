@@ -60,6 +60,13 @@ func TestNewCmdFlags(t *testing.T) {
 		t.Errorf("check options %+v", check)
 	}
 
+	parse(t, NewCmdCheck(f, g, func(_ context.Context, o *CheckOptions) error { check = o; return nil }),
+		"http://a/ --from-config nginx.conf --format nginx --server api --location-url ~_^/api/=/api/1 --location-url /b=/b/c")
+	if check.FromConfig != "nginx.conf" || check.Config != (ConfigSource{Format: "nginx", Server: "api"}) ||
+		!slices.Equal(check.LocationURLs, []string{"~ ^/api/=/api/1", "/b=/b/c"}) {
+		t.Errorf("check --from-config options %+v", check)
+	}
+
 	var inf *InferOptions
 	parse(t, NewCmdInfer(f, g, func(_ context.Context, o *InferOptions) error { inf = o; return nil }),
 		"http://a/ --expect token-bucket --client-header X-Key --clients 2 --dry-run")
@@ -100,6 +107,20 @@ func TestNewCmdFlags(t *testing.T) {
 	parse(t, NewCmdSelftest(f, g, func(_ context.Context, o *SelftestOptions) error { st = o; return nil }), "--quick")
 	if !st.Quick {
 		t.Errorf("selftest options %+v", st)
+	}
+
+	var imp *PolicyImportOptions
+	parse(t, NewCmdPolicyImport(f, g, func(_ context.Context, o *PolicyImportOptions) error { imp = o; return nil }),
+		"nginx.conf --format nginx --server api.example --location =_/login -o p.yaml")
+	if imp.File != "nginx.conf" || imp.Source != (ConfigSource{Format: "nginx", Server: "api.example", Location: "= /login"}) || imp.Out != "p.yaml" {
+		t.Errorf("policy import options %+v", imp)
+	}
+
+	var lint *PolicyLintOptions
+	parse(t, NewCmdPolicyLint(f, g, func(_ context.Context, o *PolicyLintOptions) error { lint = o; return nil }),
+		"envoy.yaml --format envoy --location /api --fail-on warning")
+	if lint.File != "envoy.yaml" || lint.Source != (ConfigSource{Format: "envoy", Location: "/api"}) || lint.FailOn != "warning" {
+		t.Errorf("policy lint options %+v", lint)
 	}
 
 	reached := false

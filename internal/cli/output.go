@@ -20,6 +20,12 @@ func addOutputFlags(cmd *cobra.Command, o *outputOptions) {
 	fl.StringVar(&o.Markdown, "markdown", "", "write a Markdown summary to `FILE` (- for stdout); the summary also goes to $GITHUB_STEP_SUMMARY whenever that is set")
 }
 
+// textOptions are the options of the plain-text summaries on stdout: in
+// colour as --color, NO_COLOR and FORCE_COLOR decide for a terminal.
+func textOptions(f *Factory, g *GlobalOptions) report.TextOptions {
+	return report.TextOptions{Color: g.UseColor(f, f.IO.OutTTY)}
+}
+
 // wanted reports whether write would write anything.
 func (o *outputOptions) wanted(f *Factory) bool { return o.Wanted(f.Env) }
 

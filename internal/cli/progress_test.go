@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/testserver"
@@ -107,6 +108,12 @@ const progressURL = "http://" + testserver.MemListenerAddr + "/api"
 // slowWindow is a policy whose suite lasts minutes: 5 per 20 s.
 var slowWindow = testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.FixedWindow, Limit: 5, Window: 20 * time.Second}}
 
+// slowInfer is a policy infer needs minutes for, with a recovery scan
+// that lasts a minute: 5 per 60 s in a sliding log that advertises nothing
+// (advertised windows and returns are refined or settled at once).
+var slowInfer = testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: time.Minute},
+	Dialects: []headers.Dialect{headers.None}, RetryAfter: testserver.RetryMissing}
+
 var statusLine = map[string]*regexp.Regexp{
 	"check": regexp.MustCompile(`(?m)^check: \d+ requests? done( \(this run \d+/\d+\))? · \S+ of at most \S+$`),
 	"infer": regexp.MustCompile(`(?m)^infer: \d+ requests? done( \(this run \d+/\d+\))? · \S+ of at most \S+$`),
@@ -117,20 +124,21 @@ var statusLine = map[string]*regexp.Regexp{
 // stdout; -q silences them.
 func TestSuiteProgress(t *testing.T) {
 	cases := []struct {
-		cmd   string
-		args  []string
-		steps []string
+		cmd    string
+		policy testserver.Policy
+		args   []string
+		steps  []string
 	}{
-		{"check", []string{"check", progressURL, "--limit", "5", "--window", "20s", "--only", "burst,recovery,sustained"},
+		{"check", slowWindow, []string{"check", progressURL, "--limit", "5", "--window", "20s", "--only", "burst,recovery,sustained"},
 			[]string{"check: burst: ", "check: sustained: "}},
-		{"infer", []string{"infer", progressURL},
+		{"infer", slowInfer, []string{"infer", progressURL},
 			[]string{"infer: burst", "budget at most"}},
 	}
 	for _, c := range cases {
 		t.Run(c.cmd, func(t *testing.T) {
 			dir := t.TempDir()
 			args := append(c.args, "--out", filepath.Join(dir, "loud.jsonl"))
-			code, stdout, stderr := memCLI(t, slowWindow, args...)
+			code, stdout, stderr := memCLI(t, c.policy, args...)
 			if code != ExitOK && code != ExitFindings {
 				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 			}
@@ -225,5 +233,26 @@ func TestCheckClients(t *testing.T) {
 				t.Errorf("clients %v: more than --clients 4", clients)
 			}
 		})
+	}
+}
+
+// rawFloat matches a number with more digits after the point than any
+// display format shows: 40.90909090909091, 3.666666666s.
+var rawFloat = regexp.MustCompile(`\d\.\d{5,}`)
+
+// TestProgressNumbersAreHuman: a policy whose rates are not round (9 per
+// 22 s) gives progress and plan lines in the one display format, never a
+// raw float (the sustained step printed 0.8181818181818182/s).
+func TestProgressNumbersAreHuman(t *testing.T) {
+	code, stdout, stderr := memCheck(t, testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 9, Window: 22 * time.Second}},
+		"check", memURL, "--limit", "9", "--window", "22s", "--only", "sustained", "--out", filepath.Join(t.TempDir(), "r.jsonl"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "sustained: 0.8409/s for 44s") {
+		t.Errorf("no sustained line in the display format:\n%s", stderr)
+	}
+	if m := rawFloat.FindAllString(stderr+stdout, -1); len(m) > 0 {
+		t.Errorf("raw floats %q in\n%s%s", m, stderr, stdout)
 	}
 }

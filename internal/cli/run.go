@@ -190,7 +190,7 @@ func runProgress(f *Factory, g *GlobalOptions, sess **session.Session) *reporter
 		line := fmt.Sprintf("%d/%d done · %d accepted · %d rejected · %d other · %d errors · %d late",
 			c.Done, len(s.Sends), c.Accepted, c.Rejected, c.Other, c.Errors, c.Late)
 		if p.tty {
-			line += fmt.Sprintf(" · %v left", max(s.Duration-elapsed, 0).Round(time.Second))
+			line += fmt.Sprintf(" · %s left", units.HumanDuration(max(s.Duration-elapsed, 0).Round(time.Second)))
 		}
 		return line
 	})
@@ -201,9 +201,9 @@ func runProgress(f *Factory, g *GlobalOptions, sess **session.Session) *reporter
 			ph := s.Phases[next]
 			next++
 			if ph.Pattern == patterns.PatternPause {
-				p.line("phase %s: %v", ph.Name, ph.Duration)
+				p.line("phase %s: %s", ph.Name, units.HumanDuration(ph.Duration))
 			} else {
-				p.line("phase %s: %d requests over %v", ph.Name, ph.Requests, ph.Duration)
+				p.line("phase %s: %d requests over %s", ph.Name, ph.Requests, units.HumanDuration(ph.Duration))
 			}
 		}
 	}

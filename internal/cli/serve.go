@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -109,25 +108,12 @@ func reloadOnHangup(ctx context.Context, f *Factory, srv *testserver.Server, pat
 			return
 		case <-hup:
 		}
-		if err := reloadConfig(srv, path); err != nil {
+		if err := srv.ReloadFile(path); err != nil {
 			fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: reload of %s failed, the previous routes stay: %v\n", path, err)
 			continue
 		}
 		fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: reloaded %s\n", path)
 	}
-}
-
-func reloadConfig(srv *testserver.Server, path string) error {
-	file, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer file.Close()
-	routes, err := testserver.LoadConfig(path, file)
-	if err != nil {
-		return err
-	}
-	return srv.Reload(testserver.Config{Routes: routes})
 }
 
 // quietRedis drops go-redis's own log lines (its pool's dial retries, on

@@ -58,6 +58,8 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.StringVar(&t.StartAt, "start-at", "", "send the first request at `TIME` (RFC 3339 or a time of day such as 12:00:05)")
 	fl.StringVar(&t.TimeRef, "time-ref", "", "measure this agent's clock offset against `URL` (its Date header, or the X-Rlprobe-Arrival echo of rlprobe serve --echo-arrival) and record it in the record header; name an endpoint outside the limit, since the measurement sends about a dozen requests")
 	fl.BoolVar(&t.DryRun, "dry-run", false, "print the plan and its duration, send nothing")
+	fl.StringVar(&t.Proxy, "proxy", "", "reach the targets through this forward proxy `URL` (http://, socks5:// or socks5h://, USER:PASS@ allowed; default: HTTPS_PROXY or HTTP_PROXY); NO_PROXY still names targets reached directly")
+	fl.StringVar(&t.Agent, "agent", "", "name this agent in the record (default: host name and process id), so merged records tell agents apart")
 	fl.BoolVar(&o.Yes, "yes", false, "do not ask for confirmation before probing a target that is not on this machine")
 }
 

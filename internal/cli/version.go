@@ -51,5 +51,6 @@ func runOr[O any](runF, run func(context.Context, *O) error) func(context.Contex
 func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }

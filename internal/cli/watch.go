@@ -3,13 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/netip"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -74,42 +68,10 @@ func NewCmdWatch(f *Factory, g *GlobalOptions, runF func(context.Context, *Watch
 	return cmd
 }
 
-// parseShare reads a budget such as "2%" or "0.5%" as a share (0.02).
-func parseShare(s string) (float64, error) {
-	num, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
-	if !ok {
-		return 0, fmt.Errorf("--budget %q: write a percentage such as 2%%", s)
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || !(v > 0 && v <= 100) {
-		return 0, fmt.Errorf("--budget %q: a percentage above 0 and at most 100, such as 2%%", s)
-	}
-	return v / 100, nil
-}
-
-// metricsAddr checks --metrics-listen: host:port, loopback unless public;
-// a missing host means 127.0.0.1.
-func metricsAddr(addr string, public bool) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", fmt.Errorf("--metrics-listen %q: want host:port such as 127.0.0.1:9464", addr)
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if !public && host != "localhost" {
-		ip, err := netip.ParseAddr(host)
-		if err != nil || !ip.IsLoopback() {
-			return "", fmt.Errorf("--metrics-listen %q is not loopback: metrics show your limits and findings; add --public to serve them to the network", addr)
-		}
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
 func watchRun(ctx context.Context, o *WatchOptions) error {
 	f, g := o.f, o.g
 	var probs []string
-	share, err := parseShare(o.Budget)
+	share, err := watch.ParseShare(o.Budget)
 	if err != nil {
 		probs = append(probs, err.Error())
 	}
@@ -122,7 +84,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 	}
 	maddr := ""
 	if o.MetricsListen != "" {
-		if maddr, err = metricsAddr(o.MetricsListen, o.Public); err != nil {
+		if maddr, err = watch.MetricsAddr(o.MetricsListen, o.Public); err != nil {
 			probs = append(probs, err.Error())
 		}
 	}
@@ -150,7 +112,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 	}
 	if maddr != "" {
 		cfg.Metrics = watch.NewMetrics()
-		bound, stop, err := serveMetrics(maddr, cfg.Metrics)
+		bound, stop, err := watch.ServeMetrics(maddr, cfg.Metrics)
 		if err != nil {
 			return UsageErr(err)
 		}
@@ -181,26 +143,4 @@ func watchLogger(f *Factory, g *GlobalOptions) func(watch.Event) {
 		}
 		fmt.Fprintf(f.IO.ErrOut, "%s rlprobe watch: %s\n", ev.Time.Format(time.RFC3339), ev.Message)
 	}
-}
-
-// serveMetrics serves the metrics on addr (port 0 picks one) until stop
-// is called, and returns the address bound.
-func serveMetrics(addr string, m *watch.Metrics) (bound string, stop func(), err error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", m.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err // the listener closed under us: nothing to report
-		}
-	}()
-	return l.Addr().String(), func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
 }

@@ -106,9 +106,9 @@ type DemoResult struct {
 // Judge checks the burst against verify.DemoPolicy ("rate 1/s, burst 3,
 // rejections with 429"): the nginx-like server breaks it with
 // reject-status-mismatch (503, not 429) and retry-after-missing. tool is
-// the document's "tool".
-func (r *DemoResult) Judge(tool string) verify.Report {
-	return verify.AnalyzeRun(r.Run, verify.DemoPolicy(), verify.Options{Tool: tool, Schema: verify.SchemaCheck, Targets: []string{r.URL}})
+// the document's "tool", now its "time".
+func (r *DemoResult) Judge(tool string, now time.Time) verify.Report {
+	return verify.AnalyzeRun(r.Run, verify.DemoPolicy(), verify.Options{Tool: tool, Schema: verify.SchemaCheck, Targets: []string{r.URL}, Time: now})
 }
 
 // Demo starts the reference server with DemoPolicy, fires a burst of Count

@@ -72,6 +72,16 @@ type SelftestDoc struct {
 	Cases    []SelftestDocCase `json:"cases"`
 	Families []string          `json:"families"`
 	Matrix   [][]int           `json:"matrix"`
+	// Coverage is, per parameter, how often the reported [low, high]
+	// contained the truth.
+	Coverage []SelftestCoverage `json:"coverage"`
+}
+
+// SelftestCoverage is one parameter's bounds coverage in the document.
+type SelftestCoverage struct {
+	Param   string `json:"param"`
+	Cases   int    `json:"cases"`
+	Covered int    `json:"covered"`
 }
 
 // SelftestDocCase is one case of the selftest in the document.
@@ -93,6 +103,10 @@ func (r *SelftestReport) Doc(tool string, quick bool) SelftestDoc {
 		Sockets: r.Sockets, Matrix: r.Matrix()}
 	for _, fam := range infer.Families {
 		doc.Families = append(doc.Families, string(fam))
+	}
+	doc.Coverage = []SelftestCoverage{}
+	for _, c := range r.Coverage() {
+		doc.Coverage = append(doc.Coverage, SelftestCoverage{Param: c.Name, Cases: c.Cases, Covered: c.Covered})
 	}
 	for _, row := range r.Rows {
 		c := SelftestDocCase{Name: row.Case.Name, Served: row.Case.Describe(), Want: row.Case.Want.Family, Right: row.OK(),
@@ -171,6 +185,7 @@ func (r *SelftestReport) WriteText(w io.Writer) error {
 	}
 	report.WriteTableFrom(w, header, mrows, 1)
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, r.CoverageText())
 	verdict := "pass"
 	if r.Misses() > 0 {
 		verdict = "FAIL"

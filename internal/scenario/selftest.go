@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,11 @@ type SelftestWant struct {
 	// rate_per_s, capacity, undelayed, queue) with their true values:
 	// integers must be exact, real values within 10 %.
 	Params map[string]float64
+	// NeverRejects, OverAdmission and RetryAfterGrade are checked when
+	// set (see selftest_wild.go).
+	NeverRejects    bool
+	OverAdmission   bool
+	RetryAfterGrade string
 }
 
 // SelftestCase is one row of the selftest's truth table: a reference
@@ -56,6 +62,10 @@ type SelftestCase struct {
 	Want   SelftestWant
 	// Quick marks the cases `selftest --quick` runs over real sockets.
 	Quick bool
+	// Wild holds what the cases of the wild (issue 13) add: a non-atomic
+	// backend, long windows started at a chosen phase, other clients'
+	// traffic (see selftest_wild.go).
+	Wild
 }
 
 // Describe says what the case serves, for people.
@@ -135,7 +145,7 @@ func SelftestCases() []SelftestCase {
 	lbDelay.Delay = 2
 	lbNoDelay := bucket(limiter.LeakyBucket, 2, 4)
 	lbNoDelay.NoDelay = true
-	return []SelftestCase{
+	return append([]SelftestCase{
 		{Name: "fixed-window-epoch", Policy: pol(fw(5, 2, limiter.AlignEpoch), testserver.KeyGlobal, 429, headers.Draft8),
 			Want: SelftestWant{Family: infer.FixedWindow, Alignment: infer.AlignEpoch, Key: infer.KeyGlobal, Params: windows(5, 2)}},
 		{Name: "fixed-window-first", Policy: pol(fw(4, 1, limiter.AlignFirstRequest), hdr, 503, headers.None), Quick: true,
@@ -163,7 +173,7 @@ func SelftestCases() []SelftestCase {
 			Want: SelftestWant{Family: infer.LeakyBucketQueue, Key: hdr,
 				Params: map[string]float64{"rate_per_s": 5, "capacity": 7, "undelayed": 3, "queue": 4}}},
 		{Name: "none", Quick: true, Want: SelftestWant{Family: infer.None}},
-	}
+	}, wildCases()...)
 }
 
 // SelftestOptions configure Selftest. The zero value runs the full grid
@@ -186,6 +196,9 @@ type SelftestOptions struct {
 	OnCase func(SelftestRow)
 	// Tool is the tool name written in the inference documents.
 	Tool string
+	// Long includes the cases that take minutes of real time (60 s
+	// windows): for a synctest bubble, where time is fake.
+	Long bool
 }
 
 // SelftestRow is one case's outcome.
@@ -257,6 +270,9 @@ func Selftest(ctx context.Context, opt SelftestOptions) (*SelftestReport, error)
 	if opt.Quick {
 		cases = slices.DeleteFunc(slices.Clone(cases), func(c SelftestCase) bool { return !c.Quick })
 	}
+	if !opt.Long {
+		cases = slices.DeleteFunc(slices.Clone(cases), func(c SelftestCase) bool { return c.Long })
+	}
 	par := opt.Parallel
 	if par <= 0 {
 		par = 2
@@ -312,6 +328,9 @@ func RunSelftestCase(ctx context.Context, c SelftestCase, opt SelftestOptions) (
 		l, dial = ml, ml.Dial
 	}
 	stop, err := serveCase(c, l)
+	if err == nil {
+		stop = c.Wild.start(ctx, stop, host, dial, c.Policy)
+	}
 	if err != nil {
 		l.Close()
 		row.Err = fmt.Errorf("scenario: selftest %s: %w", c.Name, err)
@@ -335,7 +354,7 @@ func RunSelftestCase(ctx context.Context, c SelftestCase, opt SelftestOptions) (
 		row.Err = fmt.Errorf("scenario: selftest %s: %w", c.Name, err)
 		return row
 	}
-	inf, err := sess.Infer(ctx, session.InferOptions{NoPreflight: true, KeyName: keyName, MaxWindow: selftestMaxWindow})
+	inf, err := sess.Infer(ctx, session.InferOptions{NoPreflight: true, KeyName: keyName, MaxWindow: cmp.Or(c.MaxWindow, selftestMaxWindow)})
 	if errors.Is(err, session.ErrIncomplete) {
 		err = nil // the row judges the inference as far as it got
 	}
@@ -361,6 +380,7 @@ func serveCase(c SelftestCase, l net.Listener) (stop func(), err error) {
 	srv, err := testserver.New(testserver.Config{
 		Routes:  []testserver.Route{{Policy: *c.Policy}},
 		Handler: testserver.HandlerOptions{EchoArrival: true},
+		Memory:  c.Memory,
 	})
 	if err != nil {
 		return nil, err
@@ -411,6 +431,7 @@ func JudgeInference(w SelftestWant, inf *infer.Inference) (problems []string, er
 	if w.Key != "" && inf.Key != w.Key {
 		problems = append(problems, fmt.Sprintf("key %s, want %s", inf.Key, w.Key))
 	}
+	problems = append(problems, judgeWild(w, inf)...)
 	names := make([]string, 0, len(w.Params))
 	for n := range w.Params {
 		names = append(names, n)

@@ -1,0 +1,53 @@
+package infer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/limiter"
+)
+
+// TestInferLongEpochWindow: 20 requests per clock minute, entered at any
+// second of the minute: window 60 s ± 2 % and alignment epoch. With
+// draft-8 headers (a policy of 20 per 60 s, returns on the minute) within
+// 2·W + 30 s; with only Retry-After (a comb refines the advertised
+// return) or nothing, within 6·W + 30 s.
+func TestInferLongEpochWindow(t *testing.T) {
+	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 20, Window: time.Minute, Align: limiter.AlignEpoch}
+	for _, hd := range []string{"draft-8", "retry-after", "none"} {
+		for _, phase := range []int{0, 17, 41, 59} {
+			name := fmt.Sprintf("%s, at second %d", hd, phase)
+			o := time.Date(2030, 1, 1, 0, 0, phase, 300e6, time.UTC)
+			srv := simServer{cfg: cfg, oneWay: 2 * time.Millisecond, retry: hd != "none"}
+			if hd == "draft-8" {
+				srv.dialect = headers.Draft8
+			}
+			e := newSimEngine(srv, o)
+			inf, err := Infer(context.Background(), e, Options{Origin: o, Now: e.clock, MaxWindow: time.Minute})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if inf.Algorithm != FixedWindow || inf.Alignment == nil || *inf.Alignment != AlignEpoch ||
+				inf.Params.WindowS == nil || math.Abs(inf.Params.WindowS.Value-60) > 1.2 || inf.Params.Limit.Value != 20 {
+				t.Errorf("%s: %s limit %+v window %+v alignment %v, want fixed-window 20 per 60 s ± 2 %%, epoch",
+					name, inf.Algorithm, inf.Params.Limit, inf.Params.WindowS, deref(inf.Alignment))
+				continue
+			}
+			if w := inf.Params.WindowS; w.Low > 60 || w.High < 60 {
+				t.Errorf("%s: window %+v leaves out the truth", name, *w)
+			}
+			budget := 390.0
+			if hd == "draft-8" {
+				budget = 150
+			}
+			if inf.DurationS > budget {
+				t.Errorf("%s: took %.1f s, want at most %.0f s", name, inf.DurationS, budget)
+			}
+			t.Logf("%s: window %+v in %.1f s, %d requests", name, *inf.Params.WindowS, inf.DurationS, inf.Requests)
+		}
+	}
+}
