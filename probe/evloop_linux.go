@@ -394,27 +394,32 @@ func (l *evloop) run() {
 			l.closeDispatch()
 			continue
 		}
-		for _, ev := range l.evs[:max(n, 0)] {
-			fd := int(ev.Fd)
-			switch fd {
-			case l.tfd, l.efd:
-				var b [8]byte
-				_, _ = unix.Read(fd, b[:])
-				if fd == l.efd {
-					l.drainInbox()
-				}
-				continue
+		l.handle(n)
+	}
+}
+
+// handle processes the first n events of l.evs.
+func (l *evloop) handle(n int) {
+	for _, ev := range l.evs[:max(n, 0)] {
+		fd := int(ev.Fd)
+		switch fd {
+		case l.tfd, l.efd:
+			var b [8]byte
+			_, _ = unix.Read(fd, b[:])
+			if fd == l.efd {
+				l.drainInbox()
 			}
-			c := l.conns[fd]
-			if c == nil || c.away {
-				continue
-			}
-			if ev.Events&unix.EPOLLOUT != 0 && len(c.wrest) > 0 {
-				l.writeRest(c)
-			}
-			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 && l.conns[fd] == c {
-				l.onReadable(c)
-			}
+			continue
+		}
+		c := l.conns[fd]
+		if c == nil || c.away {
+			continue
+		}
+		if ev.Events&unix.EPOLLOUT != 0 && len(c.wrest) > 0 {
+			l.writeRest(c)
+		}
+		if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 && l.conns[fd] == c {
+			l.onReadable(c)
 		}
 	}
 }
@@ -455,6 +460,7 @@ func (l *evloop) wait(d time.Duration) (int, error) {
 // (zero: no event left).
 func (l *evloop) dispatchDue(now time.Time) time.Time {
 	r := l.r
+	sent := 0
 	for l.k < len(r.events) {
 		ev := r.events[l.k]
 		at := r.begin.Add(ev.at)
@@ -477,9 +483,19 @@ func (l *evloop) dispatchDue(now time.Time) time.Time {
 		l.k++
 		l.send(ev.idx, now)
 		now = time.Now()
+		if sent++; sent%readEvery == 0 && l.busy > 0 {
+			// A long burst: take the answers already there, so that their
+			// times are not stamped only after the last write.
+			n, _ := l.wait(0)
+			l.handle(n)
+		}
 	}
 	return time.Time{}
 }
+
+// readEvery is how many sends in a row the loop writes before it reads
+// what has arrived meanwhile.
+const readEvery = 16
 
 // send runs send i on an idle connection of its pool, or queues it for
 // the next one freed or dialled.
