@@ -144,9 +144,10 @@ type Result struct {
 	// offset is to be subtracted. Nil when there was no echo.
 	Arrival *int64 `json:"arrival,omitempty"`
 	// Decision is the reference server's decision sequence number: the
-	// order in which its limiter decided the requests it received (0 for
-	// the first decision after the server started, then 1, 2 …; one
-	// counter per server). Arrival stamps do not fix that order — a server
+	// order in which its limiter decided the requests it received (1 for
+	// the first decision after the route's backend started, then 2, 3 …;
+	// one counter per route, so numbers compare within a route only).
+	// Arrival stamps do not fix that order — a server
 	// stamps before it decides — so only a Decision makes the order of two
 	// close requests evidence. Nil when the server sent none (every server
 	// but rlprobe's own).
