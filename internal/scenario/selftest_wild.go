@@ -134,7 +134,17 @@ func (w Wild) start(ctx context.Context, stop func(), host string, dial probe.Di
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		// A foreign client keeps its own clock: an odd phase and period keep
+		// its requests off the instants the probe's schedule uses, so that
+		// under synctest no two requests meet at one fake instant, where
+		// their order would be the goroutines' (and the grid not
+		// replayable).
+		select {
+		case <-time.After(3141 * time.Microsecond):
+		case <-fctx.Done():
+			return
+		}
+		t := time.NewTicker(time.Duration(float64(time.Second)/rate) + 1373*time.Microsecond)
 		defer t.Stop()
 		for {
 			select {
