@@ -45,25 +45,26 @@ func (r renumbered) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 	return res, err
 }
 
-// nonAtomic is the classic check-then-act limiter: read the key's state,
-// decide, sleep gap, write the new state back, without a lock across.
-type nonAtomic struct {
-	cfg limiter.Config
-	gap time.Duration
-	mu  sync.Mutex
-	st  map[string]limiter.State
-}
-
-func (b *nonAtomic) Decide(_ context.Context, key string, now time.Time) (limiter.Decision, error) {
-	b.mu.Lock()
-	st := b.st[key]
-	b.mu.Unlock()
-	st, d := b.cfg.Step(st, now)
-	time.Sleep(b.gap)
-	b.mu.Lock()
-	b.st[key] = st
-	b.mu.Unlock()
-	return d, nil
+// serveMatrix serves c.server in memory for the rest of the test (inside
+// its synctest bubble): with c.gap, on testserver's non-atomic backend.
+func serveMatrix(t *testing.T, c matrixCase) *testserver.MemListener {
+	ln := testserver.NewMemListener()
+	route := testserver.Route{Path: "", Policy: c.server}
+	if c.gap > 0 {
+		b, err := testserver.NewNonAtomicMemoryBackend(c.server.Limiter, testserver.NonAtomicOptions{RaceGap: c.gap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		route.Backend = b
+	}
+	h, err := testserver.NewHandler([]testserver.Route{route}, testserver.HandlerOptions{EchoArrival: c.echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln
 }
 
 // matrixCase is a reference-server configuration and the policy it is
@@ -86,18 +87,7 @@ func runCheck(t *testing.T, c matrixCase) verify.Report {
 	t.Helper()
 	var rep verify.Report
 	synctest.Test(t, func(t *testing.T) {
-		ln := testserver.NewMemListener()
-		route := testserver.Route{Path: "", Policy: c.server}
-		if c.gap > 0 {
-			route.Backend = &nonAtomic{cfg: c.server.Limiter, gap: c.gap, st: map[string]limiter.State{}}
-		}
-		h, err := testserver.NewHandler([]testserver.Route{route}, testserver.HandlerOptions{EchoArrival: c.echo})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: h}
-		go srv.Serve(ln)
-		defer srv.Close()
+		ln := serveMatrix(t, c)
 
 		url := "http://" + testserver.MemListenerAddr + "/api"
 		zero := time.Now()
@@ -319,18 +309,7 @@ func runPattern(t *testing.T, c matrixCase, s patterns.Schedule) verify.Report {
 	t.Helper()
 	var rep verify.Report
 	synctest.Test(t, func(t *testing.T) {
-		ln := testserver.NewMemListener()
-		route := testserver.Route{Path: "", Policy: c.server}
-		if c.gap > 0 {
-			route.Backend = &nonAtomic{cfg: c.server.Limiter, gap: c.gap, st: map[string]limiter.State{}}
-		}
-		h, err := testserver.NewHandler([]testserver.Route{route}, testserver.HandlerOptions{EchoArrival: c.echo})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: h}
-		go srv.Serve(ln)
-		defer srv.Close()
+		ln := serveMatrix(t, c)
 		url := "http://" + testserver.MemListenerAddr + "/api"
 		p, err := probe.New(probe.Options{URLs: []string{url}, Dial: ln.Dial, Agent: "a1", TimerPacing: true, AbortAfterErrors: -1})
 		if err != nil {
