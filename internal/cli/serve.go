@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/testserver"
@@ -16,9 +14,6 @@ import (
 func init() {
 	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return NewCmdServe(f, g, nil) })
 }
-
-// shutdownGrace bounds the graceful stop of `serve` after a signal.
-const shutdownGrace = 10 * time.Second
 
 // ServeOptions are the flags of `rlprobe serve`.
 type ServeOptions struct {
@@ -98,34 +93,9 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 	return cmd
 }
 
-// reloadOnHangup re-reads the config file on each hang-up (SIGHUP) and
-// swaps the server's routes, as nginx -s reload does; a file that does
-// not load leaves the running routes as they were.
-func reloadOnHangup(ctx context.Context, f *Factory, srv *testserver.Server, path string, hup <-chan struct{}) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-		}
-		if err := srv.ReloadFile(path); err != nil {
-			fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: reload of %s failed, the previous routes stay: %v\n", path, err)
-			continue
-		}
-		fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: reloaded %s\n", path)
-	}
-}
-
-// quietRedis drops go-redis's own log lines (its pool's dial retries, on
-// stderr): serve reports an unreachable Redis once, in its own words, and
-// a backend failure while serving is answered per --on-backend-error.
-type quietRedis struct{}
-
-func (quietRedis) Printf(context.Context, string, ...any) {}
-
 func serveRun(ctx context.Context, o *ServeOptions) error {
 	f := o.f
-	redis.SetLogger(quietRedis{})
+	testserver.SilenceRedisLog()
 	if o.LogRequests {
 		o.Log = f.IO.ErrOut
 	}
@@ -154,15 +124,13 @@ func serveRun(ctx context.Context, o *ServeOptions) error {
 	if f.ServeReady != nil {
 		f.ServeReady(srv)
 	}
+	run := testserver.RunOptions{Log: func(msg string) { fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: %s\n", msg) }}
 	if o.ConfigFile != "" {
 		hup, stop := f.hangups()
 		defer stop()
-		go reloadOnHangup(ctx, f, srv, o.ConfigFile, hup)
+		run.Reload, run.ReloadFile = hup, o.ConfigFile
 	}
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := srv.Run(ctx, run); err != nil {
 		// A signal asked us to stop, and we did: say what was cut short.
 		fmt.Fprintf(f.IO.ErrOut, "rlprobe: serve: stopped without waiting for every request: %v\n", err)
 	}
