@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,21 +18,12 @@ func init() {
 
 // WatchOptions are the flags of `rlprobe watch`.
 type WatchOptions struct {
-	f             *Factory
-	g             *GlobalOptions
-	Target        targetOptions
-	Policy        session.PolicySpec
-	Every         time.Duration
-	Budget        string
-	MetricsListen string
-	Public        bool
-	Webhook       string
-	Dir           string
-	Keep          int
-	KeepBytes     int64
-	Once          bool
-	Infer         bool
-	FailOn        string
+	f      *Factory
+	g      *GlobalOptions
+	Target targetOptions
+	Policy session.PolicySpec
+	watch.Settings
+	Webhook string
 }
 
 // NewCmdWatch builds `rlprobe watch`; runF (nil: the real one) runs it.
@@ -70,24 +59,7 @@ func NewCmdWatch(f *Factory, g *GlobalOptions, runF func(context.Context, *Watch
 
 func watchRun(ctx context.Context, o *WatchOptions) error {
 	f, g := o.f, o.g
-	var probs []string
-	share, err := watch.ParseShare(o.Budget)
-	if err != nil {
-		probs = append(probs, err.Error())
-	}
-	failOn, err := verify.ParseSeverity(o.FailOn)
-	if err != nil {
-		probs = append(probs, "--fail-on: must be info, warning or error")
-	}
-	if o.Every < 0 {
-		probs = append(probs, "--every must be positive")
-	}
-	maddr := ""
-	if o.MetricsListen != "" {
-		if maddr, err = watch.MetricsAddr(o.MetricsListen, o.Public); err != nil {
-			probs = append(probs, err.Error())
-		}
-	}
+	cfg, maddr, probs := o.Settings.Config()
 	if err := usageProblems(probs); err != nil {
 		return err
 	}
@@ -99,19 +71,15 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg := watch.Config{
-		Session: sess.Config(), Policy: pol, Every: o.Every, Share: share, Once: o.Once, Infer: o.Infer, FailOn: failOn,
-		Dir:  watch.Dir{Path: o.Dir, Keep: o.Keep, KeepBytes: o.KeepBytes},
-		Tool: f.tool(), Warn: func(msg string) { fmt.Fprintf(f.IO.ErrOut, "rlprobe: warning: %s\n", msg) },
-		Log: watchLogger(f, g),
-	}
+	cfg.Session, cfg.Policy, cfg.Tool = sess.Config(), pol, f.tool()
+	cfg.Warn = func(msg string) { fmt.Fprintf(f.IO.ErrOut, "rlprobe: warning: %s\n", msg) }
+	cfg.Log = watch.NewLogger(f.IO.Out, f.IO.ErrOut, g.JSON, g.Quiet)
 	cfg.Session.Progress = session.Progress{}
 	cfg.ConfirmInfer = cfg.Session.Confirm
 	if o.Webhook != "" {
 		cfg.Webhook = watch.NewWebhook(o.Webhook, cfg.Session.Probe.Redactor)
 	}
 	if maddr != "" {
-		cfg.Metrics = watch.NewMetrics()
 		bound, stop, err := watch.ServeMetrics(maddr, cfg.Metrics)
 		if err != nil {
 			return UsageErr(err)
@@ -127,20 +95,4 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 		return session.VerdictError(res.Last, nil)
 	}
 	return nil
-}
-
-// watchLogger writes each event: a line on stderr, or with --json the
-// document on stdout.
-func watchLogger(f *Factory, g *GlobalOptions) func(watch.Event) {
-	return func(ev watch.Event) {
-		if g.JSON {
-			b, _ := json.Marshal(ev)
-			fmt.Fprintf(f.IO.Out, "%s\n", b)
-			return
-		}
-		if g.Quiet && ev.Kind != watch.KindDrift && ev.Kind != watch.KindFinding {
-			return
-		}
-		fmt.Fprintf(f.IO.ErrOut, "%s rlprobe watch: %s\n", ev.Time.Format(time.RFC3339), ev.Message)
-	}
 }
