@@ -3,16 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/internal/scenario"
-	"github.com/rlprobe/rlprobe/record"
-	"github.com/rlprobe/rlprobe/report"
-	"github.com/rlprobe/rlprobe/session"
-	"github.com/rlprobe/rlprobe/verify"
 )
 
 func init() {
@@ -71,15 +66,9 @@ func demoRun(ctx context.Context, o *DemoOptions) error {
 		inf.Tool = tool
 	}
 	if o.Out.wanted(f) {
-		in := report.FromMerged(record.Merge(res.Run), nil)
-		docs := []any{verdict}
-		if inf != nil {
-			docs = append(docs, inf)
-		}
-		for _, doc := range docs {
-			if err := in.AddDocument(doc); err != nil {
-				return WithCode(ExitInternal, err)
-			}
+		in, err := res.Input(verdict, inf)
+		if err != nil {
+			return WithCode(ExitInternal, err)
 		}
 		if err := o.Out.write(f, in); err != nil {
 			return err
@@ -88,25 +77,5 @@ func demoRun(ctx context.Context, o *DemoOptions) error {
 	if g.JSON {
 		return writeJSON(f.IO.Out, res.Doc(tool, verdict, inf))
 	}
-	return writeDemo(f, res, verdict, inf, textOptions(f, g))
-}
-
-// writeDemo renders the demo for people: the burst, the verdict, the
-// inference.
-func writeDemo(f *Factory, res *scenario.DemoResult, verdict verify.Report, inf *infer.Inference, opt report.TextOptions) error {
-	w := f.IO.Out
-	if err := res.WriteText(w); err != nil {
-		return err
-	}
-	pol := verify.DemoPolicy()
-	fmt.Fprintf(w, "\n%s\n", strings.Repeat("─", 72))
-	fmt.Fprintf(w, "Checked against the policy a client would expect (%s, rejections with 429):\n", session.DescribePolicy(&pol))
-	verdict.RecordFile = ""
-	if err := report.WriteVerdict(w, &verdict, session.DescribePolicy(&pol), opt); err != nil || inf == nil {
-		return err
-	}
-	fmt.Fprintf(w, "\n%s\n", strings.Repeat("─", 72))
-	fmt.Fprintln(w, "Inferred from the outside (rlprobe infer), against a fresh demo server:")
-	inf.RecordFile = "(in memory)"
-	return report.WriteInference(w, inf, 1, opt)
+	return res.WriteReport(f.IO.Out, verdict, inf, textOptions(f, g))
 }
