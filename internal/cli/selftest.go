@@ -44,33 +44,14 @@ func NewCmdSelftest(f *Factory, g *GlobalOptions, runF func(context.Context, *Se
 
 func selftestRun(ctx context.Context, o *SelftestOptions) error {
 	f, g := o.f, o.g
-	par := o.Parallel
-	if o.Quick && par == 0 {
-		// Over real sockets each case has the cores to itself: the timing
-		// infer reads must not wait behind another case's fitting.
-		par = 1
-	}
-	if par == 0 {
-		par = 3
-	}
-	opt := scenario.SelftestOptions{Quick: o.Quick, Sockets: o.Quick, Parallel: par, Tool: f.tool()}
+	opt := scenario.SelftestOptions{Quick: o.Quick, Sockets: o.Quick, Parallel: o.Parallel, Tool: f.tool()}
 	if f.Selftest != nil {
 		f.Selftest(&opt)
 	}
 	start := time.Now()
 	if !g.Quiet {
-		where := "in-memory connections"
-		if opt.Sockets {
-			where = "loopback sockets"
-		}
-		fmt.Fprintf(f.IO.ErrOut, "selftest: reference server × every family → infer (%s, real time)\n", where)
-		opt.OnCase = func(r scenario.SelftestRow) {
-			verdict := "right"
-			if !r.OK() {
-				verdict = "MISS"
-			}
-			fmt.Fprintf(f.IO.ErrOut, "selftest: %s: %s (%s)\n", r.Case.Name, verdict, session.RoundDuration(r.Duration))
-		}
+		fmt.Fprintf(f.IO.ErrOut, "selftest: %s\n", opt.Describe())
+		opt.OnCase = func(r scenario.SelftestRow) { fmt.Fprintf(f.IO.ErrOut, "selftest: %s\n", r) }
 	}
 	rep, err := scenario.Selftest(ctx, opt)
 	if err != nil {

@@ -177,14 +177,17 @@ func SelftestCases() []SelftestCase {
 }
 
 // SelftestOptions configure Selftest. The zero value runs the full grid
-// over in-memory connections, in real time, two cases at a time.
+// over in-memory connections, in real time, three cases at a time.
 type SelftestOptions struct {
 	// Quick runs only the cases marked Quick.
 	Quick bool
 	// Sockets serves each case on a loopback socket instead of an
 	// in-memory listener.
 	Sockets bool
-	// Parallel is how many cases run at once; 0 means 2.
+	// Parallel is how many cases run at once; 0 means
+	// DefaultSelftestParallel, or 1 with Sockets: over real sockets each
+	// case has the cores to itself, so the timing infer reads does not wait
+	// behind another case's fitting.
 	Parallel int
 	// Cases, when set, replaces SelftestCases (Quick still filters).
 	Cases []SelftestCase
@@ -199,6 +202,32 @@ type SelftestOptions struct {
 	// Long includes the cases that take minutes of real time (60 s
 	// windows): for a synctest bubble, where time is fake.
 	Long bool
+}
+
+// DefaultSelftestParallel is how many cases Selftest runs at once over
+// in-memory connections when SelftestOptions.Parallel is 0.
+const DefaultSelftestParallel = 3
+
+// parallel is how many cases run at once: Parallel, or its default.
+func (o SelftestOptions) parallel() int {
+	switch {
+	case o.Parallel > 0:
+		return o.Parallel
+	case o.Sockets:
+		return 1
+	}
+	return DefaultSelftestParallel
+}
+
+// Describe says in one line what Selftest does with these options, for a
+// progress line: "reference server × every family → infer (in-memory
+// connections, real time)", or "(loopback sockets, …)" with Sockets.
+func (o SelftestOptions) Describe() string {
+	where := "in-memory connections"
+	if o.Sockets {
+		where = "loopback sockets"
+	}
+	return "reference server × every family → infer (" + where + ", real time)"
 }
 
 // SelftestRow is one case's outcome.
@@ -219,6 +248,17 @@ type SelftestRow struct {
 
 // OK reports whether the case ran and infer got it right.
 func (r SelftestRow) OK() bool { return r.Err == nil && r.Got != nil && len(r.Problems) == 0 }
+
+// String is the row as a progress line: "NAME: right (DURATION)", or
+// "NAME: MISS (DURATION)" when it is not OK; the duration is rounded for
+// people (session.RoundDuration).
+func (r SelftestRow) String() string {
+	verdict := "right"
+	if !r.OK() {
+		verdict = "MISS"
+	}
+	return fmt.Sprintf("%s: %s (%s)", r.Case.Name, verdict, session.RoundDuration(r.Duration))
+}
 
 // SelftestReport is the outcome of a selftest.
 type SelftestReport struct {
@@ -273,10 +313,7 @@ func Selftest(ctx context.Context, opt SelftestOptions) (*SelftestReport, error)
 	if !opt.Long {
 		cases = slices.DeleteFunc(slices.Clone(cases), func(c SelftestCase) bool { return c.Long })
 	}
-	par := opt.Parallel
-	if par <= 0 {
-		par = 2
-	}
+	par := opt.parallel()
 	rep := &SelftestReport{Rows: make([]SelftestRow, len(cases)), Sockets: opt.Sockets}
 	var mu sync.Mutex
 	sem := make(chan struct{}, par)
