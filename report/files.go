@@ -48,13 +48,7 @@ func (o Files) Write(in *Input, stdout io.Writer, getenv func(string) string, wa
 		if err := file.render(&b); err != nil {
 			return fmt.Errorf("%s: %w", file.flag, err)
 		}
-		var err error
-		if file.path == "-" {
-			_, err = stdout.Write(b.Bytes())
-		} else {
-			err = os.WriteFile(file.path, b.Bytes(), 0o644)
-		}
-		if err != nil {
+		if err := writeOutput(file.path, stdout, b.Bytes()); err != nil {
 			return fmt.Errorf("%s: %w", file.flag, err)
 		}
 	}

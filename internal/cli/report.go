@@ -1,10 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -70,17 +69,13 @@ func reportRun(_ context.Context, o *ReportOptions) error {
 		}
 	}
 	toStdout := o.Out == "" || o.Out == "-"
-	var b bytes.Buffer
 	opt := report.TableOptions{Width: f.IO.Width, Color: g.UseColor(f, toStdout && f.IO.OutTTY)}
-	if err := report.Render(&b, format, in, opt); err != nil {
-		return err
-	}
-	if toStdout {
-		if _, err := f.IO.Out.Write(b.Bytes()); err != nil {
-			return err
+	var oerr *report.OutputError
+	if err := report.WriteOutput(o.Out, f.IO.Out, format, in, opt); err != nil {
+		if errors.As(err, &oerr) {
+			return UsageErr(fmt.Errorf("-o: %w", oerr.Err))
 		}
-	} else if err := os.WriteFile(o.Out, b.Bytes(), 0o644); err != nil {
-		return UsageErr(fmt.Errorf("-o: %w", err))
+		return err
 	}
 	return o.Reports.write(f, in)
 }
