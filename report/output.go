@@ -17,6 +17,7 @@ type OutputError struct {
 	Err error
 }
 
+// Error returns Err's text, without the path.
 func (e *OutputError) Error() string { return e.Err.Error() }
 
 // Unwrap returns Err.
