@@ -5,13 +5,15 @@ import (
 	"io"
 )
 
-// MaxStdin is the most ConfigSource.Read takes from standard input, in bytes
-// (64 MiB): more is cut off there, and the parse fails on what remains.
+// MaxStdin is the most ConfigSource.Read takes from standard input, in
+// bytes (64 MiB): anything beyond is not read, and the config is parsed
+// as cut there.
 const MaxStdin = 64 << 20
 
-// ConfigSource says which config to read and which part of it: the --format,
-// --server and --location flags of policy import, policy lint and check
-// --from-config. The zero value guesses the format and keeps every rule.
+// ConfigSource says which config to read and which part of it: the
+// --format, --server and --location flags of policy import, policy lint
+// and check --from-config. The zero value guesses the format and keeps
+// every rule.
 type ConfigSource struct {
 	// Format is the config's format as a user spells it (nginx, envoy,
 	// traefik, kong; any case); "" guesses it from the name and content.

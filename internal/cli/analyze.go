@@ -13,21 +13,19 @@ func init() {
 	register(func(f *Factory, g *GlobalOptions) *cobra.Command { return NewCmdAnalyze(f, g, nil) })
 }
 
-// AnalyzeOptions are the flags of `rlprobe analyze`.
+// AnalyzeOptions are the flags of `rlprobe analyze`: the library's
+// options (FILE..., the policy flags, --out, --force, --append) and the
+// verdict's.
 type AnalyzeOptions struct {
-	f       *Factory
-	g       *GlobalOptions
-	Files   []string
-	Policy  session.PolicySpec
+	f *Factory
+	g *GlobalOptions
+	session.AnalyzeOptions
 	Verdict verdictOptions
-	Out     string // --out: a new record file with the verdict
-	Force   bool
-	Append  bool // --append: add the verdict to the single input
 }
 
 // NewCmdAnalyze builds `rlprobe analyze`; runF (nil: the real one) runs it.
 func NewCmdAnalyze(f *Factory, g *GlobalOptions, runF func(context.Context, *AnalyzeOptions) error) *cobra.Command {
-	o := &AnalyzeOptions{f: f, g: g}
+	o := &AnalyzeOptions{f: f, g: g, AnalyzeOptions: session.AnalyzeOptions{Policy: &session.PolicySpec{}}}
 	cmd := &cobra.Command{
 		Use:     "analyze FILE... [policy flags]",
 		Short:   "Give the check verdicts offline, from record files",
@@ -39,7 +37,7 @@ func NewCmdAnalyze(f *Factory, g *GlobalOptions, runF func(context.Context, *Ana
 			return runOr(runF, analyzeRun)(cmd.Context(), o)
 		},
 	}
-	addPolicyFlags(cmd, &o.Policy)
+	addPolicyFlags(cmd, o.Policy)
 	addVerdictFlags(cmd, &o.Verdict)
 	fl := cmd.Flags()
 	fl.StringVar(&o.Out, "out", "", "write a new record `FILE`: the merged inputs with the verdict")
@@ -50,8 +48,8 @@ func NewCmdAnalyze(f *Factory, g *GlobalOptions, runF func(context.Context, *Ana
 
 func analyzeRun(_ context.Context, o *AnalyzeOptions) error {
 	f, g := o.f, o.g
-	opts := session.AnalyzeOptions{Files: o.Files, Stdin: f.IO.In, Policy: &o.Policy, FailOn: o.Verdict.failOn,
-		Tool: f.tool(), Time: f.now(), Out: o.Out, Force: o.Force, Append: o.Append}
+	opts := o.AnalyzeOptions
+	opts.Stdin, opts.FailOn, opts.Tool, opts.Time = f.IO.In, o.Verdict.failOn, f.tool(), f.now()
 	if !g.Quiet {
 		opts.Warn = func(w string) { fmt.Fprintf(f.IO.ErrOut, "rlprobe: warning: %s\n", w) }
 	}
