@@ -48,11 +48,16 @@ func ParseFamily(s string) (Family, error) {
 			return f, nil
 		}
 	}
+	return "", fmt.Errorf("infer: unknown family %q; one of %s", s, strings.Join(FamilyNames(), ", "))
+}
+
+// FamilyNames returns the spellings of Families, in their order.
+func FamilyNames() []string {
 	names := make([]string, len(Families))
 	for i, f := range Families {
 		names[i] = string(f)
 	}
-	return "", fmt.Errorf("infer: unknown family %q; one of %s", s, strings.Join(names, ", "))
+	return names
 }
 
 // Alignments and keys as reported (contract names).

@@ -6,10 +6,25 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 )
+
+// WriteRun prints the plain-text form of a run document: what was sent
+// where, in how long and how it ended, the summary (WriteRunSummary) and
+// the record file.
+func WriteRun(w io.Writer, doc *record.RunDoc, lateThreshold time.Duration) error {
+	fmt.Fprintf(w, "rlprobe run: %d of %d requests sent to %s in %s (%s)\n\n", doc.Sent, doc.Scheduled,
+		strings.Join(doc.Targets, ", "), units.HumanDuration(units.Seconds(doc.DurationS)), doc.Reason)
+	if err := WriteRunSummary(w, doc.RunSummary, lateThreshold); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "record file: %s\n", doc.RecordFile)
+	return err
+}
 
 // WriteRunSummary prints the plain-text summary `rlprobe run` ends with:
 // the outcomes by status with their latency, the clients when there are

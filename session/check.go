@@ -153,9 +153,7 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	}
 	budget, cancel := context.WithDeadline(ctx, start.Add(maxDur))
 	defer cancel()
-	if f := s.cfg.Progress.Started; f != nil {
-		f(start, min(planned, maxDur), patterns.Schedule{})
-	}
+	s.started(start, min(planned, maxDur), patterns.Schedule{})
 	var runErr error
 	for i := range pol.Endpoints {
 		done, _ := s.rec.counts()

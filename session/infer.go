@@ -88,9 +88,7 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 		}
 		prior = []record.Result{pre}
 	}
-	if f := s.cfg.Progress.Started; f != nil {
-		f(time.Now(), c.MaxDuration, patterns.Schedule{})
-	}
+	s.started(time.Now(), c.MaxDuration, patterns.Schedule{})
 	inf, inferErr := infer.Infer(ctx, eng, s.inferOptions(opts, zero, prior))
 	scheduled, sent := s.rec.counts()
 	reason, err := s.endError(inferErr, sent, scheduled)
@@ -156,9 +154,7 @@ func (s *Session) inferOptions(opts InferOptions, zero time.Time, prior []record
 		MaxRate:     s.cfg.Caps.MaxRate,
 		Tool:        s.cfg.Tool,
 		OnBudget: func(window, budget time.Duration) {
-			if f := s.cfg.Progress.Planned; f != nil {
-				f(budget)
-			}
+			s.replanned(budget)
 			s.line("time scale W ≈ %s: budget at most %s (6·W + 30 s)", units.HumanDuration(RoundDuration(window)), units.HumanDuration(RoundDuration(budget)))
 		},
 		OnPhase: func(name string, sent int) {

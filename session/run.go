@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -102,13 +103,16 @@ func (s *Session) Run(ctx context.Context, plan *patterns.Plan) (probe.Summary, 
 	}
 	defer eng.close()
 	eng.guard = true
-	if f := s.cfg.Progress.Started; f != nil {
-		eng.onBegin = func(begin time.Time, sc patterns.Schedule) { f(begin, sc.Duration, sc) }
+	stopPhases := func() {}
+	eng.onBegin = func(begin time.Time, sc patterns.Schedule) {
+		s.started(begin, sc.Duration, sc)
+		stopPhases = s.announcePhases(begin, sc)
 	}
 	if err := s.open(ctx, zero, plan, nil); err != nil {
 		return probe.Summary{}, err
 	}
 	results, runErr := eng.Run(ctx, sched)
+	stopPhases()
 	sum := probe.Summarize(results)
 	reason, err := s.endError(runErr, int64(sum.Sent), int64(len(sched.Sends)))
 	if runErr != nil && len(results) == 0 && !errors.Is(runErr, probe.ErrUsage) {
@@ -142,4 +146,25 @@ func describeSchedule(sc patterns.Schedule) string {
 		fmt.Fprintf(&b, "; starting at %s", sc.Start.Format(time.RFC3339Nano))
 	}
 	return b.String()
+}
+
+// RunDoc returns the document of the run of plan that ended with sum
+// (record.SchemaRun): complete when the run ended as completed; the end
+// reason, targets, seed, plan and record file are the session's.
+func (s *Session) RunDoc(plan *patterns.Plan, sum probe.Summary) (record.RunDoc, error) {
+	planJSON, err := json.Marshal(plan)
+	if err != nil {
+		return record.RunDoc{}, fmt.Errorf("session: the plan as JSON: %w", err)
+	}
+	reason := ""
+	if run := s.Record(); run != nil && run.End != nil {
+		reason = run.End.Reason
+	}
+	seed := s.cfg.Seed
+	return record.RunDoc{
+		Schema: record.SchemaRun, Tool: s.cfg.Tool,
+		Complete: reason == record.ReasonCompleted, Reason: reason,
+		Targets: s.Targets(), Seed: &seed, Plan: planJSON,
+		RunSummary: sum, RecordFile: s.RecordFile(),
+	}, nil
 }

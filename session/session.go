@@ -121,6 +121,7 @@ type Session struct {
 
 	rec    *recorder // the record of the operation, once begun
 	counts counters
+	prog   progress
 }
 
 // New returns a session over cfg.

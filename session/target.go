@@ -615,6 +615,19 @@ func (t Target) Redact(u string) string {
 	return t.redactor().URL(u)
 }
 
+// RemoteURLs returns the target URLs that are not on this machine
+// (IsLoopbackURL), redacted: the ones a front end asks about before
+// probing.
+func (t Target) RemoteURLs() []string {
+	var remote []string
+	for _, u := range t.URLs {
+		if !IsLoopbackURL(u) {
+			remote = append(remote, t.Redact(u))
+		}
+	}
+	return remote
+}
+
 // redactor is the target's redactor: the default secrets and the
 // --secret-header and --secret-query names.
 func (t Target) redactor() *record.Redactor {

@@ -160,3 +160,13 @@ func TestPreflight(t *testing.T) {
 		t.Errorf("Infer against a closed port: %v", err)
 	}
 }
+
+// TestRemoteURLs: the targets off this machine, with their secrets
+// redacted; loopback names and addresses are not asked about.
+func TestRemoteURLs(t *testing.T) {
+	tg := Target{URLs: []string{"http://127.0.0.2:8080/", "http://localhost/x", "http://[::1]/", "https://api.example.com/v1?api_key=s3cret", "http://10.0.0.1/"}}
+	got := tg.RemoteURLs()
+	if len(got) != 2 || strings.Contains(got[0], "s3cret") || !strings.HasPrefix(got[0], "https://api.example.com/v1?api_key=redacted") || got[1] != "http://10.0.0.1/" {
+		t.Errorf("RemoteURLs() = %q", got)
+	}
+}

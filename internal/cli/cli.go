@@ -152,12 +152,9 @@ func register(c func(*Factory, *GlobalOptions) *cobra.Command) { registered = ap
 func NewRootCmd(f *Factory) *cobra.Command {
 	g := &GlobalOptions{Color: "auto"}
 	root := &cobra.Command{
-		Use:   "rlprobe",
-		Short: "Test what an HTTP rate limiter really does, and whether it keeps its promise",
-		Long: `rlprobe fires traffic patterns at HTTP targets, records every request,
-verifies the results against a declared rate-limit policy, and infers which
-algorithm the target runs. It ships a reference server with every algorithm,
-header dialect and classic bug, so it can test itself.`,
+		Use:           "rlprobe",
+		Short:         "Test what an HTTP rate limiter really does, and whether it keeps its promise",
+		Long:          helpLong("rlprobe"),
 		Version:       f.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/report"
 	"github.com/rlprobe/rlprobe/session"
-	"github.com/rlprobe/rlprobe/units"
 )
 
 func init() {
@@ -44,18 +42,10 @@ func NewCmdInfer(f *Factory, g *GlobalOptions, runF func(context.Context, *Infer
 			return runOr(runF, inferRun)(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVar(&o.Expect, "expect", "", "exit 1 unless the inferred family is `FAMILY`: "+familyList())
+	cmd.Flags().StringVar(&o.Expect, "expect", "", "exit 1 unless the inferred family is `FAMILY`: "+strings.Join(infer.FamilyNames(), ", "))
 	addTargetFlags(cmd, &o.Target)
 	cmd.Flags().Lookup("start-at").Usage = startAtSuiteUsage
 	return cmd
-}
-
-func familyList() string {
-	names := make([]string, len(infer.Families))
-	for i, fam := range infer.Families {
-		names[i] = string(fam)
-	}
-	return strings.Join(names, ", ")
 }
 
 func inferRun(ctx context.Context, o *InferOptions) error {
@@ -69,13 +59,14 @@ func inferRun(ctx context.Context, o *InferOptions) error {
 		expect = fam
 	}
 	var sess *session.Session
-	prog := suiteProgress(f, g, "infer", &sess)
+	prog := sessionProgress(f, g, &sess)
 	sess, err := o.Target.newSession(f, g, prog)
 	if err != nil {
 		return err
 	}
 	if o.Target.DryRun {
-		return printInferDryRun(f, g, sess, o.Expect)
+		doc := sess.InferDryRun(expect)
+		return printDryRun(f, g, &doc)
 	}
 	inf, err := sess.Infer(ctx, session.InferOptions{Expect: expect, Lead: inferLead})
 	prog.stop()
@@ -91,20 +82,5 @@ func inferRun(ctx context.Context, o *InferOptions) error {
 	if c := ExitCode(err); perr != nil && c != ExitUsage && c != ExitInternal {
 		return perr
 	}
-	return err
-}
-
-// printInferDryRun prints what infer would do; nothing is sent.
-func printInferDryRun(f *Factory, g *GlobalOptions, sess *session.Session, expect string) error {
-	cfg := sess.Config()
-	c := cfg.Caps
-	if g.JSON {
-		return writeJSON(f.IO.Out, map[string]any{
-			"schema": infer.Schema, "tool": f.tool(), "dry_run": true, "targets": sess.Targets(),
-			"plan": sess.InferPlan(infer.Family(expect)),
-		})
-	}
-	_, err := fmt.Fprintf(f.IO.Out, "targets: %s\ncaps: %d requests, %v, %s\nplan: adaptive experiments (bursts, recovery scans, designed probes) within 6·W + 30 s\nnothing sent (--dry-run)\n",
-		strings.Join(sess.Targets(), ", "), c.MaxRequests, c.MaxDuration, units.FormatRate(c.MaxRate))
 	return err
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/rlprobe/rlprobe/patterns"
 )
 
 // parse runs cmd's flag parsing on argv (words split at spaces; "_"
@@ -41,14 +39,14 @@ func TestNewCmdFlags(t *testing.T) {
 	var run *RunOptions
 	parse(t, NewCmdRun(f, g, func(_ context.Context, o *RunOptions) error { run = o; return nil }),
 		"http://a/ http://b/ --pattern steady --rate 5/s --duration 2s --clients 3 --seed 9 --max-rate 20/s -H X-A:_1 --yes")
-	if run.Pattern != "steady" || run.Phase.Rate != 5 || time.Duration(run.Phase.Duration) != 2*time.Second ||
+	if run.Plan.Pattern != "steady" || run.Plan.Phase.Rate != 5 || time.Duration(run.Plan.Phase.Duration) != 2*time.Second ||
 		!slices.Equal(run.Target.URLs, []string{"http://a/", "http://b/"}) || run.Target.Clients != 3 || !run.Target.ClientsSet ||
 		run.Target.Seed != 9 || !run.Target.SeedSet || run.Target.MaxRate != 20 || !run.Target.Yes ||
-		!slices.Equal(run.Target.Headers, []string{"X-A: 1"}) || !slices.Equal(run.patternSet, []string{"--rate", "--duration"}) {
+		!slices.Equal(run.Target.Headers, []string{"X-A: 1"}) || !slices.Equal(run.Plan.Set, []string{"--rate", "--duration"}) {
 		t.Errorf("run options %+v", run)
 	}
-	if run.Phase.Pattern != patterns.PatternSteady || run.Target.MaxRequests != 10_000 {
-		t.Errorf("run: phase %+v, caps %d", run.Phase, run.Target.MaxRequests)
+	if run.Target.MaxRequests != 10_000 {
+		t.Errorf("run: caps %d", run.Target.MaxRequests)
 	}
 
 	var check *CheckOptions

@@ -30,9 +30,6 @@ type reporter struct {
 	tty bool
 	// status returns the status line for the time since start.
 	status func(elapsed time.Duration) string
-	// tick, when set, is called on every wake-up before the status line,
-	// with the time since start (run announces the phases that are due).
-	tick func(elapsed time.Duration)
 
 	mu      sync.Mutex
 	begin   time.Time
@@ -40,11 +37,6 @@ type reporter struct {
 	drawn   bool      // a terminal status line is on screen, without newline
 	stopped chan struct{}
 	done    chan struct{}
-
-	// planMu guards the plan (status reads it while mu is held).
-	planMu  sync.Mutex
-	planned time.Duration
-	sched   patterns.Schedule // of the run in progress (run)
 }
 
 // newReporter returns a reporter on f's stderr, silent under -q; status
@@ -56,26 +48,9 @@ func newReporter(f *Factory, g *GlobalOptions, status func(elapsed time.Duration
 // hooks are the session's progress callbacks, reporting here.
 func (p *reporter) hooks() session.Progress {
 	return session.Progress{
-		Started: func(begin time.Time, planned time.Duration, s patterns.Schedule) {
-			p.planMu.Lock()
-			p.planned, p.sched = planned, s
-			p.planMu.Unlock()
-			p.start(begin)
-		},
-		Planned: func(planned time.Duration) {
-			p.planMu.Lock()
-			p.planned = planned
-			p.planMu.Unlock()
-		},
-		Line: func(line string) { p.line("%s", line) },
+		Started: func(begin time.Time, _ time.Duration, _ patterns.Schedule) { p.start(begin) },
+		Line:    func(line string) { p.line("%s", line) },
 	}
-}
-
-// plan returns the planned duration and the schedule in progress.
-func (p *reporter) plan() (time.Duration, patterns.Schedule) {
-	p.planMu.Lock()
-	defer p.planMu.Unlock()
-	return p.planned, p.sched
 }
 
 // start begins the periodic status line; elapsed times count from begin.
@@ -127,11 +102,6 @@ func (p *reporter) loop(stopped, done chan struct{}) {
 		}
 		p.mu.Lock()
 		elapsed := time.Since(p.begin)
-		p.mu.Unlock()
-		if p.tick != nil {
-			p.tick(elapsed)
-		}
-		p.mu.Lock()
 		switch {
 		case final && p.drawn:
 			fmt.Fprint(p.w, "\r\033[K")
@@ -164,27 +134,16 @@ func (p *reporter) stop() {
 	<-done
 }
 
-// suiteProgress is the reporter of check and infer (named by what): the
-// session's requests so far, and the time against the planned duration.
-func suiteProgress(f *Factory, g *GlobalOptions, what string, sess **session.Session) *reporter {
-	var p *reporter
-	p = newReporter(f, g, func(elapsed time.Duration) string {
-		planned, _ := p.plan()
-		c := (*sess).Counts()
-		s := plural(int(c.Done), "request") + " done"
-		if c.RunTotal > 0 {
-			s += fmt.Sprintf(" (this run %d/%d)", c.RunDone, c.RunTotal)
-		}
-		return fmt.Sprintf("%s: %s · %s of at most %s", what, s, fmtElapsed(elapsed), fmtElapsed(planned))
-	})
+// sessionProgress is the reporter of run, check and infer: the session's
+// lines (phases, steps, experiments) and its status line (Session.Status,
+// with the time left on a terminal).
+func sessionProgress(f *Factory, g *GlobalOptions, sess **session.Session) *reporter {
+	p := newReporter(f, g, nil)
+	p.status = func(elapsed time.Duration) string { return (*sess).Status(elapsed, p.tty) }
 	return p
 }
 
-// fmtElapsed formats an elapsed time (or a budget) to the second, or to
-// the millisecond below a second.
-func fmtElapsed(d time.Duration) string {
-	if d < time.Second {
-		return max(d, 0).Round(time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
+// suiteProgress is sessionProgress (check's name for it).
+func suiteProgress(f *Factory, g *GlobalOptions, _ string, sess **session.Session) *reporter {
+	return sessionProgress(f, g, sess)
 }

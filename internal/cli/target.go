@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/rlprobe/rlprobe/session"
 	"github.com/rlprobe/rlprobe/units"
@@ -117,13 +118,7 @@ func (o *targetOptions) confirm(f *Factory, summary string) error {
 	if o.Yes || o.DryRun || !f.IO.ErrTTY || !isTerminal(f.IO.In) {
 		return nil
 	}
-	var remote []string
-	red := session.Target{SecretHeaders: o.SecretHeaders, SecretQuery: o.SecretQuery, NoDefaultSecrets: o.NoDefaultSecrets}
-	for _, u := range o.URLs {
-		if !session.IsLoopbackURL(u) {
-			remote = append(remote, red.Redact(u))
-		}
-	}
+	remote := o.RemoteURLs()
 	if len(remote) == 0 {
 		return nil
 	}
@@ -139,9 +134,5 @@ func (o *targetOptions) confirm(f *Factory, summary string) error {
 // isTerminal reports whether r is a terminal.
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
