@@ -234,11 +234,12 @@ type Analysis struct {
 // live: it reads o.Files, merges them (record.Merge), judges the declared
 // or recorded policy (verify.Analyze, schema verify.SchemaAnalyze) and
 // writes the verdict to o.Out or appends it to the input (o.Append). The
-// verdict's RecordFile is the one input file, or o.Out. Every error but
-// one writing o.Out is a Usage error, returned before anything is
-// written; no verdict is returned with an error. Analyze never modifies
-// an input unless o.Append says so. The error of the verdict itself is
-// VerdictError's, for the caller to decide once it has shown it.
+// verdict's RecordFile is the one input file ("" for stdin or several),
+// or o.Out. Options, policy and inputs are checked before anything is
+// written; every error is of class Usage (ClassOf), and no verdict is
+// returned with one. Analyze never modifies an input unless o.Append says
+// so. A failing or incomplete verdict is no error here: its error is
+// VerdictError's, for the caller to take once it has shown the verdict.
 func Analyze(o AnalyzeOptions) (*Analysis, error) {
 	spec := o.Policy
 	if spec == nil {
