@@ -191,3 +191,115 @@ func RecordedPolicy(m *record.Merged, spec *PolicySpec) (*verify.Policy, error) 
 	}
 	return nil, NoPolicyError("the record")
 }
+
+// AnalyzeOptions say what Analyze reads, how it judges and where it keeps
+// the verdict (rlprobe analyze). The zero value reads nothing: give Files.
+type AnalyzeOptions struct {
+	// Files are the record files to analyze; "-" reads Stdin (at most
+	// once).
+	Files []string
+	Stdin io.Reader
+	// Policy is the declared policy as the user gave it; when it declares
+	// no quota (or is nil), the recorded policy is judged, with its
+	// modifiers applied (RecordedPolicy).
+	Policy *PolicySpec
+	// FailOn is the least severity of a certain finding that fails the
+	// verdict, as the user spells it: info, warning or error (any case;
+	// anything else, "" too, is a Usage error).
+	FailOn string
+	// Tool and Time go into the verdict document.
+	Tool string
+	Time time.Time
+	// Out, when set, is a new record file to write: the merged inputs
+	// with the verdict (WriteMerged), replacing an existing file only with
+	// Force.
+	Out   string
+	Force bool
+	// Append adds the verdict to the one input file (AppendFinding).
+	Append bool
+	// Warn, when set, receives each warning about the inputs (how their
+	// runs merge) as soon as it is known.
+	Warn func(msg string)
+}
+
+// Analysis is what Analyze judged: the verdict, the merged inputs and the
+// names of the inputs that are files (stdin left out), in order.
+type Analysis struct {
+	Report *verify.Report
+	Merged *record.Merged
+	Files  []string
+}
+
+// Analyze judges recorded runs offline, as check would have judged them
+// live: it reads o.Files, merges them (record.Merge), judges the declared
+// or recorded policy (verify.Analyze, schema verify.SchemaAnalyze) and
+// writes the verdict to o.Out or appends it to the input (o.Append). The
+// verdict's RecordFile is the one input file ("" for stdin or several),
+// or o.Out. Options, policy and inputs are checked before anything is
+// written; every error is of class Usage (ClassOf), and no verdict is
+// returned with one. Analyze never modifies an input unless o.Append says
+// so. A failing or incomplete verdict is no error here: its error is
+// VerdictError's, for the caller to take once it has shown the verdict.
+func Analyze(o AnalyzeOptions) (*Analysis, error) {
+	spec := o.Policy
+	if spec == nil {
+		spec = &PolicySpec{}
+	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	pol, err := spec.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	failOn, err := parseFailOn(o.FailOn)
+	if err != nil {
+		return nil, err
+	}
+	runs, named, err := ReadRecords(o.Stdin, o.Files...)
+	if err != nil {
+		return nil, err
+	}
+	m := record.Merge(runs...)
+	if o.Warn != nil {
+		for _, w := range m.Warnings {
+			o.Warn(w)
+		}
+	}
+	if pol == nil {
+		if pol, err = RecordedPolicy(m, spec); err != nil {
+			return nil, err
+		}
+	}
+	recordFile := ""
+	if len(named) == 1 && len(o.Files) == 1 {
+		recordFile = named[0]
+	}
+	rep := verify.Analyze(m, *pol, verify.Options{
+		Schema: verify.SchemaAnalyze, Tool: o.Tool, FailOn: failOn, RecordFile: recordFile, Time: o.Time,
+	})
+	switch {
+	case o.Out != "":
+		if err := WriteMerged(o.Out, o.Force, named, runs, m, &rep); err != nil {
+			return nil, err
+		}
+	case o.Append:
+		if err := AppendFinding(recordFile, rep); err != nil {
+			return nil, WithClass(Usage, err)
+		}
+	}
+	return &Analysis{Report: &rep, Merged: m, Files: named}, nil
+}
+
+// check refuses contradictory output options (Usage).
+func (o *AnalyzeOptions) check() error {
+	switch {
+	case o.Out != "" && o.Append:
+		return Errorf(Usage, "--out and --append are exclusive: write a new file or add to the input")
+	case o.Append && (len(o.Files) != 1 || o.Files[0] == "-"):
+		return Errorf(Usage, "--append adds the verdict to one input file: give exactly one (not stdin), or use --out FILE")
+	case o.Force && o.Out == "":
+		return Errorf(Usage, "--force goes with --out FILE")
+	}
+	return nil
+}

@@ -229,6 +229,23 @@ func VerdictError(rep *verify.Report, err error) error {
 	return err
 }
 
+// VerdictOutputError returns the error of a verdict rep once writing its
+// outputs (report files, the printed verdict) failed with werr: err, the
+// verdict's error (from VerdictError or Check), when it says something of
+// its own; else VerdictError(rep, werr), so that the write failure is
+// reported with the class the verdict and the failure decide. A nil werr
+// leaves err as it is.
+func VerdictOutputError(rep *verify.Report, err, werr error) error {
+	if werr == nil {
+		return err
+	}
+	var se *Error
+	if err == nil || (errors.As(err, &se) && se.Err == nil) {
+		return VerdictError(rep, werr)
+	}
+	return err
+}
+
 // ruleURLs returns the targets of rule e: each base URL joined with its
 // path, or the URLs as given when it names none.
 func ruleURLs(urls []string, e verify.Endpoint) []string {

@@ -35,6 +35,10 @@ type PolicySpec struct {
 	ReadFile func(string) ([]byte, error)
 }
 
+// PolicyFlags are the names of the policy flags of contract.md, one per
+// field of a PolicySpec, in the order the CLI lists them.
+var PolicyFlags = []string{"limit", "window", "window-type", "align", "rate", "capacity", "burst", "key", "status", "headers", "retry-after", "policy", "policy-file"}
+
 // quotaFlags declare a quota; modifierFlags refine it (or an advertised
 // policy).
 var (
@@ -43,6 +47,59 @@ var (
 )
 
 func (p *PolicySpec) set(name string) bool { return p.Changed != nil && p.Changed(name) }
+
+// Given returns the policy flags the user gave (see Changed), each as
+// "--name", in PolicyFlags order; nil when none was given.
+func (p *PolicySpec) Given() []string {
+	var given []string
+	for _, n := range PolicyFlags {
+		if p.set(n) {
+			given = append(given, "--"+n)
+		}
+	}
+	return given
+}
+
+// CheckOptions returns the options of a check of the policy p declares:
+// failOn is the least failing severity as the user spells it (info,
+// warning or error, in any case), only and skip name checks
+// (verify.Checks); Advertised applies p's modifiers to an advertised
+// policy (Apply), and Status is p's declared reject status when it was
+// given. Every problem is reported at once, as a Usage error naming its
+// flag (--fail-on, --only, --skip); the options are returned even then.
+func (p *PolicySpec) CheckOptions(failOn string, only, skip []string) (CheckOptions, error) {
+	var probs []string
+	sev, err := parseFailOn(failOn)
+	if err != nil {
+		probs = append(probs, err.Error())
+	}
+	if err := verify.ValidateChecks(only); err != nil {
+		probs = append(probs, "--only: "+strings.TrimPrefix(err.Error(), "verify: "))
+	}
+	if err := verify.ValidateChecks(skip); err != nil {
+		probs = append(probs, "--skip: "+strings.TrimPrefix(err.Error(), "verify: "))
+	}
+	opts := CheckOptions{Only: only, Skip: skip, FailOn: sev, Advertised: p.Apply}
+	if p.set("status") {
+		opts.Status = p.Status
+	}
+	return opts, problems(probs)
+}
+
+// parseFailOn parses a --fail-on severity; a bad one (or none) is a
+// Usage error naming the flag.
+func parseFailOn(s string) (verify.Severity, error) {
+	sev, err := verify.ParseSeverity(s)
+	if err != nil {
+		return "", Errorf(Usage, "--fail-on: must be info, warning or error")
+	}
+	return sev, nil
+}
+
+// Problems is a Usage error listing every problem at once: the one
+// problem as it is, or "N problems:" and one indented line each; nil for
+// none.
+func Problems(probs []string) error { return problems(probs) }
 
 // Resolve returns the declared policy, normalized and valid, or nil when
 // the flags declare no quota (the caller then uses the advertised one and

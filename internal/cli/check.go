@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -81,25 +80,11 @@ func NewCmdCheck(f *Factory, g *GlobalOptions, runF func(context.Context, *Check
 // options validates the check's own flags and returns the declared policy
 // (nil: the advertised one) and the session's options.
 func (o *CheckOptions) options() (*verify.Policy, session.CheckOptions, error) {
-	var probs []string
 	pol, live, err := o.policy()
 	if err != nil {
 		return nil, session.CheckOptions{}, err
 	}
-	failOn, err := verify.ParseSeverity(o.Verdict.failOn)
-	if err != nil {
-		probs = append(probs, "--fail-on: must be info, warning or error")
-	}
-	if err := verify.ValidateChecks(o.Only); err != nil {
-		probs = append(probs, "--only: "+strings.TrimPrefix(err.Error(), "verify: "))
-	}
-	if err := verify.ValidateChecks(o.Skip); err != nil {
-		probs = append(probs, "--skip: "+strings.TrimPrefix(err.Error(), "verify: "))
-	}
-	opts := session.CheckOptions{Only: o.Only, Skip: o.Skip, FailOn: failOn, Advertised: o.Policy.Apply}
-	if o.Policy.Changed != nil && o.Policy.Changed("status") {
-		opts.Status = o.Policy.Status
-	}
+	opts, err := o.Policy.CheckOptions(o.Verdict.failOn, o.Only, o.Skip)
 	if live != nil {
 		opts.Judge = live.Judge
 		for _, n := range live.Notes() {
@@ -108,49 +93,27 @@ func (o *CheckOptions) options() (*verify.Policy, session.CheckOptions, error) {
 			}
 		}
 	}
-	return pol, opts, usageProblems(probs)
+	return pol, opts, err
 }
 
 // policy returns the declared policy: from the policy flags (nil: the
 // advertised one), or from --from-config with the live check that judges
 // the verdict about the config.
 func (o *CheckOptions) policy() (*verify.Policy, *limitconf.LiveCheck, error) {
-	changed := o.Policy.Changed
-	if changed == nil {
-		changed = func(string) bool { return false }
-	}
 	if o.FromConfig == "" {
 		for _, n := range []string{"format", "server", "location", "location-url"} {
-			if changed(n) {
+			if o.Policy.Changed != nil && o.Policy.Changed(n) {
 				return nil, nil, Usagef("--%s reads a limiter's config: give --from-config FILE", n)
 			}
 		}
 		pol, err := o.Policy.Resolve()
 		return pol, nil, err
 	}
-	var set []string
-	for _, n := range policyFlags {
-		if changed(n) {
-			set = append(set, "--"+n)
-		}
-	}
-	if len(set) > 0 {
+	if set := o.Policy.Given(); len(set) > 0 {
 		return nil, nil, Usagef("--from-config takes the policy from the config: drop %s", strings.Join(set, ", "))
 	}
-	im, err := o.Config.read(o.f, o.FromConfig)
-	if err != nil {
-		return nil, nil, err
-	}
-	urls := map[string]string{}
-	for _, s := range o.LocationURLs {
-		pat, u, err := limitconf.ParseLocationURL(s)
-		if err != nil {
-			return nil, nil, UsageErr(err)
-		}
-		urls[pat] = u
-	}
-	live, err := limitconf.NewLiveCheck(im, limitconf.TargetOptions{Base: o.Target.URLs[0], URLs: urls,
-		MaxDuration: cmp.Or(o.Target.MaxDuration, session.SuiteMaxDuration)})
+	live, err := o.Config.LiveCheck(o.f.IO.In, o.FromConfig, o.LocationURLs, limitconf.TargetOptions{
+		Base: o.Target.URLs[0], MaxDuration: cmp.Or(o.Target.MaxDuration, session.SuiteMaxDuration)})
 	if err != nil {
 		return nil, nil, UsageErr(err)
 	}
@@ -183,8 +146,8 @@ func checkRun(ctx context.Context, o *CheckOptions) error {
 	}
 	path := sess.RecordFile()
 	werr := writeReports(f, o.Verdict, record.Merge(sess.Record()), []string{path}, rep)
-	err = withOutputError(rep, err, werr)
-	return withOutputError(rep, err, printVerdict(f, g, rep))
+	err = session.VerdictOutputError(rep, err, werr)
+	return session.VerdictOutputError(rep, err, printVerdict(f, g, rep))
 }
 
 // printVerdict writes the document (--json) or the summary, verdict first.
@@ -195,30 +158,8 @@ func printVerdict(f *Factory, g *GlobalOptions, rep *verify.Report) error {
 	return report.WriteVerdict(f.IO.Out, rep, session.DescribePolicy(&rep.Policy), textOptions(f, g))
 }
 
-// withOutputError returns the error of a verdict (err, from
-// session.VerdictError) once writing its outputs failed with extra: extra
-// decides when err says nothing beyond its class.
-func withOutputError(rep *verify.Report, err, extra error) error {
-	if extra == nil {
-		return err
-	}
-	var se *session.Error
-	if err == nil || (errors.As(err, &se) && se.Err == nil) {
-		return session.VerdictError(rep, extra)
-	}
-	return err
-}
-
 // usageProblems is a usage error listing every problem (nil for none).
-func usageProblems(probs []string) error {
-	switch len(probs) {
-	case 0:
-		return nil
-	case 1:
-		return Usagef("%s", probs[0])
-	}
-	return Usagef("%d problems:\n  %s", len(probs), strings.Join(probs, "\n  "))
-}
+func usageProblems(probs []string) error { return session.Problems(probs) }
 
 // writeReports writes the --html, --junit and --markdown files, and the
 // Markdown summary to $GITHUB_STEP_SUMMARY when that is set.

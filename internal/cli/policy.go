@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -29,39 +28,13 @@ func init() {
 
 // ConfigSource are the flags that say which config and which part of it
 // (policy import, policy lint, check --from-config).
-type ConfigSource struct {
-	Format   string
-	Server   string
-	Location string
-}
+type ConfigSource = limitconf.ConfigSource
 
 func addConfigFlags(cmd *cobra.Command, s *ConfigSource) {
 	fl := cmd.Flags()
 	fl.StringVar(&s.Format, "format", "", "`FORMAT` of the config: nginx, envoy, traefik or kong (default: guessed from the name and content)")
 	fl.StringVar(&s.Server, "server", "", "keep the limits of one server: nginx server_name, Envoy virtual host, Traefik router, Kong service (`NAME`)")
 	fl.StringVar(&s.Location, "location", "", "keep the limits of one location or route (`PATH`, e.g. /api or \"= /login\")")
-}
-
-// read parses the config file (- is stdin); a config that cannot be read
-// is a usage/input error (exit 2).
-func (s *ConfigSource) read(f *Factory, file string) (*limitconf.Import, error) {
-	o := limitconf.Options{Server: s.Server, Location: s.Location}
-	var err error
-	if s.Format != "" {
-		if o.Format, err = limitconf.ParseFormat(s.Format); err != nil {
-			return nil, UsageErr(err)
-		}
-	}
-	if file != "-" {
-		im, err := limitconf.ParseFile(file, o)
-		return im, UsageErr(err)
-	}
-	data, err := io.ReadAll(io.LimitReader(f.IO.In, 64<<20))
-	if err != nil {
-		return nil, UsageErr(fmt.Errorf("policy: %w", err))
-	}
-	im, err := limitconf.Parse(data, file, o)
-	return im, UsageErr(err)
 }
 
 // PolicyImportOptions are the flags of `rlprobe policy import`.
@@ -95,9 +68,9 @@ func NewCmdPolicyImport(f *Factory, g *GlobalOptions, runF func(context.Context,
 
 func policyImportRun(_ context.Context, o *PolicyImportOptions) error {
 	f, g := o.f, o.g
-	im, err := o.Source.read(f, o.File)
+	im, err := o.Source.Read(f.IO.In, o.File)
 	if err != nil {
-		return err
+		return UsageErr(err)
 	}
 	var b bytes.Buffer
 	if g.JSON {
@@ -161,9 +134,9 @@ func policyLintRun(_ context.Context, o *PolicyLintOptions) error {
 	if err != nil {
 		return UsageErr(err)
 	}
-	im, err := o.Source.read(f, o.File)
+	im, err := o.Source.Read(f.IO.In, o.File)
 	if err != nil {
-		return err
+		return UsageErr(err)
 	}
 	doc := im.Lint(f.tool(), failOn)
 	if g.JSON {

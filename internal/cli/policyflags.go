@@ -7,10 +7,6 @@ import (
 	"github.com/rlprobe/rlprobe/units"
 )
 
-// policyFlags are the flags addPolicyFlags adds (check --from-config
-// excludes them).
-var policyFlags = []string{"limit", "window", "window-type", "align", "rate", "capacity", "burst", "key", "status", "headers", "retry-after", "policy", "policy-file"}
-
 // addPolicyFlags adds the policy flags of check and analyze (contract.md
 // "Policy flags") to cmd, filling o.
 func addPolicyFlags(cmd *cobra.Command, o *session.PolicySpec) {
