@@ -127,7 +127,7 @@ func checkRun(ctx context.Context, o *CheckOptions) error {
 		return err
 	}
 	var sess *session.Session
-	prog := suiteProgress(f, g, "check", &sess)
+	prog := sessionProgress(f, g, &sess)
 	if sess, err = o.Target.newSession(f, g, prog); err != nil {
 		return err
 	}
@@ -137,7 +137,8 @@ func checkRun(ctx context.Context, o *CheckOptions) error {
 		}
 	}
 	if o.Target.DryRun {
-		return printCheckDryRun(f, g, sess, pol, o.Only, o.Skip)
+		doc := sess.CheckDryRun(pol, o.Only, o.Skip)
+		return printDryRun(f, g, &doc)
 	}
 	rep, err := sess.Check(ctx, pol, opts)
 	prog.stop()
@@ -157,9 +158,6 @@ func printVerdict(f *Factory, g *GlobalOptions, rep *verify.Report) error {
 	}
 	return report.WriteVerdict(f.IO.Out, rep, session.DescribePolicy(&rep.Policy), textOptions(f, g))
 }
-
-// usageProblems is a usage error listing every problem (nil for none).
-func usageProblems(probs []string) error { return session.Problems(probs) }
 
 // writeReports writes the --html, --junit and --markdown files, and the
 // Markdown summary to $GITHUB_STEP_SUMMARY when that is set.

@@ -1,11 +1,6 @@
 package cli
 
-import (
-	"io"
-
-	"github.com/rlprobe/rlprobe/session"
-	"github.com/rlprobe/rlprobe/verify"
-)
+import "io"
 
 // printDryRun writes a session's dry-run document: with --json the
 // document, else its text.
@@ -14,10 +9,4 @@ func printDryRun(f *Factory, g *GlobalOptions, doc interface{ WriteText(io.Write
 		return writeJSON(f.IO.Out, doc)
 	}
 	return doc.WriteText(f.IO.Out)
-}
-
-// printCheckDryRun prints the suite's plan without sending anything.
-func printCheckDryRun(f *Factory, g *GlobalOptions, sess *session.Session, p *verify.Policy, only, skip []string) error {
-	doc := sess.CheckDryRun(p, only, skip)
-	return printDryRun(f, g, &doc)
 }

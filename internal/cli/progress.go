@@ -142,8 +142,3 @@ func sessionProgress(f *Factory, g *GlobalOptions, sess **session.Session) *repo
 	p.status = func(elapsed time.Duration) string { return (*sess).Status(elapsed, p.tty) }
 	return p
 }
-
-// suiteProgress is sessionProgress (check's name for it).
-func suiteProgress(f *Factory, g *GlobalOptions, _ string, sess **session.Session) *reporter {
-	return sessionProgress(f, g, sess)
-}

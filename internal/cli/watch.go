@@ -60,7 +60,7 @@ func NewCmdWatch(f *Factory, g *GlobalOptions, runF func(context.Context, *Watch
 func watchRun(ctx context.Context, o *WatchOptions) error {
 	f, g := o.f, o.g
 	cfg, maddr, probs := o.Settings.Config()
-	if err := usageProblems(probs); err != nil {
+	if err := session.Problems(probs); err != nil {
 		return err
 	}
 	pol, err := o.Policy.Resolve()
