@@ -85,9 +85,13 @@ func TestCheckRealSockets(t *testing.T) {
 		if code != ExitFindings || !hasFinding(rep, verify.IDWindowLimitExceeded, verify.Certain) {
 			t.Errorf("exit %d, findings %v; want 1 and a certain window-limit-exceeded\n%s", code, rep.Findings, errOut)
 		}
+		// About 10 get through (5 each side of the edge); on a loaded
+		// machine a request of the straddle may land on the other side of
+		// the edge or in the next window, so well over the limit is the
+		// outcome asserted.
 		for _, f := range rep.Findings {
-			if f.ID == verify.IDWindowLimitExceeded && f.Certainty == verify.Certain && f.Evidence.Count < 9 {
-				t.Errorf("the edge straddle got %d through, want about 10", f.Evidence.Count)
+			if f.ID == verify.IDWindowLimitExceeded && f.Certainty == verify.Certain && f.Evidence.Count < 7 {
+				t.Errorf("the edge straddle got %d through, want about 10 (at least 7)", f.Evidence.Count)
 			}
 		}
 	})
