@@ -20,7 +20,7 @@ func TestSelftestGridSynctest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		retryForeign(t, rep)
+		retryRaces(t, rep)
 		logReport(t, rep)
 		t.Log(rep.CoverageText())
 		for _, c := range rep.Coverage() {
@@ -34,16 +34,19 @@ func TestSelftestGridSynctest(t *testing.T) {
 	})
 }
 
-// retryForeign runs once more each foreign-traffic case that missed. Fake
-// time fixes every instant, but not the order of requests that meet at one
-// instant (the goroutines'), and the foreign client's requests interleave
-// with the probe's differently from run to run: a bucket with foreign
-// traffic is sometimes read as a sliding-window counter (about one run in
-// six under -race). The row is replaced only by a second, independent
-// inference that is right; both are logged. A case that misses twice fails.
-func retryForeign(t *testing.T, rep *SelftestReport) {
+// retryRaces runs once more each case that missed whose outcome depends
+// on the order of requests that meet at one instant: foreign traffic and
+// the non-atomic counter's race. Fake time fixes every instant, but not
+// that order (the goroutines'), and it changes from run to run: a bucket
+// with foreign traffic is sometimes read as a sliding-window counter
+// (about one run in six under -race), and the non-atomic window's race
+// once over-admitted so that infer read a per-client key with limit 3
+// (seen once in eight grid runs under -race). The row is replaced only by a
+// second, independent inference that is right; both are logged. A case
+// that misses twice fails.
+func retryRaces(t *testing.T, rep *SelftestReport) {
 	for i, row := range rep.Rows {
-		if row.OK() || row.Case.Wild.Foreign == 0 {
+		if row.OK() || (row.Case.Wild.Foreign == 0 && !row.Case.Wild.Memory.NonAtomic) {
 			continue
 		}
 		again := RunSelftestCase(t.Context(), row.Case, SelftestOptions{ProbeOptions: func(o *probe.Options) { o.TimerPacing = true }})
