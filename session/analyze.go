@@ -252,7 +252,7 @@ func Analyze(o AnalyzeOptions) (*Analysis, error) {
 	if err != nil {
 		return nil, err
 	}
-	failOn, err := parseFailOn(o.FailOn)
+	failOn, err := ParseFailOn(o.FailOn)
 	if err != nil {
 		return nil, err
 	}

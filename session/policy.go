@@ -69,7 +69,7 @@ func (p *PolicySpec) Given() []string {
 // flag (--fail-on, --only, --skip); the options are returned even then.
 func (p *PolicySpec) CheckOptions(failOn string, only, skip []string) (CheckOptions, error) {
 	var probs []string
-	sev, err := parseFailOn(failOn)
+	sev, err := ParseFailOn(failOn)
 	if err != nil {
 		probs = append(probs, err.Error())
 	}
@@ -86,9 +86,9 @@ func (p *PolicySpec) CheckOptions(failOn string, only, skip []string) (CheckOpti
 	return opts, problems(probs)
 }
 
-// parseFailOn parses a --fail-on severity; a bad one (or none) is a
-// Usage error naming the flag.
-func parseFailOn(s string) (verify.Severity, error) {
+// ParseFailOn parses a --fail-on severity (info, warning or error); a bad
+// one (or none) is a Usage error naming the flag.
+func ParseFailOn(s string) (verify.Severity, error) {
 	sev, err := verify.ParseSeverity(s)
 	if err != nil {
 		return "", Errorf(Usage, "--fail-on: must be info, warning or error")

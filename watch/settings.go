@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/rlprobe/rlprobe/verify"
+	"github.com/rlprobe/rlprobe/session"
 )
 
 // Settings are a watch's own settings as a front end spells them (the
@@ -43,9 +43,9 @@ func (s Settings) Config() (cfg Config, metricsAddr string, problems []string) {
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
-	failOn, err := verify.ParseSeverity(s.FailOn)
+	failOn, err := session.ParseFailOn(s.FailOn)
 	if err != nil {
-		problems = append(problems, "--fail-on: must be info, warning or error")
+		problems = append(problems, err.Error())
 	}
 	if s.Every < 0 {
 		problems = append(problems, "--every must be positive")
