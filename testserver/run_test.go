@@ -3,8 +3,6 @@ package testserver
 import (
 	"context"
 	"io"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -54,23 +52,7 @@ func TestRunReloads(t *testing.T) {
 		if err := srv.StartListener(ml); err != nil {
 			t.Fatal(err)
 		}
-		c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return ml.Dial(ctx, network, addr, netip.Addr{})
-		}}}
-		accepted := func(n int) int {
-			ok := 0
-			for range n {
-				resp, err := c.Get("http://" + MemListenerAddr + "/")
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					ok++
-				}
-			}
-			return ok
-		}
+		accepted := func(n int) int { return acceptedOf(t, ml, n) }
 		if got := accepted(6); got != 2 {
 			t.Fatalf("before any reload %d accepted, want 2", got)
 		}
@@ -94,7 +76,6 @@ func TestRunReloads(t *testing.T) {
 				t.Errorf("step %d: %d accepted, want %d", i, got, st.accepted)
 			}
 		}
-		c.CloseIdleConnections()
 		cancel()
 		if err := <-ran; err != nil {
 			t.Errorf("Run after the context ended: %v, want nil (nothing in flight)", err)

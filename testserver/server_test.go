@@ -339,23 +339,7 @@ func TestReloadChangesThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(context.Background())
-	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return ml.Dial(ctx, network, addr, netip.Addr{})
-	}}}
-	accepted := func(n int) int {
-		ok := 0
-		for range n {
-			resp, err := c.Get("http://" + MemListenerAddr + "/")
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				ok++
-			}
-		}
-		return ok
-	}
+	accepted := func(n int) int { return acceptedOf(t, ml, n) }
 	if got := accepted(5); got != 2 {
 		t.Fatalf("before the reload %d accepted, want 2", got)
 	}
@@ -372,4 +356,26 @@ func TestReloadChangesThePolicy(t *testing.T) {
 	if got := accepted(6); got != 4 {
 		t.Fatalf("after the reload %d accepted, want 4 (fresh state, doubled limit)", got)
 	}
+}
+
+// acceptedOf sends n GET / requests, one after the other, through the
+// in-memory listener ml and counts the 200 answers.
+func acceptedOf(t *testing.T, ml *MemListener, n int) int {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return ml.Dial(ctx, network, addr, netip.Addr{})
+	}}}
+	defer c.CloseIdleConnections()
+	ok := 0
+	for range n {
+		resp, err := c.Get("http://" + MemListenerAddr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			ok++
+		}
+	}
+	return ok
 }
