@@ -111,6 +111,21 @@ type Config struct {
 	// the limit; under FixedWindow it only changes the stored count, never a
 	// decision. Bucket algorithms never count rejected requests.
 	CountRejected bool `json:"count_rejected,omitempty"`
+	// Penalty is what a refusal does to the key beyond counting (see
+	// PenaltyKind); the zero Penalty is none.
+	Penalty Penalty `json:"penalty,omitzero"`
+	// ForgetIdle, when positive, drops a key's State once ForgetIdle has
+	// passed since its last request (admitted or refused), so a returning
+	// client starts from the zero State (a full bucket) early: idle
+	// eviction as a cache with a TTL does it. Zero keeps a State until it
+	// is equivalent to the zero State by itself.
+	ForgetIdle time.Duration `json:"forget_idle,omitempty"`
+	// Refill is how TokenBucket and GCRA regain tokens (see Refill); empty
+	// is continuous.
+	Refill Refill `json:"refill,omitempty"`
+	// Phase places AlignTimer windows and RefillInterval ticks: they start
+	// at Phase + k·period since the Unix epoch, 0 ≤ Phase < period.
+	Phase time.Duration `json:"phase,omitempty"`
 }
 
 // Decision is the outcome of one request. Which header field carries which
