@@ -119,7 +119,7 @@ func paceOf(res []record.Result, rejectStatus int) time.Duration {
 // it), waits for quota to return with single probes, and from the probe
 // that was accepted on fits only what follows: the limiter's state there is
 // as close to idle as a recovery makes it.
-func (s *session) goPaced(ctx context.Context, res []record.Result, ev string) error {
+func (s *prober) goPaced(ctx context.Context, res []record.Result, ev string) error {
 	acc, _ := s.counts(res)
 	s.over = &overAdmission{evidence: []string{ev}, concurrentMax: acc}
 	s.pace = paceOf(res, s.opts.RejectStatus)
@@ -148,7 +148,7 @@ func (s *session) goPaced(ctx context.Context, res []record.Result, ev string) e
 // paced keeps, when the session is paced, every send at least pace after
 // the one before it (in order): the sends of a burst follow one another,
 // and the sends after a burst move later as far as it grew.
-func (s *session) paced(sends []patterns.Send) []patterns.Send {
+func (s *prober) paced(sends []patterns.Send) []patterns.Send {
 	if s.pace <= 0 {
 		return sends
 	}
@@ -165,7 +165,7 @@ func (s *session) paced(sends []patterns.Send) []patterns.Send {
 // last send), a concurrent burst of twice the fitted count plus four. Its
 // results are set apart from the fitted ones; the most it accepted is the
 // concurrent maximum.
-func (s *session) concurrentCheck(ctx context.Context, f *fit) {
+func (s *prober) concurrentCheck(ctx context.Context, f *fit) {
 	w, ok := f.winner()
 	if !ok || s.over == nil {
 		return

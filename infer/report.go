@@ -25,6 +25,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		Key:          key,
 		Headers:      dialects(results, origin),
 		Alternatives: []Alternative{},
+		Misses:       []Miss{},
 		Complete:     true,
 	}
 	if o.rejectStatus != 0 {
@@ -38,15 +39,57 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 	a, _ := advertOf(results, origin, opts.RejectStatus)
 	w, ok := f.winnerFor(a)
 	if !ok {
-		inf.Algorithm = None
+		inf.Algorithm, inf.Closest, inf.Fit = None, None, FitExact
 		return inf
 	}
-	inf.Algorithm = w.h.v.fam
-	inf.Confidence = share(f.total-w.miss, f.total)
+	inf.Algorithm, inf.Closest = w.h.v.fam, w.h.v.fam
+	inf.Reproduced = share(f.total-w.miss, f.total)
+	inf.Fit, inf.Misses = judgeFit(w, f, o, origin)
 	fillParams(inf, f, w, a, o.timingSlack())
 	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
 	inf.Alternatives = alternatives(f, w, origin, o)
+	if inf.Fit == FitMisfit {
+		inf.Algorithm = ""
+	}
 	return inf
+}
+
+// maxMissesListed bounds the document's misses.
+const maxMissesListed = 10
+
+// judgeFit says how well the winner w fits: misfit when it misses more
+// outcomes than the fit's slack (the misses that timing noise explains:
+// one, plus one per 50 clusters; every miss is already beyond the timing
+// bounds of its own requests, see replayWith), else approximate — exact is
+// only for an answer that also survived a validation experiment, which
+// the prober decides. It lists the outcomes w misses.
+func judgeFit(w scored, f *fit, o *observations, origin time.Time) (Fit, []Miss) {
+	r := replayWith(w.h, o, f.perClient, -1, 0, replay{collect: true}, timeTolDiv)
+	misses := []Miss{}
+	slices.SortStableFunc(r.all, func(a, b mismatch) int { return b.miss - a.miss })
+	for _, m := range r.all {
+		misses = append(misses, missOf(m, w.h, origin))
+	}
+	if w.miss > f.slack {
+		return FitMisfit, misses
+	}
+	return FitApproximate, misses
+}
+
+// missOf words one mismatch of h for the document.
+func missOf(m mismatch, h hyp, origin time.Time) Miss {
+	where := m.phase
+	if where == "" {
+		where = "requests"
+	}
+	at := where + " at " + units.HumanDuration(m.at.Sub(origin))
+	if m.delays {
+		return Miss{Experiment: at, Expected: fmt.Sprintf("%d accepted, held as %v delays them", m.modelAccepted, h),
+			Observed: fmt.Sprintf("%d accepted, held for other times", m.observedAccept)}
+	}
+	return Miss{Experiment: at,
+		Expected: fmt.Sprintf("%d of %d accepted (%v)", m.modelAccepted, m.size, h),
+		Observed: fmt.Sprintf("%d of %d accepted", m.observedAccept, m.size)}
 }
 
 // fillParams sets the winner's parameters, with the ranges over which
@@ -116,7 +159,7 @@ func alternatives(f *fit, w scored, origin time.Time, o *observations) []Alterna
 		if fam == None {
 			alts = append(alts, Alternative{
 				Algorithm:  None,
-				Confidence: share(o.accepted, f.total),
+				Reproduced: share(o.accepted, f.total),
 				RuledOutBy: fmt.Sprintf("%d requests were rejected", o.rejected),
 			})
 			continue
@@ -125,7 +168,7 @@ func alternatives(f *fit, w scored, origin time.Time, o *observations) []Alterna
 		if !ok {
 			if fam == LeakyBucketQueue {
 				alts = append(alts, Alternative{
-					Algorithm: fam, Confidence: 0,
+					Algorithm: fam, Reproduced: 0,
 					RuledOutBy: "no accepted request was held longer than rejections were answered (no queueing)",
 				})
 			}
@@ -133,15 +176,15 @@ func alternatives(f *fit, w scored, origin time.Time, o *observations) []Alterna
 		}
 		alts = append(alts, Alternative{
 			Algorithm:  fam,
-			Confidence: share(f.total-b.miss, f.total),
+			Reproduced: share(f.total-b.miss, f.total),
 			RuledOutBy: ruledOut(b, origin, o),
 		})
 	}
 	slices.SortStableFunc(alts, func(a, b Alternative) int {
 		switch {
-		case a.Confidence > b.Confidence:
+		case a.Reproduced > b.Reproduced:
 			return -1
-		case a.Confidence < b.Confidence:
+		case a.Reproduced < b.Reproduced:
 			return 1
 		}
 		return 0

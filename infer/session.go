@@ -46,8 +46,8 @@ func trace(format string, args ...any) {
 	}
 }
 
-// session is one inference run: the experiments so far and their results.
-type session struct {
+// prober is one inference run: the experiments so far and their results.
+type prober struct {
 	eng     Engine
 	opts    *Options
 	start   time.Time
@@ -71,6 +71,17 @@ type session struct {
 	pace       time.Duration
 	fitFrom    int
 	concurrent []record.Result
+	// f is the current fit (nil: none yet).
+	f *fit
+	// budget is 6·W + 30 s once W is known (announce), 0 before.
+	budget time.Duration
+	// extended: the budget was extended once for an answer not yet exact.
+	extended bool
+	// validations counts the validation experiments run; validated says
+	// the current answer passed one, validation how.
+	validations int
+	validated   *variant
+	validation  string
 }
 
 // Infer identifies the algorithm behind the target by experiments run
@@ -98,7 +109,7 @@ type session struct {
 // after it returns. Different calls may run concurrently with different
 // engines.
 func Infer(ctx context.Context, eng Engine, opts Options) (*Inference, error) {
-	s := &session{eng: eng, opts: &opts, start: opts.now()}
+	s := &prober{eng: eng, opts: &opts, start: opts.now()}
 	s.results = append(s.results, opts.Prior...)
 	s.deadline = s.start.Add(opts.maxDuration())
 	inf, err := s.infer(ctx)
@@ -172,12 +183,12 @@ func keyName(k string) string {
 	return k
 }
 
-func (s *session) now() time.Time { return s.opts.now() }
+func (s *prober) now() time.Time { return s.opts.now() }
 
 // run sends the sends (offsets from at) as one schedule due at at. It
 // refuses, with errBudget, a schedule that would overrun the deadline or
 // the request cap.
-func (s *session) run(ctx context.Context, phase string, at time.Time, sends []patterns.Send) ([]record.Result, error) {
+func (s *prober) run(ctx context.Context, phase string, at time.Time, sends []patterns.Send) ([]record.Result, error) {
 	if len(sends) == 0 {
 		return nil, nil
 	}
@@ -231,7 +242,7 @@ func burstSends(n int) []patterns.Send {
 }
 
 // counts returns how many of res were accepted and rejected.
-func (s *session) counts(res []record.Result) (acc, rej int) {
+func (s *prober) counts(res []record.Result) (acc, rej int) {
 	for _, r := range res {
 		switch c, _ := record.Classify(r, s.opts.RejectStatus); c {
 		case record.ClassAccepted:
@@ -244,7 +255,7 @@ func (s *session) counts(res []record.Result) (acc, rej int) {
 }
 
 // observe builds the observations of everything so far.
-func (s *session) observe() *observations {
+func (s *prober) observe() *observations {
 	o := observe(s.fitted(), s.opts.Origin, s.opts.RejectStatus)
 	o.pace = s.pace
 	return o
@@ -252,10 +263,10 @@ func (s *session) observe() *observations {
 
 // fitted returns the results the models are fitted to: all of them, or,
 // once over-admission paced the session, those from fitFrom on.
-func (s *session) fitted() []record.Result { return s.results[s.fitFrom:] }
+func (s *prober) fitted() []record.Result { return s.results[s.fitFrom:] }
 
 // arrivalOf returns the latest send time of res as an absolute time.
-func (s *session) lastSent(res []record.Result) time.Time {
+func (s *prober) lastSent(res []record.Result) time.Time {
 	var t int64
 	for _, r := range res {
 		t = max(t, r.Wrote, r.Sent)
@@ -271,7 +282,7 @@ func (s *session) lastSent(res []record.Result) time.Time {
 // probes refines the second before the advertised moment instead (the
 // advertisement is checked, not trusted: the geometric scan goes on beyond
 // the comb when nothing there was accepted).
-func (s *session) scan(ctx context.Context, phase string, from time.Time, first time.Duration, hint time.Time) (lo, hi time.Duration, err error) {
+func (s *prober) scan(ctx context.Context, phase string, from time.Time, first time.Duration, hint time.Time) (lo, hi time.Duration, err error) {
 	horizon := 2*s.opts.maxWindow() + 10*time.Second
 	if !hint.IsZero() && hint.Add(2*time.Second).Before(s.deadline) {
 		// An advertised return within the budget is waited for, however
@@ -331,7 +342,7 @@ func combStep(h time.Duration) time.Duration {
 // still ahead), as one schedule; it reports whether one was accepted, with
 // the offsets of the last refused probe before the first accepted one
 // (0 when the first was accepted) and of that one.
-func (s *session) comb(ctx context.Context, phase string, from time.Time, lo, hi, step time.Duration) (accepted bool, last, first time.Duration, err error) {
+func (s *prober) comb(ctx context.Context, phase string, from time.Time, lo, hi, step time.Duration) (accepted bool, last, first time.Duration, err error) {
 	start := max(lo, s.now().Add(s.opts.lead()).Sub(from))
 	var sends []patterns.Send
 	for off := start; off <= hi; off += step {
@@ -357,7 +368,7 @@ func (s *session) comb(ctx context.Context, phase string, from time.Time, lo, hi
 // returns: the median over them of the receipt plus the advertised wait
 // (Retry-After, else the reset of a rate-limit header); zero when none
 // says.
-func (s *session) advertisedReturn(res []record.Result) time.Time {
+func (s *prober) advertisedReturn(res []record.Result) time.Time {
 	var ts []time.Time
 	for _, r := range res {
 		if c, _ := record.Classify(r, s.opts.RejectStatus); c != record.ClassRejected {
@@ -384,22 +395,9 @@ func (s *session) advertisedReturn(res []record.Result) time.Time {
 	return ts[len(ts)/2]
 }
 
-// infer runs the experiments and concludes.
-func (s *session) infer(ctx context.Context) (*Inference, error) {
-	f, err := s.opening(ctx)
-	if f == nil || err != nil || s.stopped {
-		return s.conclude(f), err
-	}
-	f, err = s.design(ctx, f)
-	if err == nil && s.over != nil {
-		s.concurrentCheck(ctx, f)
-	}
-	return s.conclude(f), err
-}
-
 // conclude builds the document from the latest fit (nil: none fitted yet,
 // which concludes none when nothing was refused).
-func (s *session) conclude(f *fit) *Inference {
+func (s *prober) conclude(f *fit) *Inference {
 	o := s.observe()
 	if f == nil && o.rejected > 0 {
 		f = search(o, defaultSpace(o, s.opts.maxWindow(), s.perClient))
@@ -413,12 +411,15 @@ func (s *session) conclude(f *fit) *Inference {
 	}
 	inf := conclude(s.fitted(), s.opts.Origin, o, f, key, s.opts)
 	s.over.report(inf)
+	if w, ok := s.answer(); ok && inf.Fit == FitApproximate && s.validated != nil && *s.validated == w.h.v {
+		inf.Fit, inf.Validation = FitExact, s.validation
+	}
 	return inf
 }
 
 // opening runs the fixed first experiments and the first fit. It returns
 // a nil fit when nothing was refused (no limiting observed).
-func (s *session) opening(ctx context.Context) (*fit, error) {
+func (s *prober) opening(ctx context.Context) (*fit, error) {
 	refused, last, f, done, err := s.bursts(ctx)
 	if done || err != nil {
 		return f, err
@@ -482,7 +483,7 @@ func (s *session) opening(ctx context.Context) (*fit, error) {
 // updates restarts the opening paced, and one held in a staircase without
 // a rejection goes to quietQueue: done then reports that the opening is
 // over, with its fit (nil: none).
-func (s *session) bursts(ctx context.Context) (refused bool, last []record.Result, f *fit, done bool, err error) {
+func (s *prober) bursts(ctx context.Context) (refused bool, last []record.Result, f *fit, done bool, err error) {
 	size := firstBurst
 	for i := 0; i < maxBursts && !refused; i, size = i+1, size*burstGrowth {
 		size = min(size, s.opts.maxRequests()-s.sent)
@@ -526,7 +527,7 @@ func (s *session) bursts(ctx context.Context) (refused bool, last []record.Resul
 }
 
 // clientOf records the main identity's name from results of client 0.
-func (s *session) clientOf(res []record.Result) {
+func (s *prober) clientOf(res []record.Result) {
 	for _, r := range res {
 		if r.Outcome == record.OutcomeResponse && r.Phase != "key" {
 			s.client = r.Client
@@ -537,7 +538,7 @@ func (s *session) clientOf(res []record.Result) {
 
 // firstFit fits everything observed with windows and rates sized by the
 // recovery scans: recovery took between lo and hi; a0 bounds the count.
-func (s *session) firstFit(lo, hi time.Duration, a0 int) *fit {
+func (s *prober) firstFit(lo, hi time.Duration, a0 int) *fit {
 	o := s.observe()
 	if hi <= 0 {
 		return search(o, defaultSpace(o, s.opts.maxWindow(), s.perClient))
@@ -561,7 +562,7 @@ func (s *session) firstFit(lo, hi time.Duration, a0 int) *fit {
 // identity shortly after an exhausting burst of the first: under a global
 // key they are refused like the burst's last requests, under a key per
 // client they are admitted.
-func (s *session) addKeyTest(sends *[]patterns.Send, after time.Duration) {
+func (s *prober) addKeyTest(sends *[]patterns.Send, after time.Duration) {
 	if s.opts.Clients < 2 {
 		return
 	}
@@ -583,7 +584,7 @@ func (s *session) addKeyTest(sends *[]patterns.Send, after time.Duration) {
 // one decides (see keyVerdict). Otherwise (the test could not tell: the
 // first identity was not exhausted, say) the key stays unknown and the
 // global fit is kept.
-func (s *session) decideKey(sp space) *fit {
+func (s *prober) decideKey(sp space) *fit {
 	o := s.observe()
 	sp.perClient = s.perClient
 	f := search(o, sp)
@@ -643,7 +644,7 @@ func keyVerdict(f, g *fit) (decided, perClient bool) {
 }
 
 // announce reports the budget once the time scale is known.
-func (s *session) announce(f *fit) {
+func (s *prober) announce(f *fit) {
 	if s.budgetSet || f == nil {
 		return
 	}
@@ -664,7 +665,8 @@ func (s *session) announce(f *fit) {
 		maxW = max(maxW, a.window)
 	}
 	W = min(W, maxW)
-	budget := min(6*W+budgetSlack, s.opts.maxDuration())
+	s.budget = 6*W + budgetSlack
+	budget := min(s.budget, s.opts.maxDuration())
 	if d := s.start.Add(budget); d.Before(s.deadline) {
 		s.deadline = d
 	}
@@ -677,7 +679,7 @@ func (s *session) announce(f *fit) {
 // latency staircase. One more burst once the queue has drained confirms
 // the queue (or, holding nothing, shows the first hold was noise) and the
 // rate; then the fit. It returns the fit and the second burst's results.
-func (s *session) queueOpening(ctx context.Context, o *observations, last []record.Result) (*fit, []record.Result, error) {
+func (s *prober) queueOpening(ctx context.Context, o *observations, last []record.Result) (*fit, []record.Result, error) {
 	// The step between delays is one drain interval T.
 	var delays []time.Duration
 	for _, ob := range o.list {
@@ -727,7 +729,7 @@ func (s *session) queueOpening(ctx context.Context, o *observations, last []reco
 
 // design runs designed experiments until the plausible models agree, no
 // experiment can split them, or the budget ends.
-func (s *session) design(ctx context.Context, f *fit) (*fit, error) {
+func (s *prober) design(ctx context.Context, f *fit) (*fit, error) {
 	for range maxRounds {
 		p := f.plausible(designSlack)
 		if a, ok := advertOf(s.fitted(), s.opts.Origin, s.opts.RejectStatus); ok && a.settles(p) {
@@ -795,7 +797,7 @@ func (s *session) design(ctx context.Context, f *fit) (*fit, error) {
 
 // anyFeasible reports whether some informative experiment exists at all,
 // ignoring the budget: when one does, the budget is what stopped us.
-func (s *session) anyFeasible(dz *designer, s0 time.Time, margin time.Duration) bool {
+func (s *prober) anyFeasible(dz *designer, s0 time.Time, margin time.Duration) bool {
 	for _, e := range dz.candidates(s0, margin) {
 		if dz.information(&e) >= minInfo {
 			return true
@@ -808,7 +810,7 @@ func (s *session) anyFeasible(dz *designer, s0 time.Time, margin time.Duration) 
 // pool. While the key test is undecided, the same space is fitted with a
 // key per client too, and keyVerdict decides as soon as the observations
 // since tell the keyings apart.
-func (s *session) refit(prev *fit) *fit {
+func (s *prober) refit(prev *fit) *fit {
 	o := s.observe()
 	f := prev.extend(o)
 	if f == nil {

@@ -838,7 +838,7 @@ func (h *htmlWriter) model() {
 		h.s("<p class=\"caption\">No infer document in the record files.</p>\n")
 	}
 	for _, inf := range infs {
-		h.f("<h3>%s</h3><p class=\"caption\">confidence %s · %s in %s</p>\n", esc(string(inf.Algorithm)), units.HumanNumber(inf.Confidence),
+		h.f("<h3>%s</h3><p class=\"caption\">confidence %s · %s in %s</p>\n", esc(string(inf.Algorithm)), units.HumanNumber(inf.Reproduced),
 			esc(plural(inf.Requests, "request")), esc(fmtSeconds(inf.DurationS)))
 		if inf.Note != "" {
 			h.f("<p class=\"caption\">%s</p>\n", esc(inf.Note))
@@ -854,7 +854,7 @@ func (h *htmlWriter) model() {
 		if len(inf.Alternatives) > 0 {
 			h.s("<table><tr><th>alternative</th><th>confidence</th><th>ruled out by</th></tr>\n")
 			for _, a := range inf.Alternatives {
-				h.f("<tr><td>%s</td><td class=\"n\">%s</td><td>%s</td></tr>\n", esc(string(a.Algorithm)), units.HumanNumber(a.Confidence), esc(a.RuledOutBy))
+				h.f("<tr><td>%s</td><td class=\"n\">%s</td><td>%s</td></tr>\n", esc(string(a.Algorithm)), units.HumanNumber(a.Reproduced), esc(a.RuledOutBy))
 			}
 			h.s("</table>\n")
 		}

@@ -138,7 +138,7 @@ func VerdictLine(rep *verify.Report) string {
 func WriteInference(w io.Writer, inf *infer.Inference, identities int, opt TextOptions) error {
 	var b strings.Builder
 	writeFamily(&b, inf, opt)
-	fmt.Fprintf(&b, "confidence: %.1f%% of the outcomes reproduced\n", inf.Confidence*100)
+	fmt.Fprintf(&b, "confidence: %.1f%% of the outcomes reproduced\n", inf.Reproduced*100)
 	writeParams(&b, inf)
 	fmt.Fprintf(&b, "key: %s\n", inf.Key)
 	if inf.Key == infer.KeyUnknown {
@@ -165,7 +165,7 @@ func WriteInference(w io.Writer, inf *infer.Inference, identities int, opt TextO
 	if len(inf.Alternatives) > 0 {
 		b.WriteString("alternatives:\n")
 		for _, a := range inf.Alternatives {
-			fmt.Fprintf(&b, "  %s (%.1f%%): %s\n", a.Algorithm, a.Confidence*100, a.RuledOutBy)
+			fmt.Fprintf(&b, "  %s (%.1f%%): %s\n", a.Algorithm, a.Reproduced*100, a.RuledOutBy)
 		}
 	}
 	fmt.Fprintf(&b, "%d requests in %s", inf.Requests, units.HumanDuration(units.Seconds(inf.DurationS)))
@@ -190,7 +190,7 @@ func writeFamily(b *strings.Builder, inf *infer.Inference, opt TextOptions) {
 	fmt.Fprintf(b, "algorithm: %s\n", name)
 	var tied []string
 	for _, a := range inf.Alternatives {
-		if a.Confidence >= inf.Confidence {
+		if a.Reproduced >= inf.Reproduced {
 			tied = append(tied, string(a.Algorithm))
 		}
 	}

@@ -107,7 +107,7 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 		return nil, err
 	}
 	if cl := ClassOf(err); opts.Expect != "" && inf.Algorithm != opts.Expect && (err == nil || (cl != Usage && cl != Internal)) {
-		return inf, Errorf(Findings, "expected %s, inferred %s (confidence %.1f%%)", opts.Expect, inf.Algorithm, inf.Confidence*100)
+		return inf, Errorf(Findings, "expected %s, inferred %s (confidence %.1f%%)", opts.Expect, inf.Algorithm, inf.Reproduced*100)
 	}
 	if err == nil && !inf.Complete {
 		err = Errorf(Aborted, "%w: the result is incomplete (see %s)", ErrIncomplete, s.rec.path)

@@ -148,7 +148,7 @@ func TestSchemaDemo(t *testing.T) {
 			Capacity: &infer.Param{Value: 4, Low: 4, High: 4},
 		},
 		CountsRejected: &countsRejected, Key: infer.KeyUnknown, RejectStatus: &status, Headers: []string{"none"},
-		Confidence: 1, Alternatives: []infer.Alternative{{Algorithm: infer.None, Confidence: 0.16, RuledOutBy: "90 requests were rejected"}},
+		Reproduced: 1, Alternatives: []infer.Alternative{{Algorithm: infer.None, Reproduced: 0.16, RuledOutBy: "90 requests were rejected"}},
 		Requests: 107, DurationS: 15.1, Complete: true}
 	withInference, err := json.Marshal(doc)
 	if err != nil {
