@@ -57,12 +57,21 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 // maxMissesListed bounds the document's misses.
 const maxMissesListed = 10
 
+// misfitShare: an answer that reproduces less than this share of the
+// outcomes, and misses more than a family that can no longer win
+// (farBehind), fits nothing. Between the slack and this, the misses are
+// more than timing noise explains but few (another client spending the
+// same quota, a stall): the answer is approximate at best.
+const misfitShare = 0.95
+
 // judgeFit says how well the winner w fits: misfit when it misses more
-// outcomes than the fit's slack (the misses that timing noise explains:
-// one, plus one per 50 clusters; every miss is already beyond the timing
-// bounds of its own requests, see replayWith), else approximate — exact is
-// only for an answer that also survived a validation experiment, which
-// the prober decides. It lists the outcomes w misses.
+// outcomes than a family that can no longer win (farBehind: 3·slack + 2,
+// the slack being one miss plus one per 50 clusters; every miss is
+// already beyond the timing bounds of its own requests, see replayWith)
+// and reproduces less than misfitShare of them, else approximate — exact
+// is only for an answer that misses no more than the slack and survived a
+// validation experiment, which the prober decides. It lists the outcomes
+// w misses.
 func judgeFit(w scored, f *fit, o *observations, origin time.Time) (Fit, []Miss) {
 	r := replayWith(w.h, o, f.perClient, -1, 0, replay{collect: true}, timeTolDiv)
 	misses := []Miss{}
@@ -70,7 +79,8 @@ func judgeFit(w scored, f *fit, o *observations, origin time.Time) (Fit, []Miss)
 	for _, m := range r.all {
 		misses = append(misses, missOf(m, w.h, origin))
 	}
-	if w.miss > f.slack {
+	trace("fit: %v misses %d of %d (slack %d, %d clusters)", w.h, w.miss, f.total, f.slack, len(o.clusters))
+	if w.miss > f.farBehind() && share(f.total-w.miss, f.total) < misfitShare {
 		return FitMisfit, misses
 	}
 	return FitApproximate, misses

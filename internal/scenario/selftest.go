@@ -50,6 +50,11 @@ type SelftestWant struct {
 	NeverRejects    bool
 	OverAdmission   bool
 	RetryAfterGrade string
+	// OutsideModels marks a case that runs outside every model (other
+	// clients' traffic spending the same quota): a misfit whose closest
+	// family is Family is right too, since no model explains the outcomes
+	// whole.
+	OutsideModels bool
 }
 
 // SelftestCase is one row of the selftest's truth table: a reference
@@ -257,6 +262,9 @@ func (r SelftestRow) String() string {
 	if !r.OK() {
 		verdict = "MISS"
 	}
+	if r.Got != nil && r.Got.Fit != "" {
+		verdict += ", " + string(r.Got.Fit)
+	}
 	return fmt.Sprintf("%s: %s (%s)", r.Case.Name, verdict, session.RoundDuration(r.Duration))
 }
 
@@ -444,6 +452,12 @@ var integerParams = []string{"limit", "capacity", "undelayed", "queue"}
 // relative for real values, absolute for integers.
 func JudgeInference(w SelftestWant, inf *infer.Inference) (problems []string, errs map[string]float64) {
 	errs = map[string]float64{}
+	if inf.Fit == infer.FitMisfit {
+		if !w.OutsideModels || inf.Closest != w.Family {
+			problems = append(problems, fmt.Sprintf("no family fits; closest %s, want %s", inf.Closest, w.Family))
+		}
+		return problems, errs
+	}
 	if inf.Algorithm != w.Family {
 		problems = append(problems, fmt.Sprintf("family %s, want %s", inf.Algorithm, w.Family))
 		return problems, errs
