@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -106,13 +107,48 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 	if inf == nil {
 		return nil, err
 	}
-	if cl := ClassOf(err); opts.Expect != "" && inf.Algorithm != opts.Expect && (err == nil || (cl != Usage && cl != Internal)) {
-		return inf, Errorf(Findings, "expected %s, inferred %s (confidence %.1f%%)", opts.Expect, inf.Algorithm, inf.Reproduced*100)
+	if cl := ClassOf(err); err == nil || (cl != Usage && cl != Internal) {
+		if ferr := s.fitVerdict(inf, opts.Expect); ferr != nil {
+			return inf, ferr
+		}
 	}
 	if err == nil && !inf.Complete {
 		err = Errorf(Aborted, "%w: the result is incomplete (see %s)", ErrIncomplete, s.rec.path)
 	}
 	return inf, err
+}
+
+// fitVerdict turns the inference's fit into the exit class of the
+// contract's table:
+//
+//	fit          no expect          expect F, answer F   expect F, another
+//	exact        0                  0                    1 (Findings)
+//	approximate  0, a warning       0                    3 (Aborted), never 1
+//	misfit       3                  3                    3
+//
+// A misfit is "no family fits; closest X" with the worst miss.
+func (s *Session) fitVerdict(inf *infer.Inference, expect infer.Family) error {
+	switch inf.Fit {
+	case infer.FitMisfit:
+		msg := fmt.Sprintf("no family fits; closest %s (%.1f%% of the outcomes reproduced)", inf.Closest, inf.Reproduced*100)
+		if len(inf.Misses) > 0 {
+			m := inf.Misses[0]
+			msg += fmt.Sprintf("; %s: expected %s, observed %s", m.Experiment, m.Expected, m.Observed)
+		}
+		return Errorf(Aborted, "%s", msg)
+	case infer.FitApproximate:
+		if expect != "" && inf.Algorithm != expect {
+			return Errorf(Aborted, "expected %s; inferred %s, but not validated (fit approximate): infer could not conclude", expect, inf.Algorithm)
+		}
+		if expect == "" {
+			s.warn("%s fits what was observed but was not validated by an experiment it was not fitted on (fit approximate)", inf.Algorithm)
+		}
+	default:
+		if expect != "" && inf.Algorithm != expect {
+			return Errorf(Findings, "expected %s, inferred %s (fit %s, %.1f%% of the outcomes reproduced)", expect, inf.Algorithm, inf.Fit, inf.Reproduced*100)
+		}
+	}
+	return nil
 }
 
 // InferPlan is the plan Infer records in the header, expecting expect.

@@ -1,0 +1,96 @@
+package infer
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/verify"
+)
+
+// TestRuleRoundTrip: limiter config → inference → rule → limiter config
+// gives back the limiter's promise — its algorithm as a policy states it
+// (a fixed window at its alignment, a bucket as a token bucket), its count
+// exactly and its window or rate within 5 %.
+func TestRuleRoundTrip(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cfg  limiter.Config
+		want limiter.Config
+	}{
+		{"fixed-window epoch", limiter.Config{Algorithm: limiter.FixedWindow, Limit: 8, Window: 2 * time.Second, Align: limiter.AlignEpoch},
+			limiter.Config{Algorithm: limiter.FixedWindow, Limit: 8, Window: 2 * time.Second, Align: limiter.AlignEpoch}},
+		{"fixed-window first-request", limiter.Config{Algorithm: limiter.FixedWindow, Limit: 6, Window: 1500 * time.Millisecond, Align: limiter.AlignFirstRequest},
+			limiter.Config{Algorithm: limiter.FixedWindow, Limit: 6, Window: 1500 * time.Millisecond, Align: limiter.AlignFirstRequest}},
+		{"sliding-log", limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: time.Second},
+			limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: time.Second}},
+		{"token-bucket", limiter.Config{Algorithm: limiter.TokenBucket, Rate: 4, Capacity: 5},
+			limiter.Config{Algorithm: limiter.TokenBucket, Rate: 4, Capacity: 5}},
+		{"gcra", limiter.Config{Algorithm: limiter.GCRA, Rate: 2, Capacity: 3},
+			limiter.Config{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 3}},
+		{"leaky-bucket nodelay", limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 5, Capacity: 4, NoDelay: true},
+			limiter.Config{Algorithm: limiter.TokenBucket, Rate: 5, Capacity: 4}},
+		{"leaky-bucket queue", limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 5, Capacity: 6},
+			limiter.Config{Algorithm: limiter.TokenBucket, Rate: 5, Capacity: 6}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := time.Date(2030, 1, 1, 0, 0, 0, 300e6, time.UTC)
+			e := newSimEngine(simServer{cfg: tt.cfg, oneWay: 2 * time.Millisecond}, o)
+			inf, err := Infer(context.Background(), e, Options{Origin: o, Now: e.clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rule, note, err := inf.Rule()
+			if err != nil {
+				t.Fatalf("%s (fit %s): %v", inf.Algorithm, inf.Fit, err)
+			}
+			if (note == "") != (inf.Fit == FitExact) {
+				t.Errorf("fit %s, note %q: want a note exactly when the fit is not exact", inf.Fit, note)
+			}
+			got := rule.Model()
+			if got.Algorithm != tt.want.Algorithm || got.Align != tt.want.Align || got.Limit != tt.want.Limit || got.Capacity != tt.want.Capacity {
+				t.Fatalf("round trip %+v → %s → %v → %+v, want %+v", tt.cfg, inf.Algorithm, rule.String(), got, tt.want)
+			}
+			if w := tt.want.Window; w > 0 && math.Abs(float64(got.Window-w)) > 0.05*float64(w) {
+				t.Errorf("window %v, want %v ± 5 %%", got.Window, w)
+			}
+			if r := tt.want.Rate; r > 0 && math.Abs(got.Rate-r) > 0.05*r {
+				t.Errorf("rate %v, want %v ± 5 %%", got.Rate, r)
+			}
+		})
+	}
+}
+
+// TestRuleRefusesWhatNamesNoRule: a misfit, none and a family without its
+// parameters describe no rule; an approximate fit gives the closest
+// family's rule with a note.
+func TestRuleRefusesWhatNamesNoRule(t *testing.T) {
+	limit, window := &Param{Value: 10}, &Param{Value: 60}
+	for _, tt := range []struct {
+		name    string
+		inf     Inference
+		wantErr bool
+		note    bool
+	}{
+		{"misfit", Inference{Fit: FitMisfit, Closest: FixedWindow, Params: Params{Limit: limit, WindowS: window}}, true, false},
+		{"none", Inference{Algorithm: None, Fit: FitExact}, true, false},
+		{"no parameters", Inference{Algorithm: SlidingLog, Fit: FitExact}, true, false},
+		{"approximate", Inference{Algorithm: SlidingLog, Fit: FitApproximate, Params: Params{Limit: limit, WindowS: window}}, false, true},
+		{"exact", Inference{Algorithm: SlidingLog, Fit: FitExact, Key: KeyUnknown, Params: Params{Limit: limit, WindowS: window}}, false, false},
+	} {
+		rule, note, err := tt.inf.Rule()
+		if (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, ErrNoRule)) {
+			t.Errorf("%s: error %v, want error %v wrapping ErrNoRule", tt.name, err, tt.wantErr)
+			continue
+		}
+		if (note != "") != tt.note {
+			t.Errorf("%s: note %q", tt.name, note)
+		}
+		if err == nil && (rule.Limit != 10 || rule.Window != time.Minute || rule.WindowType != verify.Sliding || rule.Key != "") {
+			t.Errorf("%s: rule %+v", tt.name, rule)
+		}
+	}
+}
