@@ -310,18 +310,27 @@ func judgeRetryAfter(results []record.Result, origin time.Time, o *observations,
 		if len(adv) == 0 || len(adv) != len(model) || !recovered {
 			continue // the model disagrees with these outcomes, or guesses: no judgement
 		}
-		slices.Sort(adv)
-		slices.Sort(model)
-		for i, a := range adv {
-			m := model[i]
-			tol := retryAfterTol + m/20
-			g := verify.GradeRetryAfter(a, m-tol, m+tol)
-			trace("retry-after %s at %v: advertised %v from arrival, model %v (%v)", g.Grade, o.list[cl[0]].at.Sub(origin), a, m, w.h)
+		for _, a := range adv {
+			// The server's order within the cluster is unknown: a value is
+			// graded only when its grade holds paired with every rejection
+			// of the cluster.
+			g, ok := gradeEveryPairing(a, model)
+			if !ok {
+				continue
+			}
+			trace("retry-after %s at %v: advertised %v from arrival, model %v (%v)", g.Grade, o.list[cl[0]].at.Sub(origin), a, model, w.h)
 			if !judged || worst.Grade.Worse(g.Grade) != worst.Grade {
 				worst = g
 			}
 			judged = true
 		}
+	}
+	if raw, ok := malformedRetryAfter(results, o); ok {
+		// A value that breaks the grammar is sent, and worse than any
+		// wrong wait: a client cannot read it.
+		no, grade := false, GradeMalformed
+		ra.Sent, ra.Raw, ra.Honest, ra.Grade, ra.TrueWaitS = true, raw, &no, &grade, nil
+		return ra
 	}
 	if ra.Sent && judged {
 		honest := worst.Grade.Honest()
@@ -330,6 +339,48 @@ func judgeRetryAfter(results []record.Result, origin time.Time, o *observations,
 		ra.Honest, ra.Grade, ra.TrueWaitS = &honest, &grade, &wait
 	}
 	return ra
+}
+
+// GradeMalformed is the Retry-After grade of a rejection whose value
+// breaks RFC 9110's grammar (delay-seconds or an HTTP-date).
+const GradeMalformed = "malformed"
+
+// gradeEveryPairing grades the advertised wait a against each modelled
+// wait of its cluster; it returns the grade (against the middle wait) only
+// when every pairing gives the same one.
+func gradeEveryPairing(a time.Duration, model []time.Duration) (verify.RetryAfterGrading, bool) {
+	var first verify.RetryAfterGrading
+	for i, m := range model {
+		tol := retryAfterTol + m/20
+		g := verify.GradeRetryAfter(a, m-tol, m+tol)
+		if i == 0 {
+			first = g
+		} else if g.Grade != first.Grade {
+			return first, false
+		}
+	}
+	sorted := slices.Clone(model)
+	slices.Sort(sorted)
+	m := sorted[len(sorted)/2]
+	tol := retryAfterTol + m/20
+	return verify.GradeRetryAfter(a, m-tol, m+tol), true
+}
+
+// malformedRetryAfter returns the first Retry-After value of a rejection
+// that breaks the grammar, verbatim. Accepted answers are never graded.
+func malformedRetryAfter(results []record.Result, o *observations) (string, bool) {
+	for _, ob := range o.list {
+		if ob.accepted {
+			continue
+		}
+		r := results[ob.ref]
+		for _, v := range headers.Values(r.Headers, "Retry-After") {
+			if _, err := headers.ParseRetryAfter(v, time.Unix(0, 0)); err != nil {
+				return v, true
+			}
+		}
+	}
+	return "", false
 }
 
 // advertised returns the wait a rejection's Retry-After asks for, counted

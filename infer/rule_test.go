@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -92,5 +94,72 @@ func TestRuleRefusesWhatNamesNoRule(t *testing.T) {
 		if err == nil && (rule.Limit != 10 || rule.Window != time.Minute || rule.WindowType != verify.Sliding || rule.Key != "") {
 			t.Errorf("%s: rule %+v", tt.name, rule)
 		}
+	}
+}
+
+// TestRetryAfterAsSent: a Retry-After that breaks the grammar is sent and
+// graded malformed, verbatim in raw; one on an accepted answer is never
+// graded; a grade within a cluster of unknown order must hold under every
+// pairing of its values with the cluster's rejections.
+func TestRetryAfterAsSent(t *testing.T) {
+	origin := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	// A fixed window of 3 per second: a burst of 5 (3 accepted), then a
+	// recovery.
+	burst := func(ra string, acceptedRA string) []record.Result {
+		var rs []record.Result
+		for i := range 5 {
+			st := 200
+			if i >= 3 {
+				st = 429
+			}
+			r := result(int64(i), 0, 1, st)
+			r.Headers = http.Header{}
+			if st == 429 && ra != "" {
+				r.Headers.Set("Retry-After", ra)
+			}
+			if st == 200 && acceptedRA != "" {
+				r.Headers.Set("Retry-After", acceptedRA)
+			}
+			rs = append(rs, r)
+		}
+		for i, at := range []float64{500, 1100, 1150} {
+			rs = append(rs, result(int64(5+i), at, at+1, map[bool]int{true: 429, false: 200}[at == 500]))
+		}
+		return rs
+	}
+	for _, tt := range []struct {
+		name, ra, acceptedRA string
+		grade, raw           string
+	}{
+		{"decimal", "1.5", "", GradeMalformed, "1.5"},
+		{"unit", "1s", "", GradeMalformed, "1s"},
+		{"well-formed", "1", "", "", ""},
+		{"malformed on an accepted answer only", "1", "soon", "", ""},
+	} {
+		inf, err := InferRecords(burst(tt.ra, tt.acceptedRA), origin, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ra := inf.RetryAfter
+		if !ra.Sent || ra.Raw != tt.raw {
+			t.Errorf("%s: sent %v raw %q, want sent, raw %q", tt.name, ra.Sent, ra.Raw, tt.raw)
+		}
+		if tt.grade != "" && (ra.Grade == nil || *ra.Grade != tt.grade || ra.Honest == nil || *ra.Honest) {
+			t.Errorf("%s: grade %v honest %v, want %s and not honest", tt.name, deref(ra.Grade), ra.Honest, tt.grade)
+		}
+		if tt.grade == "" && ra.Grade != nil && *ra.Grade == GradeMalformed {
+			t.Errorf("%s: graded malformed", tt.name)
+		}
+	}
+}
+
+// TestGradeEveryPairing: a cluster whose rejections have different true
+// waits grades a value only when every pairing agrees.
+func TestGradeEveryPairing(t *testing.T) {
+	if g, ok := gradeEveryPairing(2*time.Second, []time.Duration{1900 * time.Millisecond, 2 * time.Second}); !ok || g.Grade != verify.GradeExact {
+		t.Errorf("close waits: %v %v, want exact", g.Grade, ok)
+	}
+	if _, ok := gradeEveryPairing(2*time.Second, []time.Duration{time.Second, 5 * time.Second}); ok {
+		t.Error("a value early for one rejection and late for another was graded")
 	}
 }
