@@ -146,7 +146,7 @@ func fixedWindowRun() synth {
 	epoch, st := "epoch", 429
 	honest, grade, wait := true, "rounded-up", 0.42
 	s.inferences = []any{infer.Inference{
-		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.FixedWindow,
+		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.FixedWindow, Fit: infer.FitExact, Closest: infer.FixedWindow, Misses: []infer.Miss{},
 		Params: infer.Params{Limit: &limit, WindowS: &window}, Alignment: &epoch, Key: "global", RejectStatus: &st,
 		Headers: []string{"draft-7"}, RetryAfter: infer.RetryAfter{Sent: true, Honest: &honest, Grade: &grade, TrueWaitS: &wait}, Reproduced: 0.985,
 		Alternatives: []infer.Alternative{{Algorithm: infer.SlidingWindowCounter, Reproduced: 0.91, RuledOutBy: "20 accepted across the edge at 1s"},
@@ -218,7 +218,7 @@ func leakyRun() synth {
 	st := 503
 	no := false
 	s.inferences = []any{infer.Inference{
-		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.LeakyBucketQueue,
+		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.LeakyBucketQueue, Fit: infer.FitExact, Closest: infer.LeakyBucketQueue, Misses: []infer.Miss{},
 		Params:         infer.Params{Capacity: &capacity, RatePerS: &rate, Undelayed: &undelayed, Queue: &queue},
 		CountsRejected: &no, Key: "global", RejectStatus: &st, Headers: []string{"none"},
 		Reproduced: 1, Alternatives: []infer.Alternative{},

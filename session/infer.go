@@ -108,7 +108,7 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 		return nil, err
 	}
 	if cl := ClassOf(err); err == nil || (cl != Usage && cl != Internal) {
-		if ferr := s.fitVerdict(inf, opts.Expect); ferr != nil {
+		if ferr := fitVerdict(inf, opts.Expect, s.warn); ferr != nil {
 			return inf, ferr
 		}
 	}
@@ -126,8 +126,9 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 //	approximate  0, a warning       0                    3 (Aborted), never 1
 //	misfit       3                  3                    3
 //
-// A misfit is "no family fits; closest X" with the worst miss.
-func (s *Session) fitVerdict(inf *infer.Inference, expect infer.Family) error {
+// A misfit is "no family fits; closest X" with the worst miss; warn hears
+// the note of an approximate fit without expectation.
+func fitVerdict(inf *infer.Inference, expect infer.Family, warn func(format string, a ...any)) error {
 	switch inf.Fit {
 	case infer.FitMisfit:
 		msg := fmt.Sprintf("no family fits; closest %s (%.1f%% of the outcomes reproduced)", inf.Closest, inf.Reproduced*100)
@@ -141,7 +142,7 @@ func (s *Session) fitVerdict(inf *infer.Inference, expect infer.Family) error {
 			return Errorf(Aborted, "expected %s; inferred %s, but not validated (fit approximate): infer could not conclude", expect, inf.Algorithm)
 		}
 		if expect == "" {
-			s.warn("%s fits what was observed but was not validated by an experiment it was not fitted on (fit approximate)", inf.Algorithm)
+			warn("%s fits what was observed but was not validated by an experiment it was not fitted on (fit approximate)", inf.Algorithm)
 		}
 	default:
 		if expect != "" && inf.Algorithm != expect {

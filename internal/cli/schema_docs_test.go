@@ -142,7 +142,7 @@ func TestSchemaDemo(t *testing.T) {
 		t.Fatalf("--no-infer printed an inference:\n%s", stdout)
 	}
 	countsRejected, status := false, 503
-	doc.Inference = &infer.Inference{Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.TokenBucket,
+	doc.Inference = &infer.Inference{Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.TokenBucket, Fit: infer.FitExact, Closest: infer.TokenBucket, Misses: []infer.Miss{},
 		Params: infer.Params{
 			RatePerS: &infer.Param{Value: 1.001, Low: 1, High: 1.001},
 			Capacity: &infer.Param{Value: 4, Low: 4, High: 4},
