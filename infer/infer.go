@@ -334,8 +334,13 @@ type Inference struct {
 	// RejectStatus is the status of rejections; nil when none was seen.
 	RejectStatus *int `json:"reject_status"`
 	// Headers lists the rate-limit header dialects seen (contract names).
-	Headers    []string   `json:"headers"`
-	RetryAfter RetryAfter `json:"retry_after"`
+	Headers []string `json:"headers"`
+	// Advertised lists where the headers' claims disagree with the
+	// fitted answer (headers are claims, behaviour is evidence): empty
+	// when every claim agrees, nil (JSON null) when no rate-limit header
+	// was seen or no model was fitted.
+	Advertised []Advertised `json:"advertised"`
+	RetryAfter RetryAfter   `json:"retry_after"`
 	// OverAdmission is set when a concurrent burst admitted more than the
 	// limit fitted from paced experiments; nil otherwise.
 	OverAdmission *OverAdmission `json:"over_admission"`

@@ -47,6 +47,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 	inf.Fit, inf.Misses = judgeFit(w, f, o, origin)
 	fillParams(inf, f, w, a, o.timingSlack())
 	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
+	inf.Advertised = claims(results, origin, o, w, f.perClient)
 	inf.Alternatives = alternatives(f, w, origin, o)
 	if inf.Fit == FitMisfit {
 		inf.Algorithm = ""

@@ -163,3 +163,41 @@ func TestGradeEveryPairing(t *testing.T) {
 		t.Error("a value early for one rejection and late for another was graded")
 	}
 }
+
+// TestClaims: headers are claims — a limit header that shows the refill
+// rate, and a reset that never changes, are reported beside the fitted
+// answer, which the headers do not change; honest headers give an empty
+// list, no headers null.
+func TestClaims(t *testing.T) {
+	o := time.Date(2030, 1, 1, 0, 0, 0, 300e6, time.UTC)
+	cfg := limiter.Config{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 10}
+	run := func(srv simServer) *Inference {
+		e := newSimEngine(srv, o)
+		inf, err := Infer(context.Background(), e, Options{Origin: o, Now: e.clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inf
+	}
+	if inf := run(simServer{cfg: cfg, oneWay: 2 * time.Millisecond}); inf.Advertised != nil {
+		t.Errorf("no headers: advertised %+v, want null", inf.Advertised)
+	}
+	if inf := run(simServer{cfg: cfg, oneWay: 2 * time.Millisecond, xrl: true}); inf.Advertised == nil || len(inf.Advertised) != 0 {
+		t.Errorf("honest headers: advertised %+v, want an empty list", inf.Advertised)
+	}
+	inf := run(simServer{cfg: cfg, oneWay: 2 * time.Millisecond, xrl: true, lie: func(h http.Header, d limiter.Decision) {
+		h.Set("X-RateLimit-Limit", "2") // the rate, not the capacity
+		h.Set("X-RateLimit-Reset", "60")
+	}})
+	if inf.Algorithm != TokenBucket || inf.Params.Capacity == nil || inf.Params.Capacity.Value != 10 {
+		t.Fatalf("lying headers changed the answer: %s %+v", inf.Algorithm, inf.Params.Capacity)
+	}
+	fields := map[string]bool{}
+	for _, a := range inf.Advertised {
+		fields[a.Field] = true
+		t.Logf("%s: %s", a.Field, a.Message)
+	}
+	if !fields["limit"] || !fields["reset"] {
+		t.Errorf("advertised %+v, want limit and reset", inf.Advertised)
+	}
+}

@@ -18,6 +18,11 @@ import (
 // far, marked "complete": false.
 var ErrIncomplete = errors.New("the budget ended before the candidates were told apart")
 
+// ErrNotConcluded is wrapped by Infer's error when the fit does not let
+// infer conclude (the contract's exit 3): no family fits (misfit), or an
+// expectation meets an answer that was not validated (approximate).
+var ErrNotConcluded = errors.New("infer could not conclude")
+
 // InferOptions choose how Infer runs. The zero value infers with the
 // preflight, no expectation and infer's defaults.
 type InferOptions struct {
@@ -136,10 +141,10 @@ func fitVerdict(inf *infer.Inference, expect infer.Family, warn func(format stri
 			m := inf.Misses[0]
 			msg += fmt.Sprintf("; %s: expected %s, observed %s", m.Experiment, m.Expected, m.Observed)
 		}
-		return Errorf(Aborted, "%s", msg)
+		return Errorf(Aborted, "%w: %s", ErrNotConcluded, msg)
 	case infer.FitApproximate:
 		if expect != "" && inf.Algorithm != expect {
-			return Errorf(Aborted, "expected %s; inferred %s, but not validated (fit approximate): infer could not conclude", expect, inf.Algorithm)
+			return Errorf(Aborted, "%w: expected %s; inferred %s, but not validated (fit approximate)", ErrNotConcluded, expect, inf.Algorithm)
 		}
 		if expect == "" {
 			warn("%s fits what was observed but was not validated by an experiment it was not fitted on (fit approximate)", inf.Algorithm)
