@@ -121,7 +121,7 @@ func claims(results []record.Result, origin time.Time, o *observations, w scored
 	}
 	if ws, ok := mode(windows); ok && math.Abs(float64(ws)-fitted) > math.Max(1, claimWindowTol*fitted) {
 		out = append(out, Advertised{Field: "window", Advertised: units.HumanDuration(time.Duration(ws) * time.Second),
-			Fitted: units.HumanDuration(units.Seconds(fitted)),
+			Fitted:  units.HumanDuration(units.Seconds(fitted)),
 			Message: fmt.Sprintf("the headers advertise a window of %ds; the target behaves as %v", ws, h)})
 	}
 	if len(resets) >= constantResetMin {
