@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
 )
@@ -204,6 +205,51 @@ type Options struct {
 	MaxRate float64
 	// Tool is the "tool" member of the document ("rlprobe v1.2.3").
 	Tool string
+	// Without leaves behaviours out of the candidates: the leave-one-out
+	// test of the fit (a limiter whose behaviour has no model must come
+	// out approximate or misfit, never exact). Empty for real use.
+	Without []Behaviour
+}
+
+// Behaviour names what a limiter does beyond its family's plain model:
+// the penalties and bucket quirks of limiter.Config, as infer names them.
+type Behaviour string
+
+// The behaviours.
+const (
+	BehaviourBlock      Behaviour = "block"
+	BehaviourExtend     Behaviour = "extend"
+	BehaviourRestart    Behaviour = "restart"
+	BehaviourIdle       Behaviour = "idle-eviction"
+	BehaviourWholeToken Behaviour = "whole-token-refill"
+	BehaviourTimer      Behaviour = "timer"
+)
+
+// BehavioursOf lists the behaviours of a limiter configuration (what a
+// leave-one-out test removes from the candidates).
+func BehavioursOf(c limiter.Config) []Behaviour {
+	var out []Behaviour
+	switch c.Penalty.Kind {
+	case limiter.PenaltyBlock:
+		out = append(out, BehaviourBlock)
+	case limiter.PenaltyExtend:
+		out = append(out, BehaviourExtend)
+	case limiter.PenaltyRestart:
+		out = append(out, BehaviourRestart)
+	}
+	if c.ForgetIdle > 0 {
+		out = append(out, BehaviourIdle)
+	}
+	switch c.Refill {
+	case limiter.RefillWhole:
+		out = append(out, BehaviourWholeToken)
+	case limiter.RefillInterval:
+		out = append(out, BehaviourTimer)
+	}
+	if c.Align == limiter.AlignTimer {
+		out = append(out, BehaviourTimer)
+	}
+	return out
 }
 
 func (o *Options) now() time.Time {
