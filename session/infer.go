@@ -41,6 +41,9 @@ type InferOptions struct {
 	// Lead is how far ahead of the clock experiments are planned; 0 means
 	// infer's default.
 	Lead time.Duration
+	// Without leaves behaviours out of infer's candidates (infer.Options.
+	// Without: the leave-one-out test).
+	Without []infer.Behaviour
 }
 
 // InferPlan is the plan recorded in the header of an infer record file.
@@ -192,6 +195,7 @@ func (s *Session) inferOptions(opts InferOptions, zero time.Time, prior []record
 		MaxWindow:   opts.MaxWindow,
 		Prior:       prior,
 		Lead:        opts.Lead,
+		Without:     opts.Without,
 		Timeout:     p.Timeout,
 		MaxRate:     s.cfg.Caps.MaxRate,
 		Tool:        s.cfg.Tool,

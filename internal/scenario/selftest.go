@@ -55,6 +55,10 @@ type SelftestWant struct {
 	// family is Family is right too, since no model explains the outcomes
 	// whole.
 	OutsideModels bool
+	// LeaveOut, when set, infers with these behaviours left out of the
+	// candidates (the leave-one-out rows): the row is right when the fit
+	// is approximate or misfit, never exact, whatever the family.
+	LeaveOut []infer.Behaviour
 }
 
 // SelftestCase is one row of the selftest's truth table: a reference
@@ -399,7 +403,7 @@ func RunSelftestCase(ctx context.Context, c SelftestCase, opt SelftestOptions) (
 		row.Err = fmt.Errorf("scenario: selftest %s: %w", c.Name, err)
 		return row
 	}
-	inf, err := sess.Infer(ctx, session.InferOptions{NoPreflight: true, KeyName: keyName, MaxWindow: cmp.Or(c.MaxWindow, selftestMaxWindow)})
+	inf, err := sess.Infer(ctx, session.InferOptions{NoPreflight: true, KeyName: keyName, MaxWindow: cmp.Or(c.MaxWindow, selftestMaxWindow), Without: c.Want.LeaveOut})
 	if errors.Is(err, session.ErrIncomplete) || errors.Is(err, session.ErrNotConcluded) {
 		err = nil // the row judges the inference as far as it got, and its fit
 	}
@@ -452,6 +456,12 @@ var integerParams = []string{"limit", "capacity", "undelayed", "queue"}
 // relative for real values, absolute for integers.
 func JudgeInference(w SelftestWant, inf *infer.Inference) (problems []string, errs map[string]float64) {
 	errs = map[string]float64{}
+	if len(w.LeaveOut) > 0 {
+		if inf.Fit == infer.FitExact {
+			problems = append(problems, fmt.Sprintf("%s, exact, without a model of %v", inf.Algorithm, w.LeaveOut))
+		}
+		return problems, errs
+	}
 	if inf.Fit == infer.FitMisfit {
 		if !w.OutsideModels || inf.Closest != w.Family {
 			problems = append(problems, fmt.Sprintf("no family fits; closest %s, want %s", inf.Closest, w.Family))
