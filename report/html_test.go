@@ -391,3 +391,40 @@ func TestHTMLEscapesHostileText(t *testing.T) {
 		}
 	}
 }
+
+// TestHTMLMarksAboveLanes: SVG paints in document order, so every lane's
+// opaque background must come before the request marks it lies under.
+func TestHTMLMarksAboveLanes(t *testing.T) {
+	var b bytes.Buffer
+	if err := HTML(&b, loadScenario(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	root, err := html.Parse(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lanes, marks, lanesAfterMarks := 0, 0, 0
+	for n := range root.Descendants() {
+		if n.Type != html.ElementNode {
+			continue
+		}
+		fill := ""
+		for _, a := range n.Attr {
+			if a.Key == "fill" {
+				fill = a.Val
+			}
+		}
+		switch {
+		case n.Data == "rect" && fill == colorLane:
+			lanes++
+			if marks > 0 {
+				lanesAfterMarks++
+			}
+		case n.Data == "path" && (fill == Accepted.Color() || fill == Rejected.Color()):
+			marks++
+		}
+	}
+	if lanes == 0 || marks == 0 || lanesAfterMarks > 0 {
+		t.Errorf("%d lane backgrounds, %d mark paths, %d backgrounds drawn over marks; want every background first", lanes, marks, lanesAfterMarks)
+	}
+}

@@ -114,7 +114,8 @@ type timelinePanel struct {
 	Caption    string
 }
 
-// lane is one client's row of the timeline: its background and label.
+// lane is one client's row of the timeline: its background, drawn
+// beneath the marks, and its label.
 type lane struct {
 	Back  rect
 	Label label
