@@ -153,13 +153,13 @@ func TestConcludeDocument(t *testing.T) {
 	if inf.RejectStatus == nil || *inf.RejectStatus != 429 || !slices.Equal(inf.Headers, []string{"draft-8"}) {
 		t.Errorf("reject status %v, headers %v; want 429 and draft-8", deref(inf.RejectStatus), inf.Headers)
 	}
-	if inf.Confidence != 1 || inf.Params.Capacity == nil && inf.Params.Limit == nil {
-		t.Errorf("confidence %v, params %+v", inf.Confidence, inf.Params)
+	if inf.Reproduced != 1 || inf.Params.Capacity == nil && inf.Params.Limit == nil {
+		t.Errorf("confidence %v, params %+v", inf.Reproduced, inf.Params)
 	}
 	seen := map[Family]bool{}
 	for _, a := range inf.Alternatives {
 		seen[a.Algorithm] = true
-		if a.RuledOutBy == "" || a.Confidence > inf.Confidence {
+		if a.RuledOutBy == "" || a.Reproduced > inf.Reproduced {
 			t.Errorf("alternative %+v: no reason, or better than the winner", a)
 		}
 	}

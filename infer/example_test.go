@@ -63,7 +63,7 @@ func ExampleInfer() {
 	}
 	fmt.Println(inf.Algorithm)
 	fmt.Printf("rate %.1f/s, capacity %.0f\n", inf.Params.RatePerS.Value, inf.Params.Capacity.Value)
-	fmt.Println("confidence", inf.Confidence)
+	fmt.Println("confidence", inf.Reproduced)
 	// Output:
 	// token-bucket
 	// rate 2.0/s, capacity 5

@@ -2,10 +2,12 @@ package infer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
 )
@@ -49,6 +51,63 @@ func ParseFamily(s string) (Family, error) {
 		}
 	}
 	return "", fmt.Errorf("infer: unknown family %q; one of %s", s, strings.Join(FamilyNames(), ", "))
+}
+
+// MarshalJSON writes a Family as its spelling, and the empty Family (no
+// family fits: fit misfit) as null.
+func (f Family) MarshalJSON() ([]byte, error) {
+	if f == "" {
+		return []byte("null"), nil
+	}
+	return []byte(`"` + string(f) + `"`), nil
+}
+
+// UnmarshalJSON reads a Family's spelling, and null as the empty Family.
+func (f *Family) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = ""
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("infer: family: %w", err)
+	}
+	*f = Family(s)
+	return nil
+}
+
+// Fit says how far an answer is to be trusted (the contract's "fit").
+type Fit string
+
+// The fits.
+const (
+	// FitExact: the answer reproduces what was observed and, after it was
+	// fitted, predicted the outcome of a validation experiment it was not
+	// fitted on (the one where it and its runner-up disagree most, or a
+	// fresh exhaust-and-recover at another phase); the family none is
+	// always exact.
+	FitExact Fit = "exact"
+	// FitApproximate: the answer reproduces what was observed (within the
+	// misses that timing noise explains) but has not survived a validation
+	// experiment: the budget ended first, or its prediction failed and the
+	// refitted answer was not validated again.
+	FitApproximate Fit = "approximate"
+	// FitMisfit: no candidate reproduces the outcomes beyond what the
+	// timing the evidence allows explains: Algorithm is empty (JSON null),
+	// Closest names the nearest family and Misses what it fails to
+	// reproduce.
+	FitMisfit Fit = "misfit"
+)
+
+// Miss is an observed outcome the answer (or, for a misfit, the closest
+// family's best model) does not reproduce.
+type Miss struct {
+	// Experiment names the experiment and when it ran ("comb at 3.2s").
+	Experiment string `json:"experiment"`
+	// Expected is what the model predicts ("2 of 5 accepted"), Observed
+	// what the target did ("5 of 5 accepted").
+	Expected string `json:"expected"`
+	Observed string `json:"observed"`
 }
 
 // FamilyNames returns the spellings of Families, in their order.
@@ -146,6 +205,51 @@ type Options struct {
 	MaxRate float64
 	// Tool is the "tool" member of the document ("rlprobe v1.2.3").
 	Tool string
+	// Without leaves behaviours out of the candidates: the leave-one-out
+	// test of the fit (a limiter whose behaviour has no model must come
+	// out approximate or misfit, never exact). Empty for real use.
+	Without []Behaviour
+}
+
+// Behaviour names what a limiter does beyond its family's plain model:
+// the penalties and bucket quirks of limiter.Config, as infer names them.
+type Behaviour string
+
+// The behaviours.
+const (
+	BehaviourBlock      Behaviour = "block"
+	BehaviourExtend     Behaviour = "extend"
+	BehaviourRestart    Behaviour = "restart"
+	BehaviourIdle       Behaviour = "idle-eviction"
+	BehaviourWholeToken Behaviour = "whole-token-refill"
+	BehaviourTimer      Behaviour = "timer"
+)
+
+// BehavioursOf lists the behaviours of a limiter configuration (what a
+// leave-one-out test removes from the candidates).
+func BehavioursOf(c limiter.Config) []Behaviour {
+	var out []Behaviour
+	switch c.Penalty.Kind {
+	case limiter.PenaltyBlock:
+		out = append(out, BehaviourBlock)
+	case limiter.PenaltyExtend:
+		out = append(out, BehaviourExtend)
+	case limiter.PenaltyRestart:
+		out = append(out, BehaviourRestart)
+	}
+	if c.ForgetIdle > 0 {
+		out = append(out, BehaviourIdle)
+	}
+	switch c.Refill {
+	case limiter.RefillWhole:
+		out = append(out, BehaviourWholeToken)
+	case limiter.RefillInterval:
+		out = append(out, BehaviourTimer)
+	}
+	if c.Align == limiter.AlignTimer {
+		out = append(out, BehaviourTimer)
+	}
+	return out
 }
 
 func (o *Options) now() time.Time {
@@ -211,9 +315,13 @@ type RetryAfter struct {
 	Sent   bool  `json:"sent"`
 	Honest *bool `json:"honest"`
 	// Grade is the worst grade of the judged Retry-After values (see
-	// verify.GradeRetryAfter): exact, rounded-up, late or early; nil when
-	// none was judged. Honest means exact or rounded-up.
+	// verify.GradeRetryAfter): exact, rounded-up, late or early; malformed
+	// when a rejection's value breaks RFC 9110's grammar (Raw holds it);
+	// nil when none was judged. Honest means exact or rounded-up.
 	Grade *string `json:"grade"`
+	// Raw is the first Retry-After value that breaks the grammar, verbatim;
+	// empty (omitted) when every value parsed.
+	Raw string `json:"raw,omitempty"`
 	// TrueWaitS is the measured true wait, in seconds, of the rejection
 	// that got the worst grade; nil when none was judged.
 	TrueWaitS *float64 `json:"true_wait_s"`
@@ -233,17 +341,32 @@ type OverAdmission struct {
 // best model reproduces and the observation that ruled it out.
 type Alternative struct {
 	Algorithm  Family  `json:"algorithm"`
-	Confidence float64 `json:"confidence"`
+	Reproduced float64 `json:"reproduced"`
 	RuledOutBy string  `json:"ruled_out_by"`
 }
 
 // Inference is the infer document of the contract. A nil pointer member is
 // JSON null: not applicable or not determined.
 type Inference struct {
-	Schema    string `json:"schema"`
-	Tool      string `json:"tool"`
+	Schema string `json:"schema"`
+	Tool   string `json:"tool"`
+	// Algorithm is the family named, empty (JSON null) when no family fits
+	// (Fit misfit).
 	Algorithm Family `json:"algorithm"`
-	Params    Params `json:"params"`
+	// Fit says how far the answer is to be trusted: exact, approximate or
+	// misfit (see Fit).
+	Fit Fit `json:"fit"`
+	// Closest is the family whose best model comes closest: Algorithm when
+	// one is named, the nearest family for a misfit.
+	Closest Family `json:"closest"`
+	// Misses lists the observed outcomes the answer (for a misfit, the
+	// closest family's best model) does not reproduce, worst first, at
+	// most maxMissesListed; empty when it reproduces them all.
+	Misses []Miss `json:"misses"`
+	// Validation says which experiment validated the answer and how
+	// (empty when none did).
+	Validation string `json:"validation,omitempty"`
+	Params     Params `json:"params"`
 	// Alignment is where fixed windows start (fixed-window and
 	// sliding-window-counter): epoch, first-request or unknown.
 	Alignment *string `json:"alignment"`
@@ -257,8 +380,13 @@ type Inference struct {
 	// RejectStatus is the status of rejections; nil when none was seen.
 	RejectStatus *int `json:"reject_status"`
 	// Headers lists the rate-limit header dialects seen (contract names).
-	Headers    []string   `json:"headers"`
-	RetryAfter RetryAfter `json:"retry_after"`
+	Headers []string `json:"headers"`
+	// Advertised lists where the headers' claims disagree with the
+	// fitted answer (headers are claims, behaviour is evidence): empty
+	// when every claim agrees, nil (JSON null) when no rate-limit header
+	// was seen or no model was fitted.
+	Advertised []Advertised `json:"advertised"`
+	RetryAfter RetryAfter   `json:"retry_after"`
 	// OverAdmission is set when a concurrent burst admitted more than the
 	// limit fitted from paced experiments; nil otherwise.
 	OverAdmission *OverAdmission `json:"over_admission"`
@@ -269,9 +397,9 @@ type Inference struct {
 	// MaxRatePerS is, for none, the highest rate of accepted requests
 	// reached: the most accepted in any one-second interval.
 	MaxRatePerS *float64 `json:"max_rate_per_s"`
-	// Confidence is the share of observed outcomes the winning model
-	// reproduces, 0 to 1.
-	Confidence   float64       `json:"confidence"`
+	// Reproduced is the share of observed outcomes the answer (for a
+	// misfit, the closest family's best model) reproduces, 0 to 1.
+	Reproduced   float64       `json:"reproduced"`
 	Alternatives []Alternative `json:"alternatives"`
 	// Requests is the number of requests the inference rests on (those of
 	// Options.Prior included); DurationS how long infer ran.

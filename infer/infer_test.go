@@ -127,8 +127,8 @@ func TestInferTruthTable(t *testing.T) {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		check(t, tt.name, inf, tt.want)
-		if !inf.Complete || inf.Confidence < 0.99 {
-			t.Errorf("%s: complete %v, confidence %v; want a complete inference reproducing every outcome", tt.name, inf.Complete, inf.Confidence)
+		if !inf.Complete || inf.Reproduced < 0.99 {
+			t.Errorf("%s: complete %v, confidence %v; want a complete inference reproducing every outcome", tt.name, inf.Complete, inf.Reproduced)
 		}
 		if inf.Key != KeyUnknown {
 			t.Errorf("%s: key %s with one identity, want unknown", tt.name, inf.Key)

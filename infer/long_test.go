@@ -14,7 +14,8 @@ import (
 // TestInferLongEpochWindow: 20 requests per clock minute, entered at any
 // second of the minute: window 60 s ± 2 % and alignment epoch. With
 // draft-8 headers (a policy of 20 per 60 s, returns on the minute) within
-// 2·W + 30 s; with only Retry-After (a comb refines the advertised
+// 3·W + 30 s (2·W + 30 s to the answer, one more W for the experiment that
+// validates it); with only Retry-After (a comb refines the advertised
 // return) or nothing, within 6·W + 30 s.
 func TestInferLongEpochWindow(t *testing.T) {
 	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 20, Window: time.Minute, Align: limiter.AlignEpoch}
@@ -42,7 +43,7 @@ func TestInferLongEpochWindow(t *testing.T) {
 			}
 			budget := 390.0
 			if hd == "draft-8" {
-				budget = 150
+				budget = 210
 			}
 			if inf.DurationS > budget {
 				t.Errorf("%s: took %.1f s, want at most %.0f s", name, inf.DurationS, budget)

@@ -156,6 +156,10 @@ type replay struct {
 	reached int
 	states  states
 	worst   mismatch
+	// collect asks the replay to list every mismatch (in all), up to
+	// maxMissesListed of them.
+	collect bool
+	all     []mismatch
 }
 
 // fitKey returns the state key of a client: the client itself when the limit
@@ -256,10 +260,14 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 		miss += delayMiss
 		if miss > 0 {
 			r.miss += miss
+			first := o.list[cl[0]]
+			m := mismatch{at: first.at, phase: first.phase, size: cl[1] - cl[0],
+				modelAccepted: accM, observedAccept: accO, delays: delayMiss > 0 && accM == accO, miss: miss}
 			if miss > r.worst.miss {
-				first := o.list[cl[0]]
-				r.worst = mismatch{at: first.at, phase: first.phase, size: cl[1] - cl[0],
-					modelAccepted: accM, observedAccept: accO, delays: delayMiss > 0 && accM == accO, miss: miss}
+				r.worst = m
+			}
+			if r.collect && len(r.all) < maxMissesListed {
+				r.all = append(r.all, m)
 			}
 			if bound >= 0 && r.miss > bound {
 				r.pruned = true

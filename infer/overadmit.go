@@ -32,7 +32,8 @@ const minRepeat = 3
 // lostUpdates returns the evidence of over-admission in the answers of one
 // burst (empty when there is none): a remaining value carried by minRepeat
 // or more accepted answers, remaining values that rose in the order the
-// answers came back, or more accepted than the advertised limit.
+// answers came back (with, as further evidence, more accepted than the
+// advertised limit).
 func lostUpdates(res []record.Result, origin time.Time, rejectStatus int) string {
 	type ans struct {
 		at  int64
@@ -82,7 +83,10 @@ func lostUpdates(res []record.Result, origin time.Time, rejectStatus int) string
 	if rose > 0 && len(ev) > 0 {
 		ev = append(ev, fmt.Sprintf("remaining rose %d times in the order the answers came back", rose))
 	}
-	if limit > 0 && int64(accepted) > limit {
+	if limit > 0 && int64(accepted) > limit && len(ev) > 0 {
+		// More accepted than advertised is a claim broken, not by itself
+		// evidence of lost updates (headers that show the refill rate
+		// break it too): it only adds to what the remaining values show.
 		ev = append(ev, fmt.Sprintf("%d accepted at once where %d are advertised", accepted, limit))
 	}
 	return strings.Join(ev, "; ")
@@ -119,7 +123,7 @@ func paceOf(res []record.Result, rejectStatus int) time.Duration {
 // it), waits for quota to return with single probes, and from the probe
 // that was accepted on fits only what follows: the limiter's state there is
 // as close to idle as a recovery makes it.
-func (s *session) goPaced(ctx context.Context, res []record.Result, ev string) error {
+func (s *prober) goPaced(ctx context.Context, res []record.Result, ev string) error {
 	acc, _ := s.counts(res)
 	s.over = &overAdmission{evidence: []string{ev}, concurrentMax: acc}
 	s.pace = paceOf(res, s.opts.RejectStatus)
@@ -148,7 +152,7 @@ func (s *session) goPaced(ctx context.Context, res []record.Result, ev string) e
 // paced keeps, when the session is paced, every send at least pace after
 // the one before it (in order): the sends of a burst follow one another,
 // and the sends after a burst move later as far as it grew.
-func (s *session) paced(sends []patterns.Send) []patterns.Send {
+func (s *prober) paced(sends []patterns.Send) []patterns.Send {
 	if s.pace <= 0 {
 		return sends
 	}
@@ -165,7 +169,7 @@ func (s *session) paced(sends []patterns.Send) []patterns.Send {
 // last send), a concurrent burst of twice the fitted count plus four. Its
 // results are set apart from the fitted ones; the most it accepted is the
 // concurrent maximum.
-func (s *session) concurrentCheck(ctx context.Context, f *fit) {
+func (s *prober) concurrentCheck(ctx context.Context, f *fit) {
 	w, ok := f.winner()
 	if !ok || s.over == nil {
 		return

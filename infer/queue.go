@@ -100,7 +100,7 @@ const defaultTimeout = 10 * time.Second
 
 // hold is the longest a request may be held by the target: half the
 // engine's timeout, so that the answer comes back before it times out.
-func (s *session) hold() time.Duration {
+func (s *prober) hold() time.Duration {
 	t := s.opts.Timeout
 	if t <= 0 {
 		t = defaultTimeout
@@ -109,7 +109,7 @@ func (s *session) hold() time.Duration {
 }
 
 // maxRate is the highest rate infer offers in a steady stream.
-func (s *session) maxRate() float64 {
+func (s *prober) maxRate() float64 {
 	if s.opts.MaxRate > 0 {
 		return s.opts.MaxRate
 	}
@@ -124,7 +124,7 @@ func (s *session) maxRate() float64 {
 // maxRate) for at most 3 s, which tells a queue (answers at the drain rate,
 // latency growing) from a server that slowed under a burst (served as
 // offered, latency flat).
-func (s *session) quietQueue(ctx context.Context, d drain, size int) (refused bool, last []record.Result, err error) {
+func (s *prober) quietQueue(ctx context.Context, d drain, size int) (refused bool, last []record.Result, err error) {
 	for {
 		next := min(size*burstGrowth, int(s.hold()/d.t), maxQuietBurst, s.opts.maxRequests()-s.sent-maxSteady)
 		if next <= size {
@@ -180,7 +180,7 @@ func (s *session) quietQueue(ctx context.Context, d drain, size int) (refused bo
 // second identity's requests held (beyond the delay tolerance) share the
 // queue, a global key; served at once, they have their own. Undecided
 // when they were not both answered alike.
-func (s *session) quietKey() {
+func (s *prober) quietKey() {
 	o := s.observe()
 	held, fast := 0, 0
 	results := s.fitted()
@@ -224,7 +224,7 @@ const (
 // rate of accepted answers seen, at most maxCheckRate (and half of
 // maxRate): none is said only when such a load is served as offered with
 // flat latency.
-func (s *session) steadyCheck(ctx context.Context) error {
+func (s *prober) steadyCheck(ctx context.Context) error {
 	rate := min(s.observe().maxRatePerSecond()/2, s.maxRate()/2, maxCheckRate)
 	n := min(maxSteady, s.opts.maxRequests()-s.sent)
 	if !(rate > 0) || n < 20 {
@@ -329,7 +329,9 @@ func concludeQuiet(inf *Inference, results []record.Result, o *observations, rej
 		queue = false // a server answering a burst as fast as it can
 	}
 	if queue && !(len(steady) > 0 && flat) {
-		inf.Algorithm = LeakyBucketQueue
+		// A queue that never rejects is named from the staircase and the
+		// steady stream it was fitted on; nothing validated it.
+		inf.Algorithm, inf.Closest, inf.Fit = LeakyBucketQueue, LeakyBucketQueue, FitApproximate
 		v, lo, hi := d.rate()
 		inf.Params.RatePerS = &Param{Value: sig4(v), Low: sig4(lo), High: sig4(hi)}
 		u := float64(d.undelayed)
@@ -337,7 +339,7 @@ func concludeQuiet(inf *Inference, results []record.Result, o *observations, rej
 		inf.NeverRejects = true
 		no := false
 		inf.CountsRejected = &no
-		inf.Confidence = 1
+		inf.Reproduced = 1
 		if ok {
 			best = rate
 		}
@@ -347,11 +349,12 @@ func concludeQuiet(inf *Inference, results []record.Result, o *observations, rej
 			d.held, units.HumanDuration(d.longest), units.HumanRate(v))
 		return
 	}
-	inf.Algorithm = None
+	// The family none is always exact: nothing was refused.
+	inf.Algorithm, inf.Closest, inf.Fit = None, None, FitExact
 	r := sig4(best)
 	inf.MaxRatePerS = &r
 	if len(o.list) > 0 {
-		inf.Confidence = 1
+		inf.Reproduced = 1
 	}
 	if ok && !flat {
 		inf.Complete = false

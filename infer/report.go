@@ -25,6 +25,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		Key:          key,
 		Headers:      dialects(results, origin),
 		Alternatives: []Alternative{},
+		Misses:       []Miss{},
 		Complete:     true,
 	}
 	if o.rejectStatus != 0 {
@@ -38,15 +39,68 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 	a, _ := advertOf(results, origin, opts.RejectStatus)
 	w, ok := f.winnerFor(a)
 	if !ok {
-		inf.Algorithm = None
+		inf.Algorithm, inf.Closest, inf.Fit = None, None, FitExact
 		return inf
 	}
-	inf.Algorithm = w.h.v.fam
-	inf.Confidence = share(f.total-w.miss, f.total)
+	inf.Algorithm, inf.Closest = w.h.v.fam, w.h.v.fam
+	inf.Reproduced = share(f.total-w.miss, f.total)
+	inf.Fit, inf.Misses = judgeFit(w, f, o, origin)
 	fillParams(inf, f, w, a, o.timingSlack())
 	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
+	inf.Advertised = claims(results, origin, o, w, f.perClient)
 	inf.Alternatives = alternatives(f, w, origin, o)
+	if inf.Fit == FitMisfit {
+		inf.Algorithm = ""
+	}
 	return inf
+}
+
+// maxMissesListed bounds the document's misses.
+const maxMissesListed = 10
+
+// misfitShare: an answer that reproduces less than this share of the
+// outcomes, and misses more than a family that can no longer win
+// (farBehind), fits nothing. Between the slack and this, the misses are
+// more than timing noise explains but few (another client spending the
+// same quota, a stall): the answer is approximate at best.
+const misfitShare = 0.95
+
+// judgeFit says how well the winner w fits: misfit when it misses more
+// outcomes than a family that can no longer win (farBehind: 3·slack + 2,
+// the slack being one miss plus one per 50 clusters; every miss is
+// already beyond the timing bounds of its own requests, see replayWith)
+// and reproduces less than misfitShare of them, else approximate — exact
+// is only for an answer that misses no more than the slack and survived a
+// validation experiment, which the prober decides. It lists the outcomes
+// w misses.
+func judgeFit(w scored, f *fit, o *observations, origin time.Time) (Fit, []Miss) {
+	r := replayWith(w.h, o, f.perClient, -1, 0, replay{collect: true}, timeTolDiv)
+	misses := []Miss{}
+	slices.SortStableFunc(r.all, func(a, b mismatch) int { return b.miss - a.miss })
+	for _, m := range r.all {
+		misses = append(misses, missOf(m, w.h, origin))
+	}
+	trace("fit: %v misses %d of %d (slack %d, %d clusters)", w.h, w.miss, f.total, f.slack, len(o.clusters))
+	if w.miss > f.farBehind() && share(f.total-w.miss, f.total) < misfitShare {
+		return FitMisfit, misses
+	}
+	return FitApproximate, misses
+}
+
+// missOf words one mismatch of h for the document.
+func missOf(m mismatch, h hyp, origin time.Time) Miss {
+	where := m.phase
+	if where == "" {
+		where = "requests"
+	}
+	at := where + " at " + units.HumanDuration(m.at.Sub(origin))
+	if m.delays {
+		return Miss{Experiment: at, Expected: fmt.Sprintf("%d accepted, held as %v delays them", m.modelAccepted, h),
+			Observed: fmt.Sprintf("%d accepted, held for other times", m.observedAccept)}
+	}
+	return Miss{Experiment: at,
+		Expected: fmt.Sprintf("%d of %d accepted (%v)", m.modelAccepted, m.size, h),
+		Observed: fmt.Sprintf("%d of %d accepted", m.observedAccept, m.size)}
 }
 
 // fillParams sets the winner's parameters, with the ranges over which
@@ -116,7 +170,7 @@ func alternatives(f *fit, w scored, origin time.Time, o *observations) []Alterna
 		if fam == None {
 			alts = append(alts, Alternative{
 				Algorithm:  None,
-				Confidence: share(o.accepted, f.total),
+				Reproduced: share(o.accepted, f.total),
 				RuledOutBy: fmt.Sprintf("%d requests were rejected", o.rejected),
 			})
 			continue
@@ -125,7 +179,7 @@ func alternatives(f *fit, w scored, origin time.Time, o *observations) []Alterna
 		if !ok {
 			if fam == LeakyBucketQueue {
 				alts = append(alts, Alternative{
-					Algorithm: fam, Confidence: 0,
+					Algorithm: fam, Reproduced: 0,
 					RuledOutBy: "no accepted request was held longer than rejections were answered (no queueing)",
 				})
 			}
@@ -133,15 +187,15 @@ func alternatives(f *fit, w scored, origin time.Time, o *observations) []Alterna
 		}
 		alts = append(alts, Alternative{
 			Algorithm:  fam,
-			Confidence: share(f.total-b.miss, f.total),
+			Reproduced: share(f.total-b.miss, f.total),
 			RuledOutBy: ruledOut(b, origin, o),
 		})
 	}
 	slices.SortStableFunc(alts, func(a, b Alternative) int {
 		switch {
-		case a.Confidence > b.Confidence:
+		case a.Reproduced > b.Reproduced:
 			return -1
-		case a.Confidence < b.Confidence:
+		case a.Reproduced < b.Reproduced:
 			return 1
 		}
 		return 0
@@ -257,18 +311,27 @@ func judgeRetryAfter(results []record.Result, origin time.Time, o *observations,
 		if len(adv) == 0 || len(adv) != len(model) || !recovered {
 			continue // the model disagrees with these outcomes, or guesses: no judgement
 		}
-		slices.Sort(adv)
-		slices.Sort(model)
-		for i, a := range adv {
-			m := model[i]
-			tol := retryAfterTol + m/20
-			g := verify.GradeRetryAfter(a, m-tol, m+tol)
-			trace("retry-after %s at %v: advertised %v from arrival, model %v (%v)", g.Grade, o.list[cl[0]].at.Sub(origin), a, m, w.h)
+		for _, a := range adv {
+			// The server's order within the cluster is unknown: a value is
+			// graded only when its grade holds paired with every rejection
+			// of the cluster.
+			g, ok := gradeEveryPairing(a, model)
+			if !ok {
+				continue
+			}
+			trace("retry-after %s at %v: advertised %v from arrival, model %v (%v)", g.Grade, o.list[cl[0]].at.Sub(origin), a, model, w.h)
 			if !judged || worst.Grade.Worse(g.Grade) != worst.Grade {
 				worst = g
 			}
 			judged = true
 		}
+	}
+	if raw, ok := malformedRetryAfter(results, o); ok {
+		// A value that breaks the grammar is sent, and worse than any
+		// wrong wait: a client cannot read it.
+		no, grade := false, GradeMalformed
+		ra.Sent, ra.Raw, ra.Honest, ra.Grade, ra.TrueWaitS = true, raw, &no, &grade, nil
+		return ra
 	}
 	if ra.Sent && judged {
 		honest := worst.Grade.Honest()
@@ -277,6 +340,48 @@ func judgeRetryAfter(results []record.Result, origin time.Time, o *observations,
 		ra.Honest, ra.Grade, ra.TrueWaitS = &honest, &grade, &wait
 	}
 	return ra
+}
+
+// GradeMalformed is the Retry-After grade of a rejection whose value
+// breaks RFC 9110's grammar (delay-seconds or an HTTP-date).
+const GradeMalformed = "malformed"
+
+// gradeEveryPairing grades the advertised wait a against each modelled
+// wait of its cluster; it returns the grade (against the middle wait) only
+// when every pairing gives the same one.
+func gradeEveryPairing(a time.Duration, model []time.Duration) (verify.RetryAfterGrading, bool) {
+	var first verify.RetryAfterGrading
+	for i, m := range model {
+		tol := retryAfterTol + m/20
+		g := verify.GradeRetryAfter(a, m-tol, m+tol)
+		if i == 0 {
+			first = g
+		} else if g.Grade != first.Grade {
+			return first, false
+		}
+	}
+	sorted := slices.Clone(model)
+	slices.Sort(sorted)
+	m := sorted[len(sorted)/2]
+	tol := retryAfterTol + m/20
+	return verify.GradeRetryAfter(a, m-tol, m+tol), true
+}
+
+// malformedRetryAfter returns the first Retry-After value of a rejection
+// that breaks the grammar, verbatim. Accepted answers are never graded.
+func malformedRetryAfter(results []record.Result, o *observations) (string, bool) {
+	for _, ob := range o.list {
+		if ob.accepted {
+			continue
+		}
+		r := results[ob.ref]
+		for _, v := range headers.Values(r.Headers, "Retry-After") {
+			if _, err := headers.ParseRetryAfter(v, time.Unix(0, 0)); err != nil {
+				return v, true
+			}
+		}
+	}
+	return "", false
 }
 
 // advertised returns the wait a rejection's Retry-After asks for, counted

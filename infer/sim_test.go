@@ -32,6 +32,9 @@ type simServer struct {
 	raceGap time.Duration
 	// xrl adds X-RateLimit-Limit and X-RateLimit-Remaining to every answer.
 	xrl bool
+	// lie, when set, rewrites every answer's headers after the honest
+	// ones were set (a server whose headers are claims, not the truth).
+	lie func(h http.Header, d limiter.Decision)
 	// dialect, when set, adds that dialect's headers to every answer.
 	dialect headers.Dialect
 }
@@ -193,6 +196,9 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 			if e.srv.xrl {
 				r.Headers.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 				r.Headers.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
+			}
+			if e.srv.lie != nil {
+				e.srv.lie(r.Headers, d)
 			}
 			if d.Allowed {
 				served = served.Add(d.Delay)

@@ -156,14 +156,18 @@ func (b *Bound) known() bool { return b != nil && (b.Value != 0 || b.High != 0) 
 // Observed is what live inference concluded about one target, in the
 // infer document's names; nil fields were not estimated.
 type Observed struct {
-	// Family is infer's algorithm ("none" when nothing was limited).
+	// Family is infer's algorithm ("none" when nothing was limited, ""
+	// when no family fits).
 	Family string
-	// Confidence is the share of outcomes the winning model reproduces.
-	Confidence float64
-	Rate       *Bound // requests per second
-	Capacity   *Bound
-	Limit      *Bound
-	WindowS    *Bound
+	// Fit is infer's fit: exact, approximate or misfit. A mismatch is
+	// certain only against an exact fit, never by a share of outcomes.
+	Fit string
+	// Closest is the family closest to the outcomes (infer's closest).
+	Closest  string
+	Rate     *Bound // requests per second
+	Capacity *Bound
+	Limit    *Bound
+	WindowS  *Bound
 }
 
 // allowedFamilies lists what inference may answer for a rule without
@@ -217,13 +221,17 @@ func Judge(t Target, rep *verify.Report, obs *Observed) []verify.Finding {
 		return out
 	}
 	cert := verify.Possible
-	if obs.Confidence >= 0.99 {
+	if obs.Fit == "exact" {
 		cert = verify.Certain
 	}
 	mismatch := func(msg string) {
 		out = append(out, verify.Finding{ID: verify.IDConfigMismatch, Severity: verify.SeverityError, Certainty: cert,
 			Endpoint: endpoint, Message: fmt.Sprintf("%s declares %s, but %s", at, bind.Describe(), msg),
 			Hint: "the live limiter is not the one this config describes: a config not deployed, another limiter in front, or a different version"})
+	}
+	if obs.Family == "" {
+		mismatch(fmt.Sprintf("no limiter family fits the target (closest %s)", obs.Closest))
+		return out
 	}
 	if allowed := allowedFamilies(bind); !slices.Contains(allowed, obs.Family) {
 		mismatch(fmt.Sprintf("the target behaves as %s (the config allows %s)", obs.Family, strings.Join(allowed, " or ")))

@@ -84,10 +84,11 @@ func TestJudge(t *testing.T) {
 		want []string
 	}{
 		{"none", Observed{Family: "none"}, []string{verify.IDConfigNotEnforced}},
-		{"as configured", Observed{Family: "token-bucket", Confidence: 1, Rate: bound(1), Capacity: &Bound{4, 4, 4}}, nil},
-		{"queue instead", Observed{Family: "leaky-bucket-queue", Confidence: 1}, []string{verify.IDConfigMismatch}},
-		{"twice the rate", Observed{Family: "token-bucket", Confidence: 1, Rate: bound(2), Capacity: &Bound{4, 4, 4}}, []string{verify.IDConfigMismatch}},
-		{"bigger bucket", Observed{Family: "token-bucket", Confidence: 0.8, Rate: bound(1), Capacity: &Bound{10, 9, 11}}, []string{verify.IDConfigMismatch}},
+		{"as configured", Observed{Family: "token-bucket", Fit: "exact", Rate: bound(1), Capacity: &Bound{4, 4, 4}}, nil},
+		{"queue instead", Observed{Family: "leaky-bucket-queue", Fit: "exact"}, []string{verify.IDConfigMismatch}},
+		{"twice the rate", Observed{Family: "token-bucket", Fit: "exact", Rate: bound(2), Capacity: &Bound{4, 4, 4}}, []string{verify.IDConfigMismatch}},
+		{"bigger bucket", Observed{Family: "token-bucket", Fit: "approximate", Rate: bound(1), Capacity: &Bound{10, 9, 11}}, []string{verify.IDConfigMismatch}},
+		{"nothing fits", Observed{Fit: "misfit", Closest: "fixed-window"}, []string{verify.IDConfigMismatch}},
 	}
 	for _, tt := range tests {
 		fs := Judge(root, nil, &tt.obs)
@@ -106,7 +107,25 @@ func TestJudge(t *testing.T) {
 	// fixed-window rule.
 	env := parseFixture(t, "envoy-route.yaml", Options{})
 	login := Targets(env, TargetOptions{Base: "http://h"})[0]
-	if fs := Judge(login, nil, &Observed{Family: "token-bucket", Confidence: 1, Rate: bound(5.0 / 60), Capacity: &Bound{5, 5, 5}}); len(fs) != 0 {
+	if fs := Judge(login, nil, &Observed{Family: "token-bucket", Fit: "exact", Rate: bound(5.0 / 60), Capacity: &Bound{5, 5, 5}}); len(fs) != 0 {
 		t.Errorf("Envoy continuous bucket: %+v", fs)
+	}
+}
+
+// TestJudgeCertaintyFollowsTheFit: config-mismatch is certain only
+// against an exact fit; an approximate fit or a misfit makes it possible,
+// whatever share of the outcomes it reproduces.
+func TestJudgeCertaintyFollowsTheFit(t *testing.T) {
+	root := Target{URL: "http://127.0.0.1/", Location: "/", Rules: []Rule{{Family: TokenBucket,
+		Endpoint: verify.Endpoint{Rate: 1, Capacity: 4}}}}
+	for fit, want := range map[string]verify.Certainty{"exact": verify.Certain, "approximate": verify.Possible, "misfit": verify.Possible} {
+		obs := Observed{Family: "fixed-window", Fit: fit}
+		if fit == "misfit" {
+			obs = Observed{Fit: fit, Closest: "fixed-window"}
+		}
+		fs := Judge(root, nil, &obs)
+		if len(fs) != 1 || fs[0].ID != verify.IDConfigMismatch || fs[0].Certainty != want {
+			t.Errorf("fit %s: %+v, want one config-mismatch, %s", fit, fs, want)
+		}
 	}
 }

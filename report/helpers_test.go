@@ -146,11 +146,11 @@ func fixedWindowRun() synth {
 	epoch, st := "epoch", 429
 	honest, grade, wait := true, "rounded-up", 0.42
 	s.inferences = []any{infer.Inference{
-		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.FixedWindow,
+		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.FixedWindow, Fit: infer.FitExact, Closest: infer.FixedWindow, Misses: []infer.Miss{},
 		Params: infer.Params{Limit: &limit, WindowS: &window}, Alignment: &epoch, Key: "global", RejectStatus: &st,
-		Headers: []string{"draft-7"}, RetryAfter: infer.RetryAfter{Sent: true, Honest: &honest, Grade: &grade, TrueWaitS: &wait}, Confidence: 0.985,
-		Alternatives: []infer.Alternative{{Algorithm: infer.SlidingWindowCounter, Confidence: 0.91, RuledOutBy: "20 accepted across the edge at 1s"},
-			{Algorithm: infer.None, Confidence: 0.5, RuledOutBy: "40 requests were rejected"}},
+		Headers: []string{"draft-7"}, RetryAfter: infer.RetryAfter{Sent: true, Honest: &honest, Grade: &grade, TrueWaitS: &wait}, Reproduced: 0.985,
+		Alternatives: []infer.Alternative{{Algorithm: infer.SlidingWindowCounter, Reproduced: 0.91, RuledOutBy: "20 accepted across the edge at 1s"},
+			{Algorithm: infer.None, Reproduced: 0.5, RuledOutBy: "40 requests were rejected"}},
 		Requests: 123, DurationS: 4.03, Complete: true, RecordFile: "fixed.jsonl",
 	}}
 	return s
@@ -218,10 +218,10 @@ func leakyRun() synth {
 	st := 503
 	no := false
 	s.inferences = []any{infer.Inference{
-		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.LeakyBucketQueue,
+		Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.LeakyBucketQueue, Fit: infer.FitExact, Closest: infer.LeakyBucketQueue, Misses: []infer.Miss{},
 		Params:         infer.Params{Capacity: &capacity, RatePerS: &rate, Undelayed: &undelayed, Queue: &queue},
 		CountsRejected: &no, Key: "global", RejectStatus: &st, Headers: []string{"none"},
-		Confidence: 1, Alternatives: []infer.Alternative{},
+		Reproduced: 1, Alternatives: []infer.Alternative{},
 		Requests: 8, DurationS: 3.01, Complete: true, RecordFile: "leaky.jsonl",
 	}}
 	return s

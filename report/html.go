@@ -135,11 +135,11 @@ func (in *Input) htmlPage() *htmlPage {
 	pg.MoreFindings = max(pg.Findings-maxMoments, 0)
 	in.htmlVerdicts(pg)
 	for _, inf := range in.Inferences {
-		m := htmlModel{Algorithm: string(inf.Algorithm), Confidence: units.HumanNumber(inf.Confidence),
+		m := htmlModel{Algorithm: string(inf.Algorithm), Confidence: units.HumanNumber(inf.Reproduced),
 			Requests: plural(inf.Requests, "request"), Duration: fmtSeconds(inf.DurationS), Note: inf.Note,
 			Estimates: estimateRows(inf)}
 		for _, a := range inf.Alternatives {
-			m.Alternatives = append(m.Alternatives, [3]string{string(a.Algorithm), units.HumanNumber(a.Confidence), a.RuledOutBy})
+			m.Alternatives = append(m.Alternatives, [3]string{string(a.Algorithm), units.HumanNumber(a.Reproduced), a.RuledOutBy})
 		}
 		pg.Models = append(pg.Models, m)
 	}

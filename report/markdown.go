@@ -27,7 +27,7 @@ func Markdown(w io.Writer, in *Input) error {
 	mdVerdicts(&b, in)
 	mdRequests(&b, in, p)
 	for _, inf := range in.Inferences {
-		fmt.Fprintf(&b, "\n**Inferred:** `%s` (confidence %s)", inf.Algorithm, units.HumanNumber(inf.Confidence))
+		fmt.Fprintf(&b, "\n**Inferred:** `%s` (fit %s, reproduced %s)", FamilyName(inf), inf.Fit, units.HumanNumber(inf.Reproduced))
 		var parts []string
 		for _, r := range estimateRows(inf) {
 			s := "`" + r[0] + "` " + mdEscape(r[1])

@@ -1,9 +1,6 @@
 package report
 
 import (
-	"math"
-	"time"
-
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/verify"
 )
@@ -38,41 +35,14 @@ func (r *rule) describe() string {
 	return s
 }
 
-// inferredRule turns an inference into a rule, nil when it has no usable
-// parameters.
+// inferredRule is the rule an inference describes (infer's
+// Inference.Rule, the one conversion), nil when it describes none.
 func inferredRule(inf *infer.Inference) *rule {
-	r := rule{inferred: true}
-	if inf.Key != infer.KeyUnknown {
-		r.Key = inf.Key
-	}
-	if inf.RejectStatus != nil {
-		r.Status = *inf.RejectStatus
-	}
-	p := inf.Params
-	switch inf.Algorithm {
-	case infer.FixedWindow, infer.SlidingLog, infer.SlidingWindowCounter:
-		if p.Limit == nil || p.WindowS == nil {
-			return nil
-		}
-		r.Limit = int64(math.Round(p.Limit.Value))
-		r.Window = time.Duration(p.WindowS.Value * float64(time.Second))
-		r.WindowType = verify.Sliding
-		if inf.Algorithm == infer.FixedWindow {
-			r.WindowType = verify.Fixed
-			r.Align = infer.AlignFirstRequest
-			if inf.Alignment != nil && *inf.Alignment == infer.AlignEpoch {
-				r.Align = infer.AlignEpoch
-			}
-		}
-	case infer.TokenBucket, infer.LeakyBucketQueue:
-		if p.Capacity == nil || p.RatePerS == nil {
-			return nil
-		}
-		r.Capacity = int64(math.Round(p.Capacity.Value))
-		r.Rate = p.RatePerS.Value
-	default:
+	e, _, err := inf.Rule()
+	if err != nil {
 		return nil
 	}
+	r := rule{Endpoint: e, inferred: true}
 	if !r.isWindow() && !r.isBucket() {
 		return nil
 	}

@@ -248,8 +248,8 @@ func (t *tableWriter) clients() {
 func (t *tableWriter) inferences() {
 	for _, inf := range t.in.Inferences {
 		t.b.WriteString("\n")
-		t.para(fmt.Sprintf("Inferred: %s (confidence %s, %s in %s)", t.paint(ansiBold, string(inf.Algorithm)),
-			units.HumanNumber(inf.Confidence), plural(inf.Requests, "request"), fmtSeconds(inf.DurationS)), len(t.paint(ansiBold, "")))
+		t.para(fmt.Sprintf("Inferred: %s (fit %s, reproduced %s, %s in %s)", t.paint(ansiBold, FamilyName(inf)), inf.Fit,
+			units.HumanNumber(inf.Reproduced), plural(inf.Requests, "request"), fmtSeconds(inf.DurationS)), len(t.paint(ansiBold, "")))
 		var rows [][]string
 		for _, r := range estimateRows(inf) {
 			rows = append(rows, r[:])
@@ -260,9 +260,9 @@ func (t *tableWriter) inferences() {
 		if len(inf.Alternatives) > 0 {
 			rows = rows[:0]
 			for _, a := range inf.Alternatives {
-				rows = append(rows, []string{string(a.Algorithm), units.HumanNumber(a.Confidence), a.RuledOutBy})
+				rows = append(rows, []string{string(a.Algorithm), units.HumanNumber(a.Reproduced), a.RuledOutBy})
 			}
-			renderFitted(&t.b, []string{"alternative", "confidence", "ruled out by"}, rows, t.width, 2, "lrl", nil)
+			renderFitted(&t.b, []string{"alternative", "reproduced", "ruled out by"}, rows, t.width, 2, "lrl", nil)
 		}
 		if inf.Note != "" {
 			t.para(inf.Note, 0)

@@ -138,7 +138,10 @@ func VerdictLine(rep *verify.Report) string {
 func WriteInference(w io.Writer, inf *infer.Inference, identities int, opt TextOptions) error {
 	var b strings.Builder
 	writeFamily(&b, inf, opt)
-	fmt.Fprintf(&b, "confidence: %.1f%% of the outcomes reproduced\n", inf.Confidence*100)
+	fmt.Fprintf(&b, "fit: %s\n", FitLine(inf))
+	for _, m := range inf.Misses {
+		fmt.Fprintf(&b, "  misses %s: expected %s, observed %s\n", m.Experiment, m.Expected, m.Observed)
+	}
 	writeParams(&b, inf)
 	fmt.Fprintf(&b, "key: %s\n", inf.Key)
 	if inf.Key == infer.KeyUnknown {
@@ -165,7 +168,7 @@ func WriteInference(w io.Writer, inf *infer.Inference, identities int, opt TextO
 	if len(inf.Alternatives) > 0 {
 		b.WriteString("alternatives:\n")
 		for _, a := range inf.Alternatives {
-			fmt.Fprintf(&b, "  %s (%.1f%%): %s\n", a.Algorithm, a.Confidence*100, a.RuledOutBy)
+			fmt.Fprintf(&b, "  %s (%.1f%%): %s\n", a.Algorithm, a.Reproduced*100, a.RuledOutBy)
 		}
 	}
 	fmt.Fprintf(&b, "%d requests in %s", inf.Requests, units.HumanDuration(units.Seconds(inf.DurationS)))
@@ -177,10 +180,38 @@ func WriteInference(w io.Writer, inf *infer.Inference, identities int, opt TextO
 	return err
 }
 
+// FamilyName is the family an inference names, or, when none fits, "no
+// family fits (closest X)".
+func FamilyName(inf *infer.Inference) string {
+	if inf.Algorithm == "" {
+		return fmt.Sprintf("no family fits (closest %s)", inf.Closest)
+	}
+	return string(inf.Algorithm)
+}
+
+// FitLine says how far an inference is to be trusted, for people: the
+// fit, the share of outcomes reproduced and, for an exact fit, the
+// experiment that validated it.
+func FitLine(inf *infer.Inference) string {
+	pct := fmt.Sprintf("%.1f%% of the outcomes reproduced", inf.Reproduced*100)
+	switch inf.Fit {
+	case infer.FitExact:
+		if inf.Validation != "" {
+			return fmt.Sprintf("exact, %s; validated by %s", pct, inf.Validation)
+		}
+		return "exact, " + pct
+	case infer.FitApproximate:
+		return fmt.Sprintf("approximate, %s, but not validated by an experiment it was not fitted on", pct)
+	case infer.FitMisfit:
+		return fmt.Sprintf("misfit: no family fits; the closest, %s, reproduces %s", inf.Closest, pct)
+	}
+	return pct
+}
+
 // writeFamily writes the inferred family and the families that fit as
 // well.
 func writeFamily(b *strings.Builder, inf *infer.Inference, opt TextOptions) {
-	name := opt.paint(ansiBold+ansiCyan, string(inf.Algorithm))
+	name := opt.paint(ansiBold+ansiCyan, FamilyName(inf))
 	switch inf.Algorithm {
 	case infer.TokenBucket:
 		name += " (or GCRA, or nginx limit_req nodelay: they decide alike)"
@@ -190,11 +221,11 @@ func writeFamily(b *strings.Builder, inf *infer.Inference, opt TextOptions) {
 	fmt.Fprintf(b, "algorithm: %s\n", name)
 	var tied []string
 	for _, a := range inf.Alternatives {
-		if a.Confidence >= inf.Confidence {
+		if a.Reproduced >= inf.Reproduced {
 			tied = append(tied, string(a.Algorithm))
 		}
 	}
-	if len(tied) > 0 && inf.Algorithm != infer.None { // none is decided by what was never refused, not by a fit
+	if len(tied) > 0 && inf.Algorithm != infer.None && inf.Algorithm != "" { // none is decided by what was never refused, not by a fit
 		fmt.Fprintf(b, "  undecided: %s fit as well\n", strings.Join(tied, ", "))
 	}
 }

@@ -242,9 +242,9 @@ func TestOneNumberFormat(t *testing.T) {
 	s.end = &record.End{Reason: record.ReasonCompleted, Scheduled: 11, Sent: 11}
 	conf, rate := 0.4090909090909091, infer.Param{Value: noisy, Low: noisy - 1.0/3, High: noisy + 2.0/3}
 	capacity := infer.Param{Value: 3, Low: 3, High: 3}
-	s.inferences = []any{infer.Inference{Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.TokenBucket,
-		Params: infer.Params{RatePerS: &rate, Capacity: &capacity}, MaxRatePerS: &noisy, Confidence: conf,
-		Alternatives: []infer.Alternative{{Algorithm: infer.None, Confidence: 1.0 / 3, RuledOutBy: "x"}},
+	s.inferences = []any{infer.Inference{Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.TokenBucket, Fit: infer.FitExact, Closest: infer.TokenBucket, Misses: []infer.Miss{},
+		Params: infer.Params{RatePerS: &rate, Capacity: &capacity}, MaxRatePerS: &noisy, Reproduced: conf,
+		Alternatives: []infer.Alternative{{Algorithm: infer.None, Reproduced: 1.0 / 3, RuledOutBy: "x"}},
 		Requests:     11, DurationS: 0.22222222222, Complete: true}}
 	in, err := ReadFiles(writeRun(t, t.TempDir(), "noisy.jsonl", s))
 	if err != nil {

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -16,6 +17,11 @@ import (
 // the candidates were told apart: the inference it returns is the best so
 // far, marked "complete": false.
 var ErrIncomplete = errors.New("the budget ended before the candidates were told apart")
+
+// ErrNotConcluded is wrapped by Infer's error when the fit does not let
+// infer conclude (the contract's exit 3): no family fits (misfit), or an
+// expectation meets an answer that was not validated (approximate).
+var ErrNotConcluded = errors.New("infer could not conclude")
 
 // InferOptions choose how Infer runs. The zero value infers with the
 // preflight, no expectation and infer's defaults.
@@ -35,6 +41,9 @@ type InferOptions struct {
 	// Lead is how far ahead of the clock experiments are planned; 0 means
 	// infer's default.
 	Lead time.Duration
+	// Without leaves behaviours out of infer's candidates (infer.Options.
+	// Without: the leave-one-out test).
+	Without []infer.Behaviour
 }
 
 // InferPlan is the plan recorded in the header of an infer record file.
@@ -106,13 +115,49 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 	if inf == nil {
 		return nil, err
 	}
-	if cl := ClassOf(err); opts.Expect != "" && inf.Algorithm != opts.Expect && (err == nil || (cl != Usage && cl != Internal)) {
-		return inf, Errorf(Findings, "expected %s, inferred %s (confidence %.1f%%)", opts.Expect, inf.Algorithm, inf.Confidence*100)
+	if cl := ClassOf(err); err == nil || (cl != Usage && cl != Internal) {
+		if ferr := fitVerdict(inf, opts.Expect, s.warn); ferr != nil {
+			return inf, ferr
+		}
 	}
 	if err == nil && !inf.Complete {
 		err = Errorf(Aborted, "%w: the result is incomplete (see %s)", ErrIncomplete, s.rec.path)
 	}
 	return inf, err
+}
+
+// fitVerdict turns the inference's fit into the exit class of the
+// contract's table:
+//
+//	fit          no expect          expect F, answer F   expect F, another
+//	exact        0                  0                    1 (Findings)
+//	approximate  0, a warning       0                    3 (Aborted), never 1
+//	misfit       3                  3                    3
+//
+// A misfit is "no family fits; closest X" with the worst miss; warn hears
+// the note of an approximate fit without expectation.
+func fitVerdict(inf *infer.Inference, expect infer.Family, warn func(format string, a ...any)) error {
+	switch inf.Fit {
+	case infer.FitMisfit:
+		msg := fmt.Sprintf("no family fits; closest %s (%.1f%% of the outcomes reproduced)", inf.Closest, inf.Reproduced*100)
+		if len(inf.Misses) > 0 {
+			m := inf.Misses[0]
+			msg += fmt.Sprintf("; %s: expected %s, observed %s", m.Experiment, m.Expected, m.Observed)
+		}
+		return Errorf(Aborted, "%w: %s", ErrNotConcluded, msg)
+	case infer.FitApproximate:
+		if expect != "" && inf.Algorithm != expect {
+			return Errorf(Aborted, "%w: expected %s; inferred %s, but not validated (fit approximate)", ErrNotConcluded, expect, inf.Algorithm)
+		}
+		if expect == "" {
+			warn("%s fits what was observed but was not validated by an experiment it was not fitted on (fit approximate)", inf.Algorithm)
+		}
+	default:
+		if expect != "" && inf.Algorithm != expect {
+			return Errorf(Findings, "expected %s, inferred %s (fit %s, %.1f%% of the outcomes reproduced)", expect, inf.Algorithm, inf.Fit, inf.Reproduced*100)
+		}
+	}
+	return nil
 }
 
 // InferPlan is the plan Infer records in the header, expecting expect.
@@ -150,6 +195,7 @@ func (s *Session) inferOptions(opts InferOptions, zero time.Time, prior []record
 		MaxWindow:   opts.MaxWindow,
 		Prior:       prior,
 		Lead:        opts.Lead,
+		Without:     opts.Without,
 		Timeout:     p.Timeout,
 		MaxRate:     s.cfg.Caps.MaxRate,
 		Tool:        s.cfg.Tool,

@@ -174,7 +174,7 @@ func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 // bucket.
 func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
 	e := r.e
-	cfg := limiter.Config{Algorithm: limiter.TokenBucket, Rate: e.Rate, Capacity: e.Capacity}
+	cfg := e.Model()
 	if cfg.Validate() != nil {
 		return
 	}

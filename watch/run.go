@@ -13,7 +13,6 @@ import (
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/session"
-	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -291,22 +290,24 @@ func (w *watcher) inferFirst(ctx context.Context, n int) error {
 	return nil
 }
 
-// ruleOf is the rule an inference describes, for budgeting and drift.
+// ruleOf is the rule an inference describes, for budgeting and drift
+// (infer's Inference.Rule, the one conversion); an inference that
+// describes none is a usage error: declare a policy.
 func ruleOf(inf *infer.Inference) (verify.Endpoint, error) {
-	p := inf.Params
-	e := verify.Endpoint{Key: inf.Key}
-	if e.Key == infer.KeyUnknown {
-		e.Key = ""
-	}
-	switch {
-	case p.Limit != nil && p.WindowS != nil:
-		e.Limit, e.Window = int64(math.Round(p.Limit.Value)), units.Seconds(p.WindowS.Value)
-	case p.Capacity != nil && p.RatePerS != nil:
-		e.Capacity, e.Rate = int64(math.Round(p.Capacity.Value)), p.RatePerS.Value
-	default:
-		return e, session.Errorf(session.Usage, "watch: the first cycle inferred %s: no limit to watch; declare a policy", inf.Algorithm)
+	e, _, err := inf.Rule()
+	if err != nil {
+		return e, session.Errorf(session.Usage, "watch: the first cycle inferred %s (%v): no limit to watch; declare a policy", inferredName(inf), err)
 	}
 	return e, nil
+}
+
+// inferredName is the family an inference names, or "no family (closest
+// X)" for a misfit.
+func inferredName(inf *infer.Inference) string {
+	if inf.Algorithm == "" {
+		return "no family (closest " + string(inf.Closest) + ")"
+	}
+	return string(inf.Algorithm)
 }
 
 // plan chooses the mode and sizes the budget; it is announced once.

@@ -136,7 +136,7 @@ func TestInferDocumentAndRecord(t *testing.T) {
 	if err := json.Unmarshal(run.Inferences[0], &fromFile); err != nil {
 		t.Fatal(err)
 	}
-	if fromFile.Algorithm != inf.Algorithm || fromFile.Confidence != inf.Confidence || fromFile.RecordFile != out {
+	if fromFile.Algorithm != inf.Algorithm || fromFile.Reproduced != inf.Reproduced || fromFile.RecordFile != out {
 		t.Errorf("inference line %+v differs from the document", fromFile)
 	}
 	if run.End.Reason != record.ReasonCompleted || int(run.End.Sent) != inf.Requests || run.Results[0].Phase != "preflight" {
@@ -267,8 +267,8 @@ func TestWriteInferenceUnknownKey(t *testing.T) {
 // as well as the winner, the text says the answer is undecided between
 // them; a winner ahead of every alternative needs no such line.
 func TestWriteInferenceUndecided(t *testing.T) {
-	inf := &infer.Inference{Algorithm: infer.TokenBucket, Confidence: 0.975, Key: infer.KeyGlobal, Alternatives: []infer.Alternative{
-		{Algorithm: infer.FixedWindow, Confidence: 0.975}, {Algorithm: infer.SlidingLog, Confidence: 0.975}, {Algorithm: infer.None, Confidence: 0},
+	inf := &infer.Inference{Algorithm: infer.TokenBucket, Reproduced: 0.975, Key: infer.KeyGlobal, Alternatives: []infer.Alternative{
+		{Algorithm: infer.FixedWindow, Reproduced: 0.975}, {Algorithm: infer.SlidingLog, Reproduced: 0.975}, {Algorithm: infer.None, Reproduced: 0},
 	}}
 	var b strings.Builder
 	if err := report.WriteInference(&b, inf, 1, report.TextOptions{}); err != nil {
@@ -277,7 +277,7 @@ func TestWriteInferenceUndecided(t *testing.T) {
 	if !strings.Contains(b.String(), "  undecided: fixed-window, sliding-log fit as well\n") {
 		t.Errorf("tied alternatives: want the undecided line:\n%s", b.String())
 	}
-	inf.Alternatives[0].Confidence, inf.Alternatives[1].Confidence = 0.9, 0.8
+	inf.Alternatives[0].Reproduced, inf.Alternatives[1].Reproduced = 0.9, 0.8
 	b.Reset()
 	if err := report.WriteInference(&b, inf, 1, report.TextOptions{}); err != nil {
 		t.Fatal(err)

@@ -142,13 +142,13 @@ func TestSchemaDemo(t *testing.T) {
 		t.Fatalf("--no-infer printed an inference:\n%s", stdout)
 	}
 	countsRejected, status := false, 503
-	doc.Inference = &infer.Inference{Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.TokenBucket,
+	doc.Inference = &infer.Inference{Schema: infer.Schema, Tool: "rlprobe v0.0.0-test", Algorithm: infer.TokenBucket, Fit: infer.FitExact, Closest: infer.TokenBucket, Misses: []infer.Miss{},
 		Params: infer.Params{
 			RatePerS: &infer.Param{Value: 1.001, Low: 1, High: 1.001},
 			Capacity: &infer.Param{Value: 4, Low: 4, High: 4},
 		},
 		CountsRejected: &countsRejected, Key: infer.KeyUnknown, RejectStatus: &status, Headers: []string{"none"},
-		Confidence: 1, Alternatives: []infer.Alternative{{Algorithm: infer.None, Confidence: 0.16, RuledOutBy: "90 requests were rejected"}},
+		Reproduced: 1, Alternatives: []infer.Alternative{{Algorithm: infer.None, Reproduced: 0.16, RuledOutBy: "90 requests were rejected"}},
 		Requests: 107, DurationS: 15.1, Complete: true}
 	withInference, err := json.Marshal(doc)
 	if err != nil {

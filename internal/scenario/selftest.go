@@ -50,6 +50,15 @@ type SelftestWant struct {
 	NeverRejects    bool
 	OverAdmission   bool
 	RetryAfterGrade string
+	// OutsideModels marks a case that runs outside every model (other
+	// clients' traffic spending the same quota): a misfit whose closest
+	// family is Family is right too, since no model explains the outcomes
+	// whole.
+	OutsideModels bool
+	// LeaveOut, when set, infers with these behaviours left out of the
+	// candidates (the leave-one-out rows): the row is right when the fit
+	// is approximate or misfit, never exact, whatever the family.
+	LeaveOut []infer.Behaviour
 }
 
 // SelftestCase is one row of the selftest's truth table: a reference
@@ -257,6 +266,9 @@ func (r SelftestRow) String() string {
 	if !r.OK() {
 		verdict = "MISS"
 	}
+	if r.Got != nil && r.Got.Fit != "" {
+		verdict += ", " + string(r.Got.Fit)
+	}
 	return fmt.Sprintf("%s: %s (%s)", r.Case.Name, verdict, session.RoundDuration(r.Duration))
 }
 
@@ -391,9 +403,9 @@ func RunSelftestCase(ctx context.Context, c SelftestCase, opt SelftestOptions) (
 		row.Err = fmt.Errorf("scenario: selftest %s: %w", c.Name, err)
 		return row
 	}
-	inf, err := sess.Infer(ctx, session.InferOptions{NoPreflight: true, KeyName: keyName, MaxWindow: cmp.Or(c.MaxWindow, selftestMaxWindow)})
-	if errors.Is(err, session.ErrIncomplete) {
-		err = nil // the row judges the inference as far as it got
+	inf, err := sess.Infer(ctx, session.InferOptions{NoPreflight: true, KeyName: keyName, MaxWindow: cmp.Or(c.MaxWindow, selftestMaxWindow), Without: c.Want.LeaveOut})
+	if errors.Is(err, session.ErrIncomplete) || errors.Is(err, session.ErrNotConcluded) {
+		err = nil // the row judges the inference as far as it got, and its fit
 	}
 	if err != nil {
 		row.Err = fmt.Errorf("scenario: selftest %s: %w", c.Name, err)
@@ -444,6 +456,18 @@ var integerParams = []string{"limit", "capacity", "undelayed", "queue"}
 // relative for real values, absolute for integers.
 func JudgeInference(w SelftestWant, inf *infer.Inference) (problems []string, errs map[string]float64) {
 	errs = map[string]float64{}
+	if len(w.LeaveOut) > 0 {
+		if inf.Fit == infer.FitExact {
+			problems = append(problems, fmt.Sprintf("%s, exact, without a model of %v", inf.Algorithm, w.LeaveOut))
+		}
+		return problems, errs
+	}
+	if inf.Fit == infer.FitMisfit {
+		if !w.OutsideModels || inf.Closest != w.Family {
+			problems = append(problems, fmt.Sprintf("no family fits; closest %s, want %s", inf.Closest, w.Family))
+		}
+		return problems, errs
+	}
 	if inf.Algorithm != w.Family {
 		problems = append(problems, fmt.Sprintf("family %s, want %s", inf.Algorithm, w.Family))
 		return problems, errs
@@ -464,6 +488,11 @@ func JudgeInference(w SelftestWant, inf *infer.Inference) (problems []string, er
 		case *inf.CountsRejected != *w.CountsRejected:
 			problems = append(problems, fmt.Sprintf("counts_rejected %v, want %v", *inf.CountsRejected, *w.CountsRejected))
 		}
+	}
+	for _, a := range inf.Advertised {
+		// The reference server's headers are honest: a claim that
+		// disagrees with the fit is a wrong fit or a wrong claims check.
+		problems = append(problems, fmt.Sprintf("advertised %s %s, fitted %s: %s", a.Field, a.Advertised, a.Fitted, a.Message))
 	}
 	if w.Key != "" && inf.Key != w.Key {
 		problems = append(problems, fmt.Sprintf("key %s, want %s", inf.Key, w.Key))

@@ -179,7 +179,7 @@ func logReport(t *testing.T, rep *SelftestReport) {
 	for _, r := range rep.Rows {
 		got, n, d := "-", 0, 0.0
 		if r.Got != nil {
-			got, n, d = string(r.Got.Algorithm), r.Got.Requests, r.Got.DurationS
+			got, n, d = string(r.Got.Algorithm)+"/"+string(r.Got.Fit), r.Got.Requests, r.Got.DurationS
 		}
 		t.Logf("%-38s → %-22s %7v (infer %6.1fs) %5d requests %v %v", r.Case.Name, got, r.Duration.Round(time.Millisecond), d, n, r.Problems, r.Err)
 	}

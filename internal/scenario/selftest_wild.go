@@ -96,7 +96,7 @@ func wildCases() []SelftestCase {
 	}
 	for _, f := range foreign {
 		cs = append(cs, SelftestCase{Name: f.name + "-foreign-20pct", Policy: pol(f.lc, headers.None),
-			Wild: Wild{Foreign: 0.2}, Want: SelftestWant{Family: f.fam, Key: infer.KeyGlobal}})
+			Wild: Wild{Foreign: 0.2}, Want: SelftestWant{Family: f.fam, Key: infer.KeyGlobal, OutsideModels: true}})
 	}
 	return cs
 }

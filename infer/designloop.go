@@ -1,0 +1,148 @@
+package infer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The cost of an experiment beyond its duration: the refit and the next
+// design take time too, so that many short experiments do not beat one
+// that settles the answer.
+const (
+	overheadDiv = 4
+	minOverhead = 50 * time.Millisecond
+)
+
+// design runs designed experiments until the plausible models agree, no
+// experiment can split them, or the budget ends.
+func (s *prober) design(ctx context.Context, f *fit) (*fit, error) {
+	for range maxRounds {
+		p := f.plausible(designSlack)
+		if a, ok := advertOf(s.fitted(), s.opts.Origin, s.opts.RejectStatus); ok && a.settles(p) {
+			trace("settled by the advertised %d per %v, epoch-aligned", a.quota, a.window)
+			return f, nil
+		}
+		if resolved(p) {
+			trace("resolved: %d plausible, first %v: %s", len(p), p[0].h, summarize(p))
+			return f, nil
+		}
+		dz := &designer{ws: weigh(p, maxDesignHyps), perClient: s.perClient, client: s.client}
+		s0 := s.now().Add(s.opts.lead())
+		margin := max(s.opts.lead(), 2*clusterGap)
+		overhead := max(dz.scale()/overheadDiv, minOverhead)
+		var best *experiment
+		score := 0.0
+		for _, e := range dz.candidates(s0, margin) {
+			if e.end().After(s.deadline) || s.sent+len(e.at) > s.opts.maxRequests() {
+				continue
+			}
+			e.info = dz.information(&e)
+			e.cost = e.end().Sub(s.now()) + overhead
+			trace("  candidate %s %d sends ending %v: %.3f bits", e.phase, len(e.at), e.end().Sub(s.start), e.info)
+			if e.info < minInfo {
+				continue
+			}
+			if sc := e.info / e.cost.Seconds(); best == nil || sc > score {
+				ee := e
+				best, score = &ee, sc
+			}
+		}
+		trace("round: %d plausible (%d designed) %s", len(p), len(dz.ws), summarize(p))
+		if debugf != nil {
+			mass := map[answer]float64{}
+			for i, x := range dz.ws {
+				mass[dz.answerOf(i)] += x.w
+			}
+			for a, m := range mass {
+				if m > 0.01 {
+					trace("   answer %+v mass %.3f", a, m)
+				}
+			}
+		}
+		if best != nil {
+			trace("chose %s (%d sends, %.3f bits over %v)", best.phase, len(best.at), best.info, best.cost)
+		}
+		if best == nil {
+			// Nothing tells the plausible models apart (or nothing fits the
+			// budget): the latter is an incomplete inference.
+			if !s.anyFeasible(dz, s0, margin) {
+				s.stopped = true
+			}
+			return f, nil
+		}
+		start := best.at[0]
+		if _, err := s.run(ctx, best.phase, start, best.sends(start)); err != nil {
+			return s.refit(f), err
+		}
+		f = s.refit(f)
+	}
+	// The rounds ran out before the models were told apart.
+	s.stopped = true
+	return f, nil
+}
+
+// anyFeasible reports whether some informative experiment exists at all,
+// ignoring the budget: when one does, the budget is what stopped us.
+func (s *prober) anyFeasible(dz *designer, s0 time.Time, margin time.Duration) bool {
+	for _, e := range dz.candidates(s0, margin) {
+		if dz.information(&e) >= minInfo {
+			return true
+		}
+	}
+	return false
+}
+
+// refit fits everything observed within the space of the previous fit's
+// pool. While the key test is undecided, the same space is fitted with a
+// key per client too, and keyVerdict decides as soon as the observations
+// since tell the keyings apart.
+func (s *prober) refit(prev *fit) *fit {
+	o := s.observe()
+	f := prev.extend(o)
+	if f == nil {
+		f = search(o, prev.narrowed())
+	}
+	if s.keySent && !s.keyTested {
+		sp := prev.narrowed()
+		sp.perClient = true
+		g := search(o, sp)
+		if decided, perClient := keyVerdict(f, g); decided {
+			trace("key test decided later: per client %v", perClient)
+			s.keyTested, s.perClient = true, perClient
+			if perClient {
+				return g
+			}
+		}
+	}
+	return f
+}
+
+// summarize lists the variants of p with their counts and ranges (for
+// traces).
+func summarize(p []scored) string {
+	type agg struct {
+		lo, hi float64
+		ns     map[int64]bool
+		best   int
+	}
+	m := map[variant]*agg{}
+	for _, s := range p {
+		a := m[s.h.v]
+		if a == nil {
+			a = &agg{lo: s.h.x, hi: s.h.x, ns: map[int64]bool{}, best: s.miss}
+			m[s.h.v] = a
+		}
+		a.lo, a.hi = math.Min(a.lo, s.h.x), math.Max(a.hi, s.h.x)
+		a.ns[s.h.n] = true
+		a.best = min(a.best, s.miss)
+	}
+	out := ""
+	for _, v := range allVariants {
+		if a := m[v]; a != nil {
+			out += fmt.Sprintf("[%v miss=%d n=%d x=%.4g..%.4g] ", v, a.best, len(a.ns), a.lo, a.hi)
+		}
+	}
+	return out
+}

@@ -1,0 +1,277 @@
+package infer
+
+import (
+	"math"
+	"slices"
+
+	"github.com/rlprobe/rlprobe/limiter"
+)
+
+// geomGrid returns lo, lo·ratio, … up to and including hi.
+func geomGrid(lo, hi, ratio float64) []float64 {
+	if !(lo > 0) || hi < lo {
+		return nil
+	}
+	var xs []float64
+	for x := lo; x < hi*(1+1e-9); x *= ratio {
+		xs = append(xs, x)
+	}
+	if len(xs) == 0 || xs[len(xs)-1] < hi*(1-1e-9) {
+		xs = append(xs, hi)
+	}
+	return xs
+}
+
+// search fits every hypothesis of sp to o.
+//
+// Epoch-aligned variants are evaluated at every window of their grid:
+// whole multiples of a round unit (1 ms for short windows), because the
+// edges of an epoch-aligned window depend on its length to the nanosecond.
+//
+// Every other variant is searched in passes. A coarse geometric grid is
+// scored with a generous timing tolerance (coarseTolDiv), so that points
+// near a narrow optimum — left by precise experiments — still score well;
+// around the best coarse points of every (variant, count, delay) that
+// competes with the best of all, a fine grid is scored with the normal
+// tolerance; then ever finer grids around the best fine points. Only the
+// normally scored hypotheses enter the fit.
+func search(o *observations, sp space) *fit {
+	f := &fit{total: len(o.list), best: map[variant]scored{}, fam: map[Family]scored{}, perClient: sp.perClient,
+		refs: refsOf(o), bounds: map[variant][2]float64{}}
+	f.slack = slackFor(o)
+	for _, ax := range sp.axes {
+		b := [2]float64{ax.lo, ax.hi}
+		if pb, ok := sp.bounds[ax.v]; ok {
+			b = pb
+		}
+		f.bounds[ax.v] = b
+	}
+	sr := &searcher{o: o, sp: sp, f: f, famMiss: map[Family]int{}, global: math.MaxInt,
+		coarseFam: map[Family]int{}, coarseGlobal: math.MaxInt,
+		furthest: map[Family]replay{}, furthestHyp: map[Family]hyp{}, seen: map[hyp]int{}}
+	lines := sr.grid()
+	sr.finer(sr.fine(lines))
+	for fam, h := range sr.furthestHyp {
+		if _, ok := sr.famMiss[fam]; ok {
+			continue
+		}
+		r := replayObs(h, o, sp.perClient, -1)
+		sr.famMiss[fam] = r.miss
+		sr.all = append(sr.all, scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+	}
+	f.finish(sr.all, sr.famMiss)
+	return f
+}
+
+// searcher holds the state of one search: the best misses so far, per
+// family and of all, for the normal and the coarse (tolerant) scores, and
+// every normally scored hypothesis.
+type searcher struct {
+	o  *observations
+	sp space
+	f  *fit
+
+	famMiss map[Family]int
+	global  int
+	// The coarse pass keeps its own bests (tolerant scores are not
+	// comparable with normal ones).
+	coarseFam    map[Family]int
+	coarseGlobal int
+	// For a family all of whose hypotheses stop early, the one that got
+	// furthest stands for it (replayed in full at the end).
+	furthest    map[Family]replay
+	furthestHyp map[Family]hyp
+	all         []scored
+	seen        map[hyp]int
+}
+
+// line is the hypotheses of one (variant, count, delay) along the
+// continuous parameter, with their misses.
+type line struct {
+	v    variant
+	n, d int64
+	xs   []float64
+	miss []int
+}
+
+// boundOf stops a replay once it misses more than its family's best plus
+// slack, or more than the best of all plus farBehind: such a family can no
+// longer win.
+func (sr *searcher) boundOf(famMiss map[Family]int, global int, fam Family) int {
+	b := -1
+	if m, ok := famMiss[fam]; ok {
+		b = m + sr.f.slack
+	}
+	if global < math.MaxInt && (b < 0 || global+sr.f.farBehind() < b) {
+		b = global + sr.f.farBehind()
+	}
+	return b
+}
+
+// pruned keeps, per family, the stopped replay that got furthest.
+func (sr *searcher) pruned(h hyp, r replay) {
+	if fr, ok := sr.furthest[h.v.fam]; !ok || r.reached > fr.reached || (r.reached == fr.reached && r.miss < fr.miss) {
+		sr.furthest[h.v.fam], sr.furthestHyp[h.v.fam] = r, h
+	}
+}
+
+// eval scores h with the normal tolerance (once) and keeps it.
+func (sr *searcher) eval(h hyp) int {
+	if m, ok := sr.seen[h]; ok {
+		return m
+	}
+	r := replayTol(h, sr.o, sr.sp.perClient, sr.boundOf(sr.famMiss, sr.global, h.v.fam), timeTolDiv)
+	if r.pruned {
+		sr.pruned(h, r)
+		sr.seen[h] = math.MaxInt
+		return math.MaxInt
+	}
+	sr.global = min(sr.global, r.miss)
+	if m, ok := sr.famMiss[h.v.fam]; !ok || r.miss < m {
+		sr.famMiss[h.v.fam] = r.miss
+	}
+	sr.all = append(sr.all, scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+	sr.seen[h] = r.miss
+	return r.miss
+}
+
+// coarse scores h with the coarse pass's tolerance.
+func (sr *searcher) coarse(h hyp) int {
+	r := replayTol(h, sr.o, sr.sp.perClient, sr.boundOf(sr.coarseFam, sr.coarseGlobal, h.v.fam), coarseTolDiv)
+	if r.pruned {
+		sr.pruned(h, r)
+		return math.MaxInt
+	}
+	sr.coarseGlobal = min(sr.coarseGlobal, r.miss)
+	if m, ok := sr.coarseFam[h.v.fam]; !ok || r.miss < m {
+		sr.coarseFam[h.v.fam] = r.miss
+	}
+	return r.miss
+}
+
+// grid scores every axis on its grid: epoch-aligned windows (and given
+// values) normally, the rest coarsely; it returns the coarse lines.
+func (sr *searcher) grid() []line {
+	edges := findEdges(sr.o, sr.sp.perClient)
+	epochLines := 0
+	for _, ax := range sr.sp.axes {
+		if ax.v.windowed() && ax.v.align == limiter.AlignEpoch {
+			epochLines += len(ax.counts)
+		}
+	}
+	unitPoints := min(maxUnitPoints, max(200, replayBudget/max(1, len(sr.o.list)*epochLines)))
+	var lines []line
+	for _, ax := range sr.sp.axes {
+		v := ax.v
+		xs := ax.xs
+		epoch := v.windowed() && v.align == limiter.AlignEpoch
+		if xs == nil {
+			if epoch {
+				xs = unitGrid(ax.lo, ax.hi, unitPoints)
+			} else {
+				xs = geomGrid(ax.lo, ax.hi, coarseRatio)
+			}
+		}
+		if epoch {
+			xs = edges.filter(v, xs)
+		}
+		delays := []int64{0}
+		if v.fam == LeakyBucketQueue {
+			delays = ax.delays
+		}
+		for _, n := range ax.counts {
+			for _, d := range delays {
+				if v.fam == LeakyBucketQueue && d >= n {
+					continue
+				}
+				l := line{v: v, n: n, d: d, xs: xs, miss: make([]int, len(xs))}
+				for i, x := range xs {
+					h := hyp{v: v, n: n, x: x, d: d}
+					if epoch || ax.xs != nil {
+						l.miss[i] = sr.eval(h)
+					} else {
+						l.miss[i] = sr.coarse(h)
+					}
+				}
+				if !epoch && ax.xs == nil {
+					lines = append(lines, l)
+				}
+			}
+		}
+	}
+	return lines
+}
+
+// fine scores a fine grid around the near-best coarse points of the
+// competitive lines, and returns the fine lines.
+func (sr *searcher) fine(lines []line) []line {
+	var fineLines []line
+	for _, l := range lines {
+		lbest := slices.Min(l.miss)
+		if lbest == math.MaxInt || lbest > sr.coarseGlobal+3*sr.f.slack+2 {
+			continue
+		}
+		fl := line{v: l.v, n: l.n, d: l.d}
+		var near []int
+		for i := range l.xs {
+			if l.miss[i] == lbest {
+				near = append(near, i)
+			}
+		}
+		if len(near) > maxFineCentres {
+			picked := make([]int, maxFineCentres)
+			for k := range picked {
+				picked[k] = near[k*(len(near)-1)/(maxFineCentres-1)]
+			}
+			near = picked
+		}
+		for _, i := range near {
+			a := l.xs[max(i-1, 0)]
+			b := l.xs[min(i+1, len(l.xs)-1)]
+			for x := a; x <= b*(1+1e-12); x *= fineRatio {
+				fl.xs = append(fl.xs, x)
+				fl.miss = append(fl.miss, sr.eval(hyp{v: l.v, n: l.n, x: x, d: l.d}))
+			}
+		}
+		fineLines = append(fineLines, fl)
+	}
+	return fineLines
+}
+
+// finer scores ever finer grids around the best fine points of each line.
+func (sr *searcher) finer(fineLines []line) {
+	for _, l := range fineLines {
+		pts := map[float64]int{}
+		for i, x := range l.xs {
+			pts[x] = l.miss[i]
+		}
+		for _, ratio := range []float64{finerRatio, finestRatio} {
+			best := math.MaxInt
+			for _, m := range pts {
+				best = min(best, m)
+			}
+			if best == math.MaxInt || best > sr.global+refineBehind*sr.f.slack {
+				break
+			}
+			var centres []float64
+			for x, m := range pts {
+				if m == best {
+					centres = append(centres, x)
+				}
+			}
+			slices.Sort(centres)
+			if len(centres) > maxFineCentres {
+				centres = []float64{centres[0], centres[len(centres)/2], centres[len(centres)-1]}
+			}
+			for _, c := range centres {
+				step := math.Pow(ratio, 10)
+				for x := c / step; x < c*step; x *= ratio {
+					if _, done := pts[x]; done || math.Abs(x/c-1) < 1e-12 {
+						continue
+					}
+					pts[x] = sr.eval(hyp{v: l.v, n: l.n, x: x, d: l.d})
+				}
+			}
+		}
+	}
+}

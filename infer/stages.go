@@ -1,0 +1,277 @@
+package infer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rlprobe/rlprobe/units"
+)
+
+// stage is one step of an inference run. The driver (prober.infer) runs
+// the current stage, which does its experiments and names the next one,
+// until stageDone:
+//
+//	opening ──► design ──► validate ──► (concurrent) ──► done
+//	               ▲          │
+//	               └─ extend ◄┘  (a failed or impossible validation, once)
+//
+// opening sends the fixed first experiments and makes the first fit (or
+// concludes none); design runs the experiments that tell the plausible
+// answers apart; validate tests the answer on an experiment it was not
+// fitted on; extend doubles the budget once for an answer not yet exact;
+// concurrent measures an over-admitting target's concurrent maximum.
+type stage int
+
+const (
+	stageOpening stage = iota
+	stageDesign
+	stageValidate
+	stageExtend
+	stageConcurrent
+	stageDone
+)
+
+func (st stage) String() string {
+	return [...]string{"opening", "design", "validate", "extend", "concurrent", "done"}[st]
+}
+
+// Tuning of validation.
+const (
+	// maxValidations bounds the validation experiments of one run: an
+	// answer that failed one is refitted, designed for and validated
+	// again, but not forever.
+	maxValidations = 3
+	// budgetExtension is the factor by which an answer not yet exact
+	// extends the budget, once: 2·(6·W + 30 s).
+	budgetExtension = 2
+	// validationPhase prefixes the phase of a validation experiment in the
+	// record, so that its outcomes are told from those fitted before.
+	validationPhase = "validate-"
+	// freshPhaseShare places the fresh exhaust-and-recover of a validation
+	// without a runner-up at another phase of the time scale: an
+	// irrational share, so that it never falls on the phase of the
+	// experiments before it.
+	freshPhaseShare = 0.382
+	// nearTop: a validation experiment that tells the answer from its
+	// runner-up with at least this share of the best one's information is
+	// as good, and the one that ends first is run (a time scale of a
+	// minute makes every experiment long).
+	nearTop = 0.9
+)
+
+// infer runs the stages from opening to done and concludes.
+func (s *prober) infer(ctx context.Context) (*Inference, error) {
+	var err error
+	for st := stageOpening; st != stageDone; {
+		trace("stage %v", st)
+		st, err = s.step(ctx, st)
+	}
+	return s.conclude(s.f), err
+}
+
+// step runs stage st and returns the next one.
+func (s *prober) step(ctx context.Context, st stage) (stage, error) {
+	switch st {
+	case stageOpening:
+		f, err := s.opening(ctx)
+		s.f = f
+		if f == nil || err != nil || s.stopped {
+			return stageDone, err
+		}
+		return stageDesign, nil
+	case stageDesign:
+		f, err := s.design(ctx, s.f)
+		s.f = f
+		if err != nil {
+			return stageDone, err
+		}
+		return stageValidate, nil
+	case stageValidate:
+		return s.validate(ctx)
+	case stageExtend:
+		s.extendBudget()
+		return stageDesign, nil
+	case stageConcurrent:
+		if s.over != nil {
+			s.concurrentCheck(ctx, s.f)
+		}
+		return stageDone, nil
+	}
+	return stageDone, nil
+}
+
+// afterValidation is the stage after validation ended, one way or another.
+func (s *prober) afterValidation() stage {
+	if s.over != nil {
+		return stageConcurrent
+	}
+	return stageDone
+}
+
+// validate runs one validation experiment on the current answer: it
+// predicts the experiment's outcome from the fitted answer, runs it, and
+// checks the prediction against what happened; the answer is then refitted
+// with the new outcomes. A prediction that held, whose refit names the
+// same answer, makes the answer exact. A failed one (or one the budget
+// has no room for) extends the budget once and designs again.
+func (s *prober) validate(ctx context.Context) (stage, error) {
+	w, ok := s.answer()
+	if !ok {
+		return s.afterValidation(), nil
+	}
+	if s.validations >= maxValidations {
+		return s.afterValidation(), nil
+	}
+	e, why := s.validationExperiment(w)
+	if e == nil {
+		trace("no validation experiment fits the budget")
+		if !s.extended {
+			return stageExtend, nil
+		}
+		s.stopped = true
+		return s.afterValidation(), nil
+	}
+	s.validations++
+	before := replayObs(w.h, s.observe(), s.f.perClient, -1)
+	start := e.at[0]
+	if _, err := s.run(ctx, validationPhase+e.phase, start, e.sends(start)); err != nil {
+		s.f = s.refit(s.f)
+		return stageDone, err
+	}
+	after := replayObs(w.h, s.observe(), s.f.perClient, -1)
+	held := after.miss <= before.miss
+	s.f = s.refit(s.f)
+	nw, _ := s.answer()
+	trace("validation %s (%s): %v predicted, misses %d → %d; refit %v", e.phase, why, w.h, before.miss, after.miss, nw.h)
+	if held && nw.h.v == w.h.v {
+		s.validated = &w.h.v
+		s.validation = fmt.Sprintf("%s %s at %s (%s): predicted and held", validationPhase+e.phase,
+			plural(len(e.at), "request"), units.HumanDuration(start.Sub(s.start)), why)
+		return s.afterValidation(), nil
+	}
+	s.validated = nil
+	if !s.extended {
+		return stageExtend, nil
+	}
+	return stageDesign, nil
+}
+
+// answer is the current fit's winner as the document will name it: among
+// equally good hypotheses, the one the advertisement names.
+func (s *prober) answer() (scored, bool) {
+	if s.f == nil {
+		return scored{}, false
+	}
+	a, _ := advertOf(s.fitted(), s.opts.Origin, s.opts.RejectStatus)
+	return s.f.winnerFor(a)
+}
+
+// extendBudget extends the deadline once, to 2·(6·W + 30 s) from the
+// start, still within Options.MaxDuration (Options.MaxRequests is checked
+// per experiment as ever).
+func (s *prober) extendBudget() {
+	s.extended = true
+	if s.budget <= 0 {
+		return
+	}
+	d := s.start.Add(min(budgetExtension*s.budget, s.opts.maxDuration()))
+	if d.After(s.deadline) {
+		trace("budget extended to %v", d.Sub(s.start))
+		s.deadline = d
+		s.stopped = false
+	}
+}
+
+// validationExperiment chooses the experiment that validates w: among the
+// candidate experiments, the one where w and its runner-up (the best
+// hypothesis of any other variant: another family, alignment or way of
+// counting) disagree most; without a runner-up, or when they agree on
+// every candidate, a fresh exhaust-and-recover at another phase. It
+// returns nil when nothing fits the budget, and says why it chose.
+func (s *prober) validationExperiment(w scored) (*experiment, string) {
+	s0 := s.now().Add(s.opts.lead())
+	margin := max(s.opts.lead(), 2*clusterGap)
+	fits := func(e *experiment) bool {
+		return !e.end().After(s.deadline) && s.sent+len(e.at) <= s.opts.maxRequests()
+	}
+	if ru, ok := s.runnerUp(w); ok {
+		dz := &designer{ws: []weighted{{w, 0.5}, {ru, 0.5}}, perClient: s.f.perClient, client: s.client}
+		var cands []experiment
+		top := 0.0
+		for _, e := range dz.candidates(s0, margin) {
+			if !fits(&e) {
+				continue
+			}
+			if e.info = dz.information(&e); e.info >= minInfo {
+				cands = append(cands, e)
+				top = max(top, e.info)
+			}
+		}
+		// The most disagreement; of experiments that come close to it, the
+		// one that ends first.
+		var best *experiment
+		for i := range cands {
+			e := &cands[i]
+			if e.info >= nearTop*top && (best == nil || e.end().Before(best.end())) {
+				best = e
+			}
+		}
+		if best != nil {
+			return best, fmt.Sprintf("where %v and the runner-up %v disagree most", w.h.v, ru.h)
+		}
+	}
+	e := s.freshRecovery(w, s0, margin)
+	if !fits(&e) {
+		return nil, ""
+	}
+	return &e, "a fresh exhaust-and-recover at another phase"
+}
+
+// runnerUp returns the best hypothesis of any variant other than w's.
+func (s *prober) runnerUp(w scored) (scored, bool) {
+	var ru scored
+	found := false
+	for _, v := range allVariants {
+		b, ok := s.f.best[v]
+		if !ok || v == w.h.v {
+			continue
+		}
+		if !found || b.miss < ru.miss {
+			ru, found = b, true
+		}
+	}
+	return ru, found
+}
+
+// freshRecovery is an exhausting burst at another phase of w's time
+// scale, then single probes around the moment w says quota returns:
+// just before (refused), just after (admitted) and half a time scale
+// later.
+func (s *prober) freshRecovery(w scored, s0 time.Time, margin time.Duration) experiment {
+	X := w.h.scale()
+	t0 := s0.Add(time.Duration(freshPhaseShare * float64(X)))
+	k := int(w.h.n + 2)
+	dz := &designer{ws: []weighted{{w, 1}}, perClient: s.f.perClient, client: s.client}
+	burst := make([]time.Time, k)
+	for i := range burst {
+		burst[i] = t0
+	}
+	m := max(margin, X/10)
+	rec := dz.recoveries(burst, t0.Add(margin))[0]
+	b := newBuilder("recovery").burst(t0, k)
+	if before := rec.Add(-m); before.After(t0.Add(margin)) {
+		b.burst(before, 1)
+	}
+	b.burst(rec.Add(m), 1)
+	b.burst(rec.Add(m+X/2), 1)
+	return b.done()
+}
+
+// plural returns "1 request", "2 requests".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

@@ -1,0 +1,86 @@
+package scenario
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/testserver"
+)
+
+// leaveOneOutCases are the selftest's leave-one-out rows: a reference
+// server with a behaviour beyond its family's plain model (a penalty, a
+// bucket that forgets idle keys or refills in whole tokens or on a timer),
+// inferred with that behaviour's model left out of the candidates. The row
+// is right when the answer is approximate or misfit — never exact: a name
+// must mean a validated fit, so infer must not name a family at full
+// confidence for a limiter it has no word for. One row per behaviour is
+// Quick.
+func leaveOneOutCases() []SelftestCase {
+	sec := func(n float64) time.Duration { return time.Duration(n * float64(time.Second)) }
+	type row struct {
+		cfg   limiter.Config
+		quick bool
+	}
+	var rows []row
+	for _, p := range []limiter.Penalty{{Kind: limiter.PenaltyBlock, Duration: sec(4)}, {Kind: limiter.PenaltyExtend}, {Kind: limiter.PenaltyRestart}} {
+		for i, alg := range []limiter.Algorithm{limiter.FixedWindow, limiter.SlidingLog, limiter.SlidingWindowCounter} {
+			c := limiter.Config{Algorithm: alg, Limit: 5, Window: sec(1), Penalty: p}
+			if alg != limiter.SlidingLog {
+				c.Align = limiter.AlignFirstRequest
+			}
+			rows = append(rows, row{c, i == 0})
+		}
+	}
+	for _, alg := range []limiter.Algorithm{limiter.TokenBucket, limiter.GCRA} {
+		base := limiter.Config{Algorithm: alg, Rate: 2, Capacity: 4}
+		block, idle, whole, interval := base, base, base, base
+		block.Penalty = limiter.Penalty{Kind: limiter.PenaltyBlock, Duration: sec(5)}
+		idle.ForgetIdle = sec(0.6)
+		whole.Refill = limiter.RefillWhole
+		interval.Refill = limiter.RefillInterval
+		first := alg == limiter.TokenBucket
+		rows = append(rows, row{block, false}, row{idle, first}, row{whole, first}, row{interval, first})
+	}
+	var cs []SelftestCase
+	for _, r := range rows {
+		fam := infer.TokenBucket
+		if r.cfg.Limit > 0 {
+			fam = familyOf(r.cfg.Algorithm)
+		}
+		cs = append(cs, SelftestCase{
+			Name:   fmt.Sprintf("leave-out-%s-%s", behaviourTag(r.cfg), r.cfg.Algorithm),
+			Policy: &testserver.Policy{Name: "selftest", Limiter: r.cfg, Key: testserver.KeyGlobal, Status: 429, Dialects: []headers.Dialect{headers.None}},
+			Quick:  r.quick,
+			Want:   SelftestWant{Family: fam, Key: infer.KeyGlobal, LeaveOut: infer.BehavioursOf(r.cfg)},
+		})
+	}
+	return cs
+}
+
+// behaviourTag names a configuration's behaviours for a case name.
+func behaviourTag(c limiter.Config) string {
+	s := ""
+	for _, b := range infer.BehavioursOf(c) {
+		if s != "" {
+			s += "-"
+		}
+		s += string(b)
+	}
+	return s
+}
+
+// familyOf is the family infer reports for a window algorithm.
+func familyOf(a limiter.Algorithm) infer.Family {
+	switch a {
+	case limiter.FixedWindow:
+		return infer.FixedWindow
+	case limiter.SlidingLog:
+		return infer.SlidingLog
+	case limiter.SlidingWindowCounter:
+		return infer.SlidingWindowCounter
+	}
+	return infer.TokenBucket
+}
