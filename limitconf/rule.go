@@ -137,12 +137,14 @@ type Rule struct {
 // without help.
 func (r *Rule) Covered() bool { return r.Path != "" }
 
-// Describe is the config's limit in one line, in the product's terms.
+// Describe is the config's limit in one line, in the product's terms
+// (verify's Endpoint.String says the policy rule checking it), its numbers
+// in the units display format, as Endpoint.String's are.
 func (r *Rule) Describe() string {
 	var b strings.Builder
 	switch r.Family {
 	case FixedWindow:
-		fmt.Fprintf(&b, "%d per %s window", r.Limit, r.Window)
+		fmt.Fprintf(&b, "%d per %s window", r.Limit, units.HumanDuration(r.Window))
 		if r.Align != "" {
 			fmt.Fprintf(&b, " (%s-aligned)", r.Align)
 		}

@@ -156,27 +156,7 @@ func (e *Endpoint) Period() time.Duration {
 // PerClient reports whether each client has its own quota.
 func (e *Endpoint) PerClient() bool { return e.Key != "" && e.Key != KeyGlobal }
 
-// String describes the rule in one line, e.g. `100 in any 1m0s` or
-// `rate 1/s, capacity 4`.
-func (e *Endpoint) String() string {
-	var b strings.Builder
-	if e.Method != "" || e.Path != "" {
-		fmt.Fprintf(&b, "%s %s: ", cmp(e.Method, "*"), cmp(e.Path, "/*"))
-	}
-	switch {
-	case e.IsBucket():
-		fmt.Fprintf(&b, "rate %s, capacity %d", units.FormatRate(e.Rate), e.capacity())
-	case e.WindowType == Fixed:
-		fmt.Fprintf(&b, "%d per %s window (%s-aligned)", e.Limit, e.Window, cmp(string(e.Align), string(limiter.AlignFirstRequest)))
-	default:
-		fmt.Fprintf(&b, "%d in any %s", e.Limit, e.Window)
-	}
-	if e.PerClient() {
-		fmt.Fprintf(&b, " per %s", e.Key)
-	}
-	return b.String()
-}
-
+// cmp returns s, or def when s is empty.
 func cmp(s, def string) string {
 	if s == "" {
 		return def
