@@ -114,6 +114,12 @@ type Endpoint struct {
 	// RetryAfter is RetryAfterRequired or RetryAfterOptional ("" =
 	// optional).
 	RetryAfter string
+	// Penalty is what the limiter does to a key after refusing it, beyond
+	// counting (limiter.PenaltyKind): block:D for any rule, extend and
+	// restart for windows only. The zero Penalty declares none, and a
+	// penalty the target applies anyway is the finding
+	// undeclared-penalty.
+	Penalty limiter.Penalty
 
 	lines map[string]int // field → line, for files
 }
@@ -153,8 +159,8 @@ func (e *Endpoint) Period() time.Duration {
 // PerClient reports whether each client has its own quota.
 func (e *Endpoint) PerClient() bool { return e.Key != "" && e.Key != KeyGlobal }
 
-// String describes the rule in one line, e.g. `100 in any 1m0s` or
-// `rate 1/s, capacity 4`.
+// String describes the rule in one line, e.g. `100 in any 1m0s`,
+// `rate 1/s, capacity 4` or `5 in any 2s per ip, penalty block:30s`.
 func (e *Endpoint) String() string {
 	var b strings.Builder
 	if e.Method != "" || e.Path != "" {
@@ -170,6 +176,9 @@ func (e *Endpoint) String() string {
 	}
 	if e.PerClient() {
 		fmt.Fprintf(&b, " per %s", e.Key)
+	}
+	if !e.Penalty.IsZero() {
+		fmt.Fprintf(&b, ", penalty %s", e.Penalty)
 	}
 	return b.String()
 }
@@ -355,6 +364,19 @@ func (e *Endpoint) validate(prefix string, ps *problems) {
 	default:
 		add("retry_after", "must be required or optional, not %q", e.RetryAfter)
 	}
+	switch pen := e.Penalty; pen.Kind {
+	case limiter.PenaltyNone:
+	case limiter.PenaltyBlock:
+		if pen.Duration <= 0 {
+			add("penalty", "a block lasts more than 0, e.g. block:30s")
+		}
+	case limiter.PenaltyExtend, limiter.PenaltyRestart:
+		if bucket && !window {
+			add("penalty", "%s moves a window's end: it needs a window policy (limit, window); a bucket takes block:DURATION", pen.Kind)
+		}
+	default:
+		add("penalty", "must be block:DURATION (e.g. block:30s), extend or restart, not %q", pen.Kind)
+	}
 }
 
 // Normalize returns the policy with defaults made explicit: capacity
@@ -411,6 +433,7 @@ type endpointJSON struct {
 	Status     int      `json:"status,omitempty"`
 	Headers    []string `json:"headers,omitempty"`
 	RetryAfter string   `json:"retry_after,omitempty"`
+	Penalty    string   `json:"penalty,omitempty"`
 }
 
 // MarshalJSON writes the rule with the contract's names, durations in Go
@@ -420,7 +443,7 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 		Path: e.Path, Method: e.Method, Name: e.Name, Limit: e.Limit,
 		WindowType: string(e.WindowType), Align: string(e.Align),
 		Capacity: e.Capacity, Burst: e.Burst, Key: e.Key, Status: e.Status,
-		Headers: e.Headers, RetryAfter: e.RetryAfter,
+		Headers: e.Headers, RetryAfter: e.RetryAfter, Penalty: e.Penalty.String(),
 	}
 	if e.Window != 0 {
 		w.Window = e.Window.String()

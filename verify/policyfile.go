@@ -16,6 +16,7 @@ import (
 
 // Policy files: YAML or JSON (read as YAML), decoded node by node so that
 // unknown keys, wrong types and bad values are reported with their line.
+
 // UnmarshalJSON reads a policy document (JSON is read as YAML, so unknown
 // keys are errors with line numbers). It does not validate.
 func (p *Policy) UnmarshalJSON(data []byte) error {
@@ -229,8 +230,16 @@ func decodeEndpoint(n *yaml.Node, prefix string, ps *problems) Endpoint {
 			}
 		case "retry_after":
 			e.RetryAfter = scalarString(v, field, ps)
+		case "penalty":
+			if s := scalarString(v, field, ps); s != "" {
+				pen, err := limiter.ParsePenalty(s)
+				if err != nil {
+					ps.add(field, v.Line, "%s", strings.TrimPrefix(err.Error(), "limiter: "))
+				}
+				e.Penalty = pen
+			}
 		default:
-			ps.add(field, v.Line, "unknown key (want path, method, name, limit, window, window_type, align, rate, capacity, burst, key, status, headers, retry_after)")
+			ps.add(field, v.Line, "unknown key (want path, method, name, limit, window, window_type, align, rate, capacity, burst, key, status, headers, retry_after, penalty)")
 		}
 	})
 	return e
