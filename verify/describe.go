@@ -40,6 +40,9 @@ func (e *Endpoint) String() string {
 	if e.PerClient() {
 		b.WriteString(" per " + e.Key)
 	}
+	if !e.Penalty.IsZero() {
+		b.WriteString(", penalty " + e.Penalty.String())
+	}
 	return b.String()
 }
 
