@@ -182,6 +182,10 @@ type soundCase struct {
 	reorderMax time.Duration // decision delays up to this
 	jitterMax  time.Duration // link delays up to this beyond the base
 	lateMax    time.Duration // a late answer is delayed up to this
+
+	// penalty is the server's penalty, declared in the policy too
+	// (soundness_penalty_test.go); zero for the other cases.
+	penalty limiter.Penalty
 }
 
 func (c *soundCase) level(f int) string { return soundFactors[f].levels[c.levels[f]] }
@@ -270,6 +274,9 @@ func (c *soundCase) String() string {
 	if c.fault > 0 {
 		fmt.Fprintf(&b, " fault=%s", c.faultName())
 	}
+	if !c.penalty.IsZero() {
+		fmt.Fprintf(&b, " penalty=%s", c.penalty)
+	}
 	if c.isBucket() {
 		fmt.Fprintf(&b, " rate=%g/s capacity=%d", c.rate, c.capacity)
 	} else {
@@ -331,6 +338,7 @@ func (c *soundCase) server() (testserver.Policy, testserver.MemoryConfig) {
 	case "leaky-bucket-nodelay":
 		lc.Algorithm, lc.Rate, lc.Capacity, lc.NoDelay = limiter.LeakyBucket, c.rate, c.capacity, true
 	}
+	lc.Penalty = c.penalty
 	p := testserver.Policy{Limiter: lc, Dialects: []headers.Dialect{headers.Dialect(c.level(fDialect))},
 		RetryAfterFormat: headers.RetryAfterFormat(c.level(fRAFormat))}
 	p.Status = 429
@@ -390,5 +398,6 @@ func (c *soundCase) policy() (verify.Endpoint, []string) {
 	default:
 		e.Rate, e.Capacity = c.rate, c.capacity
 	}
+	e.Penalty = c.penalty
 	return e, allowed
 }

@@ -23,10 +23,10 @@ import (
 )
 
 // The soundness harness: honest reference servers, generated from an
-// all-pairs covering array over the factors (soundness_cases_test.go), run the whole check
-// suite and one pattern in a synctest bubble over in-memory connections,
-// under injected disorder; no certain finding at warning or above may come
-// of it. Servers with a deliberate fault must be caught, certainly, when
+// all-pairs covering array over the factors (soundness_cases_test.go), run
+// the whole check suite and one pattern in a synctest bubble over
+// in-memory connections, under injected disorder; no certain finding at
+// warning or above may come of it. Servers with a deliberate fault must be caught, certainly, when
 // nothing disturbs the run; under disorder the share caught is logged.
 //
 // Every case is a function of its seed (factor levels in the low bits,
