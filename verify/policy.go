@@ -156,6 +156,17 @@ func (e *Endpoint) Period() time.Duration {
 	return time.Duration(math.Ceil(float64(c) / e.Rate * 1e9))
 }
 
+// Fresh is the time after a key's last refusal before its quota is surely
+// whole again when the key is left alone: the period, or a declared block
+// if longer (extend and restart end a period after the last request or
+// refusal, as the period does).
+func (e *Endpoint) Fresh() time.Duration {
+	if e.Penalty.Kind == limiter.PenaltyBlock {
+		return max(e.Period(), e.Penalty.Duration)
+	}
+	return e.Period()
+}
+
 // PerClient reports whether each client has its own quota.
 func (e *Endpoint) PerClient() bool { return e.Key != "" && e.Key != KeyGlobal }
 
