@@ -2,6 +2,7 @@ package limitconf
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/rlprobe/rlprobe/verify"
 )
@@ -72,16 +73,20 @@ func (f Finding) MarshalJSON() ([]byte, error) {
 	}{f.ID, f.Severity, f.Certainty, f.Endpoint, f.Message, f.Hint, f.Source.File, f.Source.Line})
 }
 
-// MarshalJSON writes a rule with its window in seconds (window_s).
+// MarshalJSON writes a rule with its window and refill interval in
+// seconds (window_s, refill_interval_s).
 func (r Rule) MarshalJSON() ([]byte, error) {
 	type plain Rule
-	var w *float64
-	if r.Window > 0 {
-		s := r.Window.Seconds()
-		w = &s
+	secs := func(d time.Duration) *float64 {
+		if d <= 0 {
+			return nil
+		}
+		s := d.Seconds()
+		return &s
 	}
 	return json.Marshal(struct {
 		plain
 		WindowS *float64 `json:"window_s,omitempty"`
-	}{plain: plain(r), WindowS: w})
+		RefillS *float64 `json:"refill_interval_s,omitempty"`
+	}{plain: plain(r), WindowS: secs(r.Window), RefillS: secs(r.RefillEvery)})
 }

@@ -44,6 +44,7 @@ func parseEnvoy(data []byte, file string) (*Import, error) {
 	filterListed := false
 	var perRoute []*Rule
 	for _, doc := range docs {
+		snakeKeys(doc, 0)
 		var werr error
 		walkTree(doc, nil, nil, func(n *node, anc []*node, trail []string) {
 			if werr != nil || n.kind != mapNode {
@@ -52,11 +53,17 @@ func parseEnvoy(data []byte, file string) (*Import, error) {
 			if name, _ := n.get("name").scalar(); name == envoyFilter && slices.Contains(trail, "http_filters") {
 				filterListed = true
 			}
+			if istioInserts(n) {
+				filterListed = true
+			}
 			tb := n.get("token_bucket")
 			if tb == nil || slices.Contains(trail, "descriptors") {
 				return
 			}
 			r, err := envoyRule(n, tb, anc, trail, file, im)
+			if skipPlaceholder(err, im) {
+				return
+			}
 			if err != nil {
 				werr = err
 				return
@@ -78,6 +85,17 @@ func parseEnvoy(data []byte, file string) (*Import, error) {
 		}
 	}
 	return im, nil
+}
+
+// istioInserts reports whether n is an Istio EnvoyFilter config patch
+// that puts the local rate limit filter into the HTTP filter chain
+// (applyTo HTTP_FILTER, patch.value.name the filter, any operation but
+// REMOVE).
+func istioInserts(n *node) bool {
+	applyTo, _ := n.get("apply_to").scalar()
+	name, _ := n.path("patch", "value", "name").scalar()
+	op, _ := n.path("patch", "operation").scalar()
+	return applyTo == "HTTP_FILTER" && name == envoyFilter && op != "REMOVE"
 }
 
 func envoyRule(cfg, tb *node, anc []*node, trail []string, file string, im *Import) (*Rule, error) {
@@ -134,14 +152,15 @@ func envoyRule(cfg, tb *node, anc []*node, trail []string, file string, im *Impo
 	rate := float64(perFill) / interval.Seconds()
 	step := min(perFill, maxTokens)
 	if maxTokens == 0 {
-		return nil, errAt(file, maxN.line, "max_tokens 0 rejects every request: there is no rate limit to check")
+		return nil, errAt(file, maxN.line, "max_tokens 0 is refused, as Envoy refuses it (max_tokens must be > 0)")
 	}
+	r.Rate, r.Capacity, r.RefillTokens, r.RefillEvery = rate, maxTokens, perFill, interval
 	if perFill >= maxTokens {
 		r.Family, r.Limit, r.Window, r.Align = FixedWindow, maxTokens, interval, AlignTimer
 		r.Also = []Family{TokenBucket}
 		r.Notes = append(r.Notes, fmt.Sprintf("tokens_per_fill %d ≥ max_tokens %d: each fill_interval %s refills the bucket whole, a fixed window of %d on Envoy's fill timer (timer-based Envoy; releases from mid-2024 on refill continuously at %s)", perFill, maxTokens, interval, maxTokens, units.HumanRate(rate)))
 	} else {
-		r.Family, r.Rate, r.Capacity = TokenBucket, rate, maxTokens
+		r.Family = TokenBucket
 		r.Also = []Family{FixedWindow}
 		r.Notes = append(r.Notes, fmt.Sprintf("max_tokens %d, %d tokens every %s: a token bucket of capacity %d at %s (stepwise in timer-based Envoy, continuous in releases from mid-2024 on)", maxTokens, perFill, interval, maxTokens, units.HumanRate(rate)))
 	}
@@ -150,7 +169,7 @@ func envoyRule(cfg, tb *node, anc []*node, trail []string, file string, im *Impo
 	// length L sees at most max_tokens + min(tokens_per_fill, max_tokens)
 	// per started fill interval.
 	r.Endpoint = verify.Endpoint{Path: orElse(r.Path, r.Prefix), Rate: rate, Capacity: maxTokens + step, Key: verifyKey(r.Key), Status: r.Status}
-	r.Notes = append(r.Notes, fmt.Sprintf("checked as rate %s, capacity %d = max_tokens + min(tokens_per_fill, max_tokens): no fill-timer phase can exceed it", units.HumanRate(rate), maxTokens+step))
+	r.Notes = append(r.Notes, fmt.Sprintf("checked against %d = max_tokens %d + min(tokens_per_fill, max_tokens) %d at rate %s: a fill may land inside a burst, and no fill-timer phase can exceed it", maxTokens+step, maxTokens, step, units.HumanRate(rate)))
 	lintEnvoyRuntime(cfg, r, file, im)
 	return r, nil
 }
@@ -196,6 +215,9 @@ func envoyDuration(n *node, file string) (time.Duration, error) {
 		return d, nil
 	}
 	s, _ := n.scalar()
+	if _, ph := placeholderIn(s); ph {
+		return n.duration(file, "fill_interval", false)
+	}
 	if !strings.HasSuffix(s, "s") {
 		return 0, errAt(file, n.line, "fill_interval %q: a protobuf duration ends in s, as 1s or 0.5s", s)
 	}
@@ -230,6 +252,18 @@ func envoyPlace(anc []*node, trail []string) (server, loc, path, prefix string) 
 	}
 	for i := len(anc) - 1; i >= 0; i-- {
 		a := anc[i]
+		if applyTo, ok := a.get("apply_to").scalar(); ok && a.get("patch") != nil {
+			// An Istio EnvoyFilter patch: its match names the route.
+			vh := a.path("match", "route_configuration", "vhost")
+			server, _ = vh.get("name").scalar()
+			if rn, ok := vh.path("route", "name").scalar(); ok {
+				return server, "(route " + rn + ")", "", ""
+			}
+			if server != "" {
+				return server, "(virtual host " + server + ")", "", "/"
+			}
+			return "", "(routes patched by " + applyTo + ")", "", "/"
+		}
 		if m := a.get("match"); m != nil && a.get("typed_per_filter_config") != nil {
 			for j := i - 1; j >= 0; j-- {
 				if name, ok := anc[j].get("name").scalar(); ok && anc[j].get("domains") != nil {

@@ -112,14 +112,14 @@ func parseKong(data []byte, file string) (*Import, error) {
 		if p == nil {
 			continue
 		}
-		if err := kongRules(p, rt, file, im); err != nil {
+		if err := kongRules(p, rt, file, im); err != nil && !skipPlaceholder(err, im) {
 			return nil, err
 		}
 	}
 	if len(routes) == 0 {
 		for i := range plugins {
 			if name, _ := plugins[i].n.get("name").scalar(); name == "rate-limiting" {
-				if err := kongRules(&plugins[i], kongRoute{name: "(every route)", paths: []string{"/"}}, file, im); err != nil {
+				if err := kongRules(&plugins[i], kongRoute{name: "(every route)", paths: []string{"/"}}, file, im); err != nil && !skipPlaceholder(err, im) {
 					return nil, err
 				}
 			}
@@ -193,7 +193,7 @@ func kongRules(p *kongPlugin, rt kongRoute, file string, im *Import) error {
 	if rt.literal {
 		exact = prefix
 	}
-	n := 0
+	n, unread := 0, 0
 	for _, w := range kongWindows {
 		v := cfg.get(w.name)
 		if v == nil {
@@ -203,6 +203,10 @@ func kongRules(p *kongPlugin, rt kongRoute, file string, im *Import) error {
 			continue
 		}
 		limit, err := v.int64(file, w.name)
+		if skipPlaceholder(err, im) {
+			unread++ // placeholder-unset says so
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -227,7 +231,7 @@ func kongRules(p *kongPlugin, rt kongRoute, file string, im *Import) error {
 			}
 		}
 	}
-	if n == 0 {
+	if n == 0 && unread == 0 {
 		return errAt(file, cfg.line, "rate-limiting config has none of second, minute, hour, day")
 	}
 	if pol, _ := cfg.get("policy").scalar(); pol == "local" || pol == "" {

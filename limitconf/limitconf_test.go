@@ -309,7 +309,7 @@ func TestLint(t *testing.T) {
 		cert       verify.Certainty
 	}{
 		{"dry run", "nginx-docs.conf", verify.IDConfigNotEnforced, 34, verify.Certain},
-		{"rewrite permanent", "nginx-docs.conf", verify.IDConfigNotEnforced, 39, verify.Possible},
+		{"rewrite ^ … permanent: every request", "nginx-docs.conf", verify.IDConfigNotEnforced, 39, verify.Certain},
 		{"return under if", "nginx-docs.conf", verify.IDConfigNotEnforced, 50, verify.Possible},
 		{"unused zone", "nginx-docs.conf", IDZoneUnused, 8, verify.Certain},
 		{"burst without nodelay on a proxied location", "nginx-docs.conf", IDQueueingLatency, 23, verify.Certain},
@@ -358,8 +358,8 @@ func TestMalformed(t *testing.T) {
 		{Nginx, "limit_req_zone $a zone=z:1m rate=5r/h;\n", 1, "Nr/s or Nr/m"},
 		{Nginx, "limit_req_zone $a zone=z:1m rate=1r/s;\nserver { location / { limit_req zone=z burst=x; } }\n", 2, "whole number"},
 		{Nginx, "}\n", 1, "unexpected"},
-		{Nginx, "a \"b\n", 1, "closing"},
-		{Nginx, "location / {\n  limit_req zone=z\n}\n", 3, "not ended"},
+		{Nginx, "a \"b\n", 2, "unexpected end of file"},
+		{Nginx, "location / {\n  limit_req zone=z\n}\n", 3, "unexpected \"}\""},
 		{Envoy, "token_bucket:\n  max_tokens: x\n  fill_interval: 1s\n", 2, "whole number"},
 		{Envoy, "token_bucket:\n  max_tokens: 1\n  fill_interval: 1\n", 3, "protobuf duration"},
 		{Envoy, "a: [\n", 1, "not YAML"},

@@ -2,13 +2,11 @@ package limitconf
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"unicode"
 
-	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -19,10 +17,12 @@ const nginxDefaultStatus = 503
 type zone struct {
 	name    string
 	keyExpr string
-	rate    float64 // requests per second
+	perKs   int64   // requests per 1000 s, as nginx keeps the rate
+	rate    float64 // requests per second (perKs / 1000)
 	rateSrc string  // as written, e.g. "1r/s"
 	at      Source
 	used    bool
+	unread  bool // a placeholder was left in its size or rate
 }
 
 // limitReq is one limit_req directive.
@@ -33,27 +33,52 @@ type limitReq struct {
 	delay   int64
 	at      Source
 	text    string
+	unread  bool // a placeholder was left in it, or in its zone
 }
 
 // limitCtx is what a configuration level passes down (nginx merges these
 // from http to server to location).
 type limitCtx struct {
-	reqs      []limitReq // replaced, not merged, by a level with its own
-	status    int
-	statusAt  Source
-	dryRun    bool
-	dryRunAt  Source
-	serverRet *directive // a server-level return: answers before any location
-	serverIf  *directive // a server-level if holding a return
+	reqs     []limitReq // replaced, not merged, by a level with its own
+	status   int
+	statusAt Source
+	dryRun   bool
+	dryRunAt Source
+	// answers are the server level's answers in the rewrite phase, which
+	// run before any location is chosen.
+	answers []answer
 }
+
+// answer is a directive that answers a request in the rewrite phase,
+// before limit_req's preaccess phase: a return or a redirecting rewrite,
+// under cond ("" when it answers every request).
+type answer struct {
+	d    *directive
+	cond string
+	what string // "return" or "rewrite … permanent" as written
+}
+
+// nginxCtx is the context a directive is in.
+type nginxCtx int
+
+const (
+	mainCtx nginxCtx = iota
+	httpCtx
+	serverCtx
+	locationCtx
+	ifCtx
+	otherCtx // events, upstream, stream, mail, limit_except, …
+)
 
 // nginxConf is one parse of an nginx configuration.
 type nginxConf struct {
 	file     string
+	o        Options
 	zones    map[string]*zone
 	zoneList []*zone
 	realIP   bool // set_real_ip_from / real_ip_header present
 	im       *Import
+	servers  int // server blocks numbered so far
 	// Of the server being read: whether it has regular-expression
 	// locations, and its exact ones. A prefix location serves the URL of
 	// its own prefix only when neither takes that URL first.
@@ -61,24 +86,44 @@ type nginxConf struct {
 	exact map[string]bool
 }
 
+// addf adds a finding about server block n (0: none).
+func (c *nginxConf) addf(n int, f Finding) {
+	f.server = n
+	c.im.add(f)
+}
+
 func parseNginx(data []byte, name string, o Options) (*Import, error) {
 	r := &nginxReader{o: o, root: filepath.Dir(name)}
-	top, err := r.parseFile(data, name, 0)
+	top, err := r.parseFile(data, name, 0, directives)
 	if err != nil {
 		return nil, err
 	}
-	c := &nginxConf{file: name, zones: map[string]*zone{}, im: &Import{}}
-	c.im.Findings = append(c.im.Findings, r.skipped...)
-	// An http block, or a snippet of one (conf.d files hold servers and
-	// zones at their top level).
-	var https [][]*directive
+	if err := r.strictIncludes(name); err != nil {
+		return nil, err
+	}
+	c := &nginxConf{file: name, o: o, zones: map[string]*zone{}, im: &Import{}}
+	for _, f := range r.skipped {
+		c.im.add(f)
+	}
+	// A whole nginx.conf (http and events at its top), or a snippet of an
+	// http block (conf.d files hold servers and zones at their top level).
+	ctx := httpCtx
 	for _, d := range top {
-		if d.name == "http" && d.hasBlock {
-			https = append(https, d.block)
+		if (d.name == "http" || d.name == "events") && d.hasBlock {
+			ctx = mainCtx
 		}
 	}
-	if len(https) == 0 {
-		https = append(https, top)
+	if top, err = c.vet(top, ctx, 0); err != nil {
+		return nil, err
+	}
+	https := [][]*directive{top}
+	if ctx == mainCtx {
+		https = nil
+		for _, d := range top {
+			if d.name == "http" && d.hasBlock {
+				https = append(https, d.block)
+			}
+		}
 	}
 	walk(top, func(d *directive) {
 		if d.name == "set_real_ip_from" || d.name == "real_ip_header" {
@@ -86,8 +131,12 @@ func parseNginx(data []byte, name string, o Options) (*Import, error) {
 		}
 	})
 	for _, h := range https {
-		if err := c.zonesIn(h); err != nil {
-			return nil, err
+		for _, d := range h {
+			if d.name == "limit_req_zone" {
+				if err := c.zone(d); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	for _, h := range https {
@@ -107,137 +156,87 @@ func walk(ds []*directive, f func(*directive)) {
 	}
 }
 
-func (c *nginxConf) zonesIn(http []*directive) error {
-	for _, d := range http {
-		if d.name != "limit_req_zone" {
+// vet checks each directive's name and, for the limit directives, its
+// context, as ngx_conf_handler does; numbers the server blocks; and
+// returns the directives with each unknown one replaced by its block's
+// contents. An unknown directive is not-interpreted (an error when its
+// arguments name a limit directive: that limit was not read), or refused
+// under Options.Strict.
+func (c *nginxConf) vet(ds []*directive, ctx nginxCtx, server int) ([]*directive, error) {
+	out := make([]*directive, 0, len(ds))
+	for _, d := range ds {
+		d.server = server
+		if !knownDirectives[d.name] {
+			if c.o.Strict {
+				return nil, errAt(d.file, d.line, "unknown directive %q (--strict refuses what nginx and its known modules do not define)", d.name)
+			}
+			c.unknown(d)
+			if d.hasBlock && !d.lua {
+				inner, err := c.vet(d.block, ctx, server)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, inner...)
+			}
 			continue
 		}
-		z := &zone{at: d.src()}
-		if len(d.args) < 3 {
-			return errAt(d.file, d.line, "limit_req_zone needs a key, zone=NAME:SIZE and rate=RATE")
+		if allowed, ok := limitDirectives[d.name]; ok && !slices.Contains(allowed, ctx) {
+			return nil, errAt(d.file, d.line, "%q directive is not allowed here (nginx takes it in %s)", d.name, placesOf(allowed))
 		}
-		z.keyExpr = d.args[0]
-		for _, a := range d.args[1:] {
+		if d.hasBlock && !d.lua && kindOf(d.name) == directives {
+			sub, srv := otherCtx, server
 			switch {
-			case strings.HasPrefix(a, "zone="):
-				n, _, ok := strings.Cut(strings.TrimPrefix(a, "zone="), ":")
-				if !ok || n == "" {
-					return errAt(d.file, d.line, "limit_req_zone %q: want zone=NAME:SIZE", a)
-				}
-				z.name = n
-			case strings.HasPrefix(a, "rate="):
-				r, err := nginxRate(strings.TrimPrefix(a, "rate="))
-				if err != nil {
-					return errAt(d.file, d.line, "limit_req_zone: %v", err)
-				}
-				z.rate, z.rateSrc = r, strings.TrimPrefix(a, "rate=")
-			case a == "sync":
-			default:
-				return errAt(d.file, d.line, "limit_req_zone: unknown parameter %q", a)
+			case d.name == "http" && ctx == mainCtx:
+				sub = httpCtx
+			case d.name == "server" && ctx == httpCtx:
+				sub = serverCtx
+				c.servers++
+				srv = c.servers
+				d.server = srv
+			case d.name == "location" && (ctx == serverCtx || ctx == locationCtx):
+				sub = locationCtx
+			case d.name == "if" && (ctx == serverCtx || ctx == locationCtx):
+				sub = ifCtx
+			}
+			var err error
+			if d.block, err = c.vet(d.block, sub, srv); err != nil {
+				return nil, err
 			}
 		}
-		if z.name == "" || z.rate == 0 {
-			return errAt(d.file, d.line, "limit_req_zone needs zone=NAME:SIZE and rate=RATE")
-		}
-		if old, ok := c.zones[z.name]; ok {
-			return errAt(d.file, d.line, "limit_req_zone: zone %q is already defined at %s", z.name, old.at)
-		}
-		c.zones[z.name] = z
-		c.zoneList = append(c.zoneList, z)
+		out = append(out, d)
 	}
-	return nil
+	return out, nil
 }
 
-// nginxRate parses nginx's rate syntax: a whole number of requests per
-// second ("10r/s") or per minute ("30r/m") — units' grammar, narrowed to
-// what nginx accepts.
-func nginxRate(s string) (float64, error) {
-	num, ok := strings.CutSuffix(s, "r/s")
-	if !ok {
-		num, ok = strings.CutSuffix(s, "r/m")
+func placesOf(cs []nginxCtx) string {
+	names := map[nginxCtx]string{httpCtx: "http", serverCtx: "server", locationCtx: "location"}
+	var out []string
+	for _, c := range cs {
+		out = append(out, names[c])
 	}
-	if !ok {
-		return 0, fmt.Errorf("rate %q: nginx takes Nr/s or Nr/m", s)
-	}
-	if n, err := strconv.ParseUint(num, 10, 32); err != nil || n == 0 {
-		return 0, fmt.Errorf("rate %q: want a positive whole number of requests, as 10r/s or 30r/m", s)
-	}
-	return units.ParseRate(s)
+	return strings.Join(out, ", ")
 }
 
-// level reads a level's own limit directives into the context inherited
-// from its parent.
-func (c *nginxConf) level(ds []*directive, parent limitCtx) (limitCtx, error) {
-	ctx := parent
-	var own []limitReq
-	for _, d := range ds {
-		switch d.name {
-		case "limit_req":
-			l, err := c.limitReq(d)
-			if err != nil {
-				return ctx, err
-			}
-			own = append(own, l)
-		case "limit_req_status":
-			if len(d.args) != 1 {
-				return ctx, errAt(d.file, d.line, "limit_req_status takes one status code")
-			}
-			s, err := strconv.Atoi(d.args[0])
-			if err != nil || s < 400 || s > 599 {
-				return ctx, errAt(d.file, d.line, "limit_req_status %q: nginx takes a status from 400 to 599", d.args[0])
-			}
-			ctx.status, ctx.statusAt = s, d.src()
-		case "limit_req_dry_run":
-			if len(d.args) != 1 || (d.args[0] != "on" && d.args[0] != "off") {
-				return ctx, errAt(d.file, d.line, "limit_req_dry_run takes on or off")
-			}
-			ctx.dryRun, ctx.dryRunAt = d.args[0] == "on", d.src()
-		}
+// unknown reports a directive that is neither nginx's nor a known
+// module's.
+func (c *nginxConf) unknown(d *directive) {
+	hint := "check its spelling and the module that defines it; --strict refuses it, as nginx without that module does"
+	if p, ok := placeholderIn(d.name); ok {
+		hint = fmt.Sprintf("%s looks like a template placeholder: give its value with --set %s=VALUE (as envsubst would)", p, placeholderName(p))
 	}
-	if len(own) > 0 {
-		// nginx: "These directives are inherited from the previous
-		// configuration level if and only if there are no limit_req
-		// directives defined on the current level."
-		ctx.reqs = own
-	}
-	return ctx, nil
-}
-
-func (c *nginxConf) limitReq(d *directive) (limitReq, error) {
-	l := limitReq{at: d.src(), text: "limit_req " + strings.Join(d.args, " ")}
 	for _, a := range d.args {
-		k, v, _ := strings.Cut(a, "=")
-		switch k {
-		case "zone":
-			l.zone = v
-		case "burst", "delay":
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 || n > math.MaxInt32 {
-				return l, errAt(d.file, d.line, "limit_req %s=%q: want a whole number", k, v)
-			}
-			if k == "burst" {
-				l.burst = n
-			} else {
-				l.delay = n
-			}
-		case "nodelay":
-			l.nodelay = true
-		default:
-			return l, errAt(d.file, d.line, "limit_req: unknown parameter %q", a)
+		if _, ok := limitDirectives[a]; ok {
+			c.addf(d.server, finding(IDNotInterpreted, verify.SeverityError, verify.Certain, d.src(), "",
+				fmt.Sprintf("%q is not a directive nginx or a known module defines, and it holds %s: this limit was not read", d.name, a), hint))
+			return
 		}
 	}
-	if l.zone == "" {
-		return l, errAt(d.file, d.line, "limit_req needs zone=NAME")
+	what := "skipped"
+	if d.hasBlock && !d.lua {
+		what = "skipped, its block read as part of the enclosing one"
 	}
-	z, ok := c.zones[l.zone]
-	if !ok {
-		return l, errAt(d.file, d.line, "limit_req: zone %q is unknown (no limit_req_zone defines it)", l.zone)
-	}
-	z.used = true
-	if l.nodelay && l.delay > 0 {
-		return l, errAt(d.file, d.line, "limit_req: nodelay and delay= are exclusive")
-	}
-	return l, nil
+	c.addf(d.server, finding(IDNotInterpreted, verify.SeverityWarning, verify.Certain, d.src(), "",
+		fmt.Sprintf("unknown directive %q: %s", d.name, what), hint))
 }
 
 func (c *nginxConf) http(ds []*directive) error {
@@ -287,14 +286,7 @@ func (c *nginxConf) server(d *directive, parent limitCtx) error {
 			c.exact[l.args[1]] = true
 		}
 	})
-	for _, s := range d.block {
-		switch {
-		case s.name == "return" && ctx.serverRet == nil:
-			ctx.serverRet = s
-		case s.name == "if" && s.hasBlock && ctx.serverIf == nil && answersIn(s.block) != nil:
-			ctx.serverIf = s
-		}
-	}
+	ctx.answers = answers(d.block)
 	locs := 0
 	for _, s := range d.block {
 		if s.name == "location" && s.hasBlock {
@@ -306,10 +298,59 @@ func (c *nginxConf) server(d *directive, parent limitCtx) error {
 	}
 	if locs == 0 && len(ctx.reqs) > 0 {
 		// A server without locations serves every path under its limits.
-		pseudo := &directive{name: "location", args: []string{"/"}, file: d.file, line: d.line, hasBlock: true}
+		pseudo := &directive{name: "location", args: []string{"/"}, file: d.file, line: d.line, hasBlock: true, server: d.server}
 		return c.emit(pseudo, name, "/ (the whole server)", ctx, nil)
 	}
 	return nil
+}
+
+// answers lists what answers in the rewrite phase at one level: every
+// return, every redirecting rewrite, and those under an if.
+func answers(ds []*directive) []answer {
+	var out []answer
+	for _, d := range ds {
+		switch {
+		case d.name == "return":
+			out = append(out, answer{d: d, what: "return"})
+		case redirects(d):
+			cond := ""
+			if !universal(d.args[0]) {
+				cond = "requests match " + d.args[0]
+			}
+			out = append(out, answer{d: d, cond: cond, what: "rewrite " + strings.Join(d.args, " ")})
+		case d.name == "if" && d.hasBlock:
+			for _, a := range answers(d.block) {
+				a.cond = "if " + strings.Join(d.args, " ") + " holds"
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// redirects reports whether d is a rewrite that answers with a redirect:
+// flag redirect or permanent, or a replacement that starts with http://,
+// https:// or $scheme.
+func redirects(d *directive) bool {
+	if d.name != "rewrite" || len(d.args) < 2 {
+		return false
+	}
+	if len(d.args) >= 3 && (d.args[2] == "redirect" || d.args[2] == "permanent") {
+		return true
+	}
+	r := d.args[1]
+	return strings.HasPrefix(r, "http://") || strings.HasPrefix(r, "https://") || strings.HasPrefix(r, "$scheme")
+}
+
+// universal reports whether a rewrite's regular expression matches every
+// URI (every URI starts with "/").
+func universal(re string) bool {
+	re = strings.NewReplacer("(", "", ")", "").Replace(re)
+	switch re {
+	case "", "^", "^/", "/", ".*", "^.*", "^.*$", ".*$", "^/.*", "^/.*$", "/.*", "/.*$", "^.+", "^.+$", "^/.*?$":
+		return true
+	}
+	return false
 }
 
 // answersIn returns the first directive of a block that answers in the
@@ -325,7 +366,7 @@ func answersIn(ds []*directive) *directive {
 
 func (c *nginxConf) location(d *directive, server string, parent limitCtx) error {
 	if len(d.args) == 0 || len(d.args) > 2 {
-		return errAt(d.file, d.line, "location takes [= | ~ | ~* | ^~] PATH")
+		return argCountErr(d)
 	}
 	ctx, err := c.level(d.block, parent)
 	if err != nil {
@@ -373,17 +414,20 @@ func (c *nginxConf) emit(d *directive, server, loc string, ctx limitCtx, body []
 		}
 	case "~", "~*":
 	default:
-		return errAt(d.file, d.line, "location: unknown modifier %q", mod)
+		return errAt(d.file, d.line, "invalid location modifier %q", mod)
 	}
 	exact, prefix = urlPath(exact), urlPath(prefix)
 	proxies := hasDirective(body, "proxy_pass", "fastcgi_pass", "grpc_pass", "uwsgi_pass", "scgi_pass")
 	for _, l := range ctx.reqs {
+		if l.unread {
+			continue // placeholder-unset says so
+		}
 		z := c.zones[l.zone]
 		r := Rule{
 			Source: l.at, ZoneAt: z.at, Zone: z.name, Server: server, Location: loc,
 			Path: exact, Prefix: prefix,
 			Rate: z.rate, Capacity: l.burst + 1, KeyExpr: z.keyExpr,
-			Status: ctx.status, DryRun: ctx.dryRun,
+			Status: ctx.status, DryRun: ctx.dryRun, server: d.server,
 		}
 		r.Key, r.Notes = nginxKey(z.keyExpr)
 		switch {
@@ -395,6 +439,9 @@ func (c *nginxConf) emit(d *directive, server, loc string, ctx limitCtx, body []
 			r.Undelayed = l.delay + 1
 			r.Notes = append(r.Notes, fmt.Sprintf("%s: %d served at once from idle, up to %d more held and served at %s, the rest rejected", l.text, r.Undelayed, l.burst-l.delay, z.rateSrc))
 		}
+		if n := z.rateNote(); n != "" {
+			r.Notes = append(r.Notes, n)
+		}
 		ep := verify.Endpoint{Path: orElse(exact, prefix), Rate: z.rate, Capacity: l.burst + 1, Key: r.Key, Status: ctx.status}
 		if r.Key == KeyUnknown {
 			ep.Key = verify.KeyGlobal
@@ -402,7 +449,7 @@ func (c *nginxConf) emit(d *directive, server, loc string, ctx limitCtx, body []
 		}
 		r.Endpoint = ep
 		c.im.Rules = append(c.im.Rules, r)
-		c.lintLocation(&r, d, l, body, ctx, proxies)
+		c.lintLocation(&r, l, body, ctx, proxies)
 	}
 	return nil
 }

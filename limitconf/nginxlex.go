@@ -1,31 +1,26 @@
 package limitconf
 
 import (
-	"path/filepath"
+	"bytes"
 	"strings"
-
-	"github.com/rlprobe/rlprobe/verify"
 )
 
-// directive is one nginx directive: its name, arguments (quotes removed,
-// escapes resolved), where it is, and its block when it has one.
-type directive struct {
-	name  string
-	args  []string
-	file  string
-	line  int
-	block []*directive // nil unless hasBlock
-	// hasBlock reports whether the directive opened a block ({...}).
-	hasBlock bool
-}
-
-func (d *directive) src() Source { return Source{File: d.file, Line: d.line} }
-
-// lexer reads nginx's configuration syntax as nginx's own reader does
-// (ngx_conf_read_token): words separated by spaces, ";" ending a
-// directive, "{" "}" around a block, "#" starting a comment where a word
-// could start, single- or double-quoted words with backslash escapes, and
-// "${name}" variables whose braces are part of the word.
+// lexer reads nginx's configuration syntax by nginx's own rules: a port of
+// ngx_conf_read_token (src/core/ngx_conf_file.c), statement by statement.
+//
+//   - Words are separated by spaces, tabs, CR and LF; a word ends at a
+//     space, ";" or "{" — not at "}", "#", a quote or ")" inside it, so
+//     `set $x a}b;` has the word "a}b".
+//   - A word opening with a quote runs to the same quote; what follows the
+//     closing quote must be a space, ";", "{" or ")": `('1')` reads as
+//     "1" and a word ")" (ngx_http_rewrite's if takes it so).
+//   - A backslash makes the next character part of the word, whatever it
+//     is; in the word's text \" \' \\ \t \r \n are resolved and any other
+//     backslash is kept.
+//   - "${" does not end a word at its "{".
+//   - "#" opens a comment only where a word could start.
+//   - A ";" or "{" with no word before it, a "}" after words, and the end
+//     of the input inside a statement are errors.
 type lexer struct {
 	data []byte
 	pos  int
@@ -33,321 +28,269 @@ type lexer struct {
 	file string
 }
 
-type token struct {
-	text   string
-	line   int
-	quoted bool
-	// punct is ';', '{' or '}' for those, else 0.
-	punct byte
+// word is one word of a statement: its text (quotes removed, escapes
+// resolved as nginx resolves them) and the line it starts on.
+type word struct {
+	text string
+	line int
 }
 
-// next returns the next token, ok false at the end of the input.
-func (l *lexer) next() (token, bool, error) {
-	// Skip spaces and comments.
-	for l.pos < len(l.data) {
-		c := l.data[l.pos]
-		switch {
-		case c == '\n':
-			l.line++
-			l.pos++
-		case c == ' ' || c == '\t' || c == '\r':
-			l.pos++
-		case c == '#':
-			for l.pos < len(l.data) && l.data[l.pos] != '\n' {
-				l.pos++
-			}
-		default:
-			goto word
-		}
-	}
-	return token{}, false, nil
-word:
-	c := l.data[l.pos]
-	line := l.line
-	switch c {
-	case ';', '{', '}':
-		l.pos++
-		return token{text: string(c), line: line, punct: c}, true, nil
-	case '"', '\'':
-		return l.quoted(c, line)
-	}
-	start := l.pos
-	inVar := false
-	for l.pos < len(l.data) {
-		d := l.data[l.pos]
-		switch {
-		case isSpace(d) || d == ';':
-			return token{text: string(l.data[start:l.pos]), line: line}, true, nil
-		case d == '{':
-			if l.pos > start && l.data[l.pos-1] == '$' {
-				inVar = true
-				l.pos++
-				continue
-			}
-			return token{text: string(l.data[start:l.pos]), line: line}, true, nil
-		case d == '}':
-			if inVar {
-				inVar = false
-				l.pos++
-				continue
-			}
-			return token{text: string(l.data[start:l.pos]), line: line}, true, nil
-		case d == '\\' && l.pos+1 < len(l.data):
-			if l.data[l.pos+1] == '\n' {
-				l.line++
-			}
-			l.pos += 2
-			continue
-		}
-		l.pos++
-	}
-	return token{text: string(l.data[start:]), line: line}, true, nil
+// maxWord is nginx's NGX_CONF_BUFFER: a word that fills nginx's whole read
+// buffer is refused ("too long parameter").
+const maxWord = 4096
+
+func (l *lexer) errf(line int, format string, a ...any) error {
+	return errAt(l.file, line, format, a...)
 }
 
-// quoted reads a quoted string opened by the quote c at line (the opening quote
-// not yet consumed), with nginx's escapes.
-func (l *lexer) quoted(c byte, line int) (token, bool, error) {
-	l.pos++
-	var b strings.Builder
+// statement reads the next statement: its words and what ends it — ';'
+// or '{' after the words, '}' alone (ws empty), or 0 at the end of the
+// input (ws empty).
+func (l *lexer) statement() (ws []word, end byte, err error) {
+	lastSpace, needSpace := true, false
+	sharp, quoted, sQuoted, dQuoted, variable := false, false, false, false, false
+	start, startLine := l.pos, l.line
 	for {
 		if l.pos >= len(l.data) {
-			return token{}, false, errAt(l.file, line, "unexpected end of file: the string opened here has no closing %c", c)
+			if len(ws) > 0 || !lastSpace {
+				return nil, 0, l.errf(l.line, "unexpected end of file, expecting \";\" or \"}\"")
+			}
+			return nil, 0, nil
 		}
-		d := l.data[l.pos]
+		if (!lastSpace || sharp) && l.pos-start >= maxWord {
+			return nil, 0, l.errf(startLine, "too long parameter %q... started", l.data[start:start+10])
+		}
+		ch := l.data[l.pos]
 		l.pos++
-		switch {
-		case d == c:
-			if l.pos < len(l.data) {
-				if n := l.data[l.pos]; !isSpace(n) && n != ';' && n != '{' && n != '}' {
-					return token{}, false, errAt(l.file, l.line, "unexpected %q after a quoted string", n)
-				}
-			}
-			return token{text: b.String(), line: line, quoted: true}, true, nil
-		case d == '\\' && l.pos < len(l.data):
-			e := l.data[l.pos]
-			l.pos++
-			switch e {
-			case '"', '\'', '\\':
-				b.WriteByte(e)
-			case 't':
-				b.WriteByte('\t')
-			case 'r':
-				b.WriteByte('\r')
-			case 'n':
-				b.WriteByte('\n')
+		if ch == '\n' {
+			l.line++
+			sharp = false
+		}
+		if sharp {
+			continue
+		}
+		if quoted {
+			quoted = false
+			continue
+		}
+		if needSpace {
+			switch {
+			case isSpace(ch):
+				lastSpace, needSpace = true, false
+				continue
+			case ch == ';' || ch == '{':
+				return ws, ch, nil
+			case ch == ')':
+				// nginx takes ")" after a quoted string as the start of
+				// the next word.
+				lastSpace, needSpace = true, false
 			default:
-				b.WriteByte('\\')
-				b.WriteByte(e)
+				return nil, 0, l.errf(l.line, "unexpected \"%c\"", ch)
 			}
-			if e == '\n' {
-				l.line++
+		}
+		if lastSpace {
+			start, startLine = l.pos-1, l.line
+			if isSpace(ch) {
+				continue
 			}
-		default:
-			if d == '\n' {
-				l.line++
+			switch ch {
+			case ';', '{':
+				if len(ws) == 0 {
+					return nil, 0, l.errf(l.line, "unexpected \"%c\"", ch)
+				}
+				return ws, ch, nil
+			case '}':
+				if len(ws) != 0 {
+					return nil, 0, l.errf(l.line, "unexpected \"}\"")
+				}
+				return nil, '}', nil
+			case '#':
+				sharp = true
+				continue
+			case '\\':
+				quoted = true
+			case '"':
+				start++
+				dQuoted = true
+			case '\'':
+				start++
+				sQuoted = true
+			case '$':
+				variable = true
 			}
-			b.WriteByte(d)
+			lastSpace = false
+			continue
+		}
+		if ch == '{' && variable {
+			continue
+		}
+		variable = false
+		switch {
+		case ch == '\\':
+			quoted = true
+			continue
+		case ch == '$':
+			variable = true
+			continue
+		}
+		found := false
+		switch {
+		case dQuoted:
+			if ch == '"' {
+				dQuoted, needSpace, found = false, true, true
+			}
+		case sQuoted:
+			if ch == '\'' {
+				sQuoted, needSpace, found = false, true, true
+			}
+		case isSpace(ch) || ch == ';' || ch == '{':
+			lastSpace, found = true, true
+		}
+		if found {
+			ws = append(ws, word{text: unescape(l.data[start : l.pos-1]), line: startLine})
+			if ch == ';' || ch == '{' {
+				return ws, ch, nil
+			}
 		}
 	}
 }
 
-// luaBlock reads the Lua code of an *_by_lua_block up to its closing
-// brace, skipping Lua strings ('…', "…", [[…]]) and comments (-- …), as
-// OpenResty's own reader does.
-func (l *lexer) luaBlock(line int) (string, error) {
-	start, depth := l.pos, 1
-	for l.pos < len(l.data) {
-		c := l.data[l.pos]
-		switch {
-		case c == '\n':
-			l.line++
-		case c == '{':
-			depth++
-		case c == '}':
-			depth--
-			if depth == 0 {
-				code := string(l.data[start:l.pos])
-				l.pos++
-				return code, nil
-			}
-		case c == '-' && l.pos+1 < len(l.data) && l.data[l.pos+1] == '-':
-			for l.pos < len(l.data) && l.data[l.pos] != '\n' {
-				l.pos++
-			}
-			continue
-		case c == '"' || c == '\'':
-			l.pos++
-			for l.pos < len(l.data) && l.data[l.pos] != c {
-				if l.data[l.pos] == '\\' {
-					l.pos++
-				}
-				if l.pos < len(l.data) && l.data[l.pos] == '\n' {
-					l.line++
-				}
-				l.pos++
-			}
-		case c == '[' && l.pos+1 < len(l.data) && l.data[l.pos+1] == '[':
-			end := strings.Index(string(l.data[l.pos+2:]), "]]")
-			if end < 0 {
-				return "", errAt(l.file, line, "unexpected end of file in a Lua long string")
-			}
-			l.line += strings.Count(string(l.data[l.pos:l.pos+2+end]), "\n")
-			l.pos += 2 + end + 1
-		}
-		l.pos++
+// unescape resolves a word's escapes as nginx does: \" \' \\ lose their
+// backslash, \t \r \n become the control character, any other backslash
+// stays.
+func unescape(b []byte) string {
+	if bytes.IndexByte(b, '\\') < 0 {
+		return string(b)
 	}
-	return "", errAt(l.file, line, "unexpected end of file, expecting \"}\" to close the Lua block opened here")
+	var s strings.Builder
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' && i+1 < len(b) {
+			switch b[i+1] {
+			case '"', '\'', '\\':
+				i++
+			case 't':
+				s.WriteByte('\t')
+				i++
+				continue
+			case 'r':
+				s.WriteByte('\r')
+				i++
+				continue
+			case 'n':
+				s.WriteByte('\n')
+				i++
+				continue
+			}
+		}
+		s.WriteByte(b[i])
+	}
+	return s.String()
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-// Limits on what one import reads, so that a hostile config cannot make
-// it run away.
-const (
-	maxIncludeDepth = 16
-	maxFiles        = 256
-	maxNesting      = 64
-)
-
-// nginxReader parses files into directive trees, following includes.
-type nginxReader struct {
-	o     Options
-	files int
-	// root is the main file's directory: nginx resolves a relative
-	// include against it (its configuration prefix), whichever file holds
-	// the include.
-	root string
-	// skipped are constructs not interpreted (an include without a file
-	// reader), reported by lint.
-	skipped []Finding
-}
-
-func (r *nginxReader) parseFile(data []byte, file string, depth int) ([]*directive, error) {
-	r.files++
-	if r.files > maxFiles {
-		return nil, errAt(file, 0, "more than %d files included", maxFiles)
-	}
-	l := &lexer{data: data, line: 1, file: file}
-	ds, closed, err := r.parseBlock(l, depth, 0)
-	if err != nil {
-		return nil, err
-	}
-	if closed {
-		return nil, errAt(file, l.line, "unexpected \"}\"")
-	}
-	return ds, nil
-}
-
-// parseBlock reads directives until "}" (closed true) or the end of the
-// input.
-func (r *nginxReader) parseBlock(l *lexer, depth, nesting int) (ds []*directive, closed bool, err error) {
-	if nesting > maxNesting {
-		return nil, false, errAt(l.file, l.line, "blocks nested more than %d deep", maxNesting)
-	}
-	for {
-		t, ok, err := l.next()
-		if err != nil {
-			return nil, false, err
-		}
-		if !ok {
-			if nesting > 0 {
-				return nil, false, errAt(l.file, l.line, "unexpected end of file, expecting \"}\"")
+// luaBlock reads the Lua code of an *_by_lua_block, the opening "{"
+// already read at line, up to the "}" that closes it, as
+// lua-nginx-module's reader does (ngx_http_lua_conf_read_lua_token and its
+// generated lexer): scanning left to right, the first of these to match
+// is taken whole — "{" and "}" (counted), a long bracket [[…]] or
+// [==[…]==] (to its own closing bracket: an error when there is none),
+// a comment --[[…]] (likewise), a comment -- to the end of the line, a
+// "…" or '…' string on one line (backslash escapes); any other character,
+// a lone quote included, is skipped.
+func (l *lexer) luaBlock(line int) (string, error) {
+	start, level := l.pos, 1
+	for l.pos < len(l.data) {
+		rest := l.data[l.pos:]
+		switch c := rest[0]; {
+		case c == '{':
+			level++
+		case c == '}':
+			level--
+			if level == 0 {
+				l.pos++
+				return string(l.data[start : l.pos-1]), nil
 			}
-			return ds, false, nil
-		}
-		switch t.punct {
-		case '}':
-			if nesting == 0 {
-				return nil, false, errAt(l.file, t.line, "unexpected \"}\"")
-			}
-			return ds, true, nil
-		case ';', '{':
-			return nil, false, errAt(l.file, t.line, "unexpected %q: a directive name is missing", t.text)
-		}
-		d := &directive{name: t.text, file: l.file, line: t.line}
-	args:
-		for {
-			a, ok, err := l.next()
-			if err != nil {
-				return nil, false, err
-			}
-			if !ok {
-				return nil, false, errAt(l.file, l.line, "unexpected end of file, expecting \";\" or \"}\" after %q (line %d)", d.name, d.line)
-			}
-			switch a.punct {
-			case ';':
-				break args
-			case '{':
-				d.hasBlock = true
-				if strings.HasSuffix(d.name, "_by_lua_block") {
-					// Lua code, not nginx syntax: kept whole as the
-					// directive's last argument.
-					code, err := l.luaBlock(a.line)
-					if err != nil {
-						return nil, false, err
-					}
-					d.args = append(d.args, code)
-					break args
+		case c == '-' && len(rest) > 1 && rest[1] == '-':
+			if n := longBracket(rest[2:]); n > 0 {
+				if err := l.skipLong(2, n); err != nil {
+					return "", err
 				}
-				block, closed, err := r.parseBlock(l, depth, nesting+1)
-				if err != nil {
-					return nil, false, err
-				}
-				if !closed {
-					return nil, false, errAt(l.file, l.line, "unexpected end of file, expecting \"}\"")
-				}
-				d.block = block
-				break args
-			case '}':
-				return nil, false, errAt(l.file, a.line, "unexpected \"}\": %q (line %d) is not ended by \";\"", d.name, d.line)
+				continue
 			}
-			d.args = append(d.args, a.text)
-		}
-		if d.name == "include" && !d.hasBlock && len(d.args) == 1 {
-			inc, err := r.include(d, depth)
-			if err != nil {
-				return nil, false, err
+			i := bytes.IndexByte(rest, '\n')
+			if i < 0 {
+				i = len(rest)
 			}
-			ds = append(ds, inc...)
+			l.pos += i
 			continue
+		case c == '[':
+			if n := longBracket(rest); n > 0 {
+				if err := l.skipLong(0, n); err != nil {
+					return "", err
+				}
+				continue
+			}
+		case c == '"' || c == '\'':
+			if n := luaString(rest); n > 0 {
+				l.pos += n
+				continue
+			}
+		case c == '\n':
+			l.line++
 		}
-		ds = append(ds, d)
+		l.pos++
 	}
+	return "", l.errf(line, "unexpected end of file, expecting terminating characters for lua code block")
 }
 
-// include reads the files an include directive names, relative to the
-// including file's directory.
-func (r *nginxReader) include(d *directive, depth int) ([]*directive, error) {
-	if r.o.ReadFile == nil {
-		r.skipped = append(r.skipped, finding(IDNotInterpreted, verify.SeverityWarning, verify.Possible, d.src(), "",
-			"include "+d.args[0]+" was not read: limits it may declare are not imported", "import the included file too, or the whole configuration from disk"))
-		return nil, nil
+// longBracket returns the length of the opening long bracket [=*[ at the
+// start of b, or 0.
+func longBracket(b []byte) int {
+	if len(b) == 0 || b[0] != '[' {
+		return 0
 	}
-	if depth >= maxIncludeDepth {
-		return nil, errAt(d.file, d.line, "includes nested more than %d deep", maxIncludeDepth)
+	i := 1
+	for i < len(b) && b[i] == '=' {
+		i++
 	}
-	pat := d.args[0]
-	if !filepath.IsAbs(pat) {
-		pat = filepath.Join(r.root, pat)
+	if i < len(b) && b[i] == '[' {
+		return i + 1
 	}
-	names := []string{pat}
-	if r.o.Glob != nil && strings.ContainsAny(pat, "*?[") {
-		var err error
-		if names, err = r.o.Glob(pat); err != nil {
-			return nil, errAt(d.file, d.line, "include %s: %v", d.args[0], err)
+	return 0
+}
+
+// skipLong moves past a long string or comment whose opening bracket, n
+// bytes, starts skip bytes into the input, and past its closing bracket.
+func (l *lexer) skipLong(skip, n int) error {
+	open := l.pos + skip
+	closing := "]" + strings.Repeat("=", n-2) + "]"
+	i := bytes.Index(l.data[open+n:], []byte(closing))
+	if i < 0 {
+		return l.errf(l.line, "Lua code block missing the closing long bracket %q", closing)
+	}
+	end := open + n + i + len(closing)
+	l.line += bytes.Count(l.data[l.pos:end], []byte("\n"))
+	l.pos = end
+	return nil
+}
+
+// luaString returns the length of the one-line Lua string (with its
+// quotes) at the start of b, or 0 when it does not close on its line.
+func luaString(b []byte) int {
+	q := b[0]
+	for i := 1; i < len(b); i++ {
+		switch b[i] {
+		case q:
+			return i + 1
+		case '\n':
+			return 0
+		case '\\':
+			if i+1 >= len(b) || b[i+1] == '\n' {
+				return 0
+			}
+			i++
 		}
 	}
-	var out []*directive
-	for _, n := range names {
-		data, err := r.o.ReadFile(n)
-		if err != nil {
-			return nil, errAt(d.file, d.line, "include %s: %v", d.args[0], err)
-		}
-		ds, err := r.parseFile(data, n, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ds...)
-	}
-	return out, nil
+	return 0
 }

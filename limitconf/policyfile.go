@@ -50,7 +50,7 @@ func WritePolicy(w io.Writer, im *Import) error {
 			fmt.Fprintf(&b, "  #   %s\n", oneLine(n))
 		}
 		for _, f := range im.Findings {
-			if f.Endpoint == r.Location && f.Endpoint != "" {
+			if f.Endpoint == r.Location && f.Endpoint != "" && f.server == r.server {
 				fmt.Fprintf(&b, "  #   lint %s (%s, %s): %s\n", f.ID, f.Severity, f.Certainty, oneLine(f.Message))
 			}
 		}

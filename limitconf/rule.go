@@ -1,10 +1,7 @@
 package limitconf
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -127,10 +124,21 @@ type Rule struct {
 	// several cover one location (the smallest capacity, then rate).
 	Binding bool `json:"binding,omitempty"`
 
+	// RefillTokens per RefillEvery: how a bucket refills where the
+	// product refills in steps (Envoy's tokens_per_fill per
+	// fill_interval); zero elsewhere. Capacity is then the product's
+	// (max_tokens), and the policy checks the bound Endpoint gives.
+	RefillTokens int64         `json:"refill_tokens,omitempty"`
+	RefillEvery  time.Duration `json:"-"` // written as refill_interval_s
+
 	// Endpoint is the policy rule that checks this limit.
 	Endpoint verify.Endpoint `json:"policy"`
 	// Notes say how the config became the policy, one sentence each.
 	Notes []string `json:"notes,omitempty"`
+
+	// server is the nginx server block the rule is in (1, 2, …; 0 for
+	// other formats): two servers may share a name.
+	server int
 }
 
 // Covered reports whether the rule names one URL that a probe can use
@@ -142,8 +150,13 @@ func (r *Rule) Covered() bool { return r.Path != "" }
 // in the units display format, as Endpoint.String's are.
 func (r *Rule) Describe() string {
 	var b strings.Builder
-	switch r.Family {
-	case FixedWindow:
+	switch {
+	case r.RefillTokens > 0:
+		fmt.Fprintf(&b, "%s, capacity %d, refill %d every %s (%s)", r.Family, r.Capacity, r.RefillTokens, units.HumanDuration(r.RefillEvery), units.HumanRate(r.Rate))
+		if q := r.Endpoint.Quota(); q != r.Capacity {
+			fmt.Fprintf(&b, "; checked against %d: a fill may land inside a burst", q)
+		}
+	case r.Family == FixedWindow:
 		fmt.Fprintf(&b, "%d per %s window", r.Limit, units.HumanDuration(r.Window))
 		if r.Align != "" {
 			fmt.Fprintf(&b, " (%s-aligned)", r.Align)
@@ -173,24 +186,31 @@ type Import struct {
 type Finding struct {
 	verify.Finding
 	Source Source
+	// server is the nginx server block the finding is about (0: none);
+	// zones are the nginx zones it is about.
+	server int
+	zones  []string
 }
 
 // Lint-only finding ids (the others are verify's IDConfigNotEnforced and
-// IDConfigMismatch). They are warnings or notes about what a config
-// cannot do as written; none is an error.
+// IDConfigMismatch). placeholder-unset, and not-interpreted on a
+// directive that holds a limit, are errors: a limit was not read. The
+// others are warnings or notes about what a config cannot do as written.
 const (
-	IDZoneUnused      = "zone-unused"      // an nginx zone no limit_req uses
-	IDQueueingLatency = "queueing-latency" // burst without nodelay: excess is held, not rejected
-	IDKeyBehindProxy  = "key-behind-proxy" // the client address is the proxy's
-	IDKeyUnknown      = "key-unknown"      // a key rlprobe cannot name
-	IDNotInterpreted  = "not-interpreted"  // a construct the importer skipped
-	IDLimitUntestable = "limit-untestable" // a prefix or regex location: no URL to probe
+	IDPlaceholderUnset = "placeholder-unset" // a template's $NAME left where a number goes
+	IDIncludeMissing   = "include-missing"   // an nginx include that cannot be read
+	IDZoneUnused       = "zone-unused"       // an nginx zone no limit_req uses
+	IDQueueingLatency  = "queueing-latency"  // burst without nodelay: excess is held, not rejected
+	IDKeyBehindProxy   = "key-behind-proxy"  // the client address is the proxy's
+	IDKeyUnknown       = "key-unknown"       // a key rlprobe cannot name
+	IDNotInterpreted   = "not-interpreted"   // a construct the importer skipped
+	IDLimitUntestable  = "limit-untestable"  // a prefix or regex location: no URL to probe
 )
 
 // LintIDs lists every id a lint finding may carry, most severe first.
 var LintIDs = []string{
-	verify.IDConfigNotEnforced, IDQueueingLatency, IDKeyBehindProxy, IDZoneUnused,
-	IDKeyUnknown, IDNotInterpreted, IDLimitUntestable,
+	verify.IDConfigNotEnforced, IDPlaceholderUnset, IDNotInterpreted, IDIncludeMissing, IDQueueingLatency,
+	IDKeyBehindProxy, IDZoneUnused, IDKeyUnknown, IDLimitUntestable,
 }
 
 func finding(id string, sev verify.Severity, cert verify.Certainty, at Source, endpoint, msg, hint string) Finding {
@@ -222,227 +242,4 @@ func (e *Error) Error() string { return "limitconf: " + e.Source.String() + ": "
 
 func errAt(file string, line int, format string, a ...any) error {
 	return &Error{Source: Source{File: file, Line: line}, Msg: fmt.Sprintf(format, a...)}
-}
-
-// ErrNoLimits is returned (wrapped) by Parse when a config declares no
-// limit at all.
-var ErrNoLimits = errors.New("limitconf: the configuration declares no rate limit")
-
-// Options select what an import keeps.
-type Options struct {
-	// Format is the config's format; "" detects it (DetectFormat).
-	Format Format
-	// Server keeps the rules of one nginx server_name (or Envoy virtual
-	// host, Traefik router, Kong service or route name); "" keeps all.
-	Server string
-	// Location keeps the rules whose location or path is this; "" all.
-	Location string
-	// ReadFile reads an nginx include; nil means includes are reported as
-	// not interpreted.
-	ReadFile func(name string) ([]byte, error)
-	// Glob expands an nginx include pattern; nil treats it as one name.
-	Glob func(pattern string) ([]string, error)
-}
-
-// Parse reads a configuration (data, named name in messages) and returns
-// what it declares, with the static findings. A malformed config is an
-// *Error with the file and line; Parse never panics.
-func Parse(data []byte, name string, o Options) (im *Import, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			im, err = nil, errAt(name, 0, "internal error reading the configuration (please report it): %v", p)
-		}
-	}()
-	return parse(data, name, o)
-}
-
-// ParseFile reads and parses the configuration file at path, following
-// nginx includes from disk unless o says how to read them.
-func ParseFile(path string, o Options) (*Import, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("limitconf: %w", err)
-	}
-	if o.ReadFile == nil {
-		o.ReadFile = os.ReadFile
-	}
-	if o.Glob == nil {
-		o.Glob = filepath.Glob
-	}
-	return Parse(data, path, o)
-}
-
-// parse is Parse without the recovery (fuzz targets call it, so that a
-// panic is found rather than hidden).
-func parse(data []byte, name string, o Options) (im *Import, err error) {
-	f := o.Format
-	if f == "" {
-		if f, err = DetectFormat(name, data); err != nil {
-			return nil, err
-		}
-	}
-	switch f {
-	case Nginx:
-		im, err = parseNginx(data, name, o)
-	case Envoy:
-		im, err = parseEnvoy(data, name)
-	case Traefik:
-		im, err = parseTraefik(data, name)
-	case Kong:
-		im, err = parseKong(data, name)
-	default:
-		return nil, fmt.Errorf("limitconf: unknown format %q", f)
-	}
-	if err != nil {
-		return nil, err
-	}
-	im.Format, im.File = f, name
-	im.filter(o)
-	markBinding(im.Rules)
-	seen := map[[2]string]bool{}
-	for i := range im.Rules {
-		r := &im.Rules[i]
-		if k := [2]string{r.Server, r.Location}; !r.Covered() && !seen[k] {
-			seen[k] = true
-			im.add(finding(IDLimitUntestable, verify.SeverityInfo, verify.Certain, r.Source, r.Location,
-				fmt.Sprintf("%s is not one URL: check needs a URL for it", r.Location),
-				"give one with --location-url PATTERN=URL, e.g. "+exampleURL(r)))
-		}
-	}
-	sortFindings(im.Findings)
-	if len(im.Rules) == 0 {
-		if o.Server != "" || o.Location != "" {
-			return nil, fmt.Errorf("%w matching --server %q --location %q", ErrNoLimits, o.Server, o.Location)
-		}
-		return nil, fmt.Errorf("%w (%s)", ErrNoLimits, name)
-	}
-	return im, nil
-}
-
-// urlPath returns p when it is a URL path a probe can request (it starts
-// with "/" and holds no space or control character), else "".
-func urlPath(p string) string {
-	if !strings.HasPrefix(p, "/") {
-		return ""
-	}
-	for _, c := range p {
-		if c <= ' ' || c == 0x7f {
-			return ""
-		}
-	}
-	return p
-}
-
-func exampleURL(r *Rule) string {
-	p := r.Prefix
-	if p == "" {
-		p = "/some/path"
-	}
-	return fmt.Sprintf("'%s=%s'", strings.TrimSpace(r.Location), p)
-}
-
-func (im *Import) filter(o Options) {
-	if o.Server == "" && o.Location == "" {
-		return
-	}
-	keep := im.Rules[:0]
-	for _, r := range im.Rules {
-		if o.Server != "" && !matchServer(r.Server, o.Server) {
-			continue
-		}
-		if o.Location != "" && !matchLocation(r, o.Location) {
-			continue
-		}
-		keep = append(keep, r)
-	}
-	im.Rules = keep
-	locs := map[string]bool{}
-	for _, r := range keep {
-		locs[r.Location] = true
-	}
-	fs := im.Findings[:0]
-	for _, f := range im.Findings {
-		if f.Endpoint == "" || locs[f.Endpoint] {
-			fs = append(fs, f)
-		}
-	}
-	im.Findings = fs
-}
-
-func matchServer(have, want string) bool {
-	for _, n := range strings.Fields(have) {
-		if n == want {
-			return true
-		}
-	}
-	return have == want
-}
-
-func matchLocation(r Rule, want string) bool {
-	loc := strings.TrimSpace(r.Location)
-	if loc == want || r.Path == want {
-		return true
-	}
-	f := strings.Fields(loc)
-	return len(f) > 0 && f[len(f)-1] == want
-}
-
-// markBinding marks, among rules of one server and location, the one that
-// rejects first from idle.
-func markBinding(rs []Rule) {
-	type group struct{ server, loc string }
-	best := map[group]int{}
-	count := map[group]int{}
-	for i := range rs {
-		g := group{rs[i].Server, rs[i].Location}
-		count[g]++
-		j, ok := best[g]
-		if !ok || tighter(&rs[i], &rs[j]) {
-			best[g] = i
-		}
-	}
-	for g, i := range best {
-		if count[g] < 2 {
-			continue
-		}
-		rs[i].Binding = true
-		rs[i].Notes = append(rs[i].Notes, fmt.Sprintf("binding: of the %d limits on %s, this one rejects first from idle", count[g], g.loc))
-	}
-}
-
-func tighter(a, b *Rule) bool {
-	qa, qb := a.Endpoint.Quota(), b.Endpoint.Quota()
-	if qa != qb {
-		return qa < qb
-	}
-	return sustained(a) < sustained(b)
-}
-
-// sustained is a rule's long-run rate in requests per second.
-func sustained(r *Rule) float64 {
-	if r.Endpoint.IsBucket() {
-		return r.Endpoint.Rate
-	}
-	if r.Endpoint.Window <= 0 {
-		return 0
-	}
-	return float64(r.Endpoint.Limit) / r.Endpoint.Window.Seconds()
-}
-
-// DetectFormat guesses a config's format from its name and content.
-func DetectFormat(name string, data []byte) (Format, error) {
-	s := string(data)
-	switch ext := strings.ToLower(filepath.Ext(name)); {
-	case ext == ".conf" || strings.Contains(s, "limit_req"):
-		return Nginx, nil
-	case ext == ".toml":
-		return Traefik, nil
-	case strings.Contains(s, "local_ratelimit") || strings.Contains(s, "token_bucket"):
-		return Envoy, nil
-	case strings.Contains(s, "_format_version") || strings.Contains(s, "rate-limiting"):
-		return Kong, nil
-	case strings.Contains(s, "rateLimit") || strings.Contains(s, "ratelimit"):
-		return Traefik, nil
-	}
-	return "", fmt.Errorf("limitconf: cannot tell the format of %s: give --format nginx, envoy, traefik or kong", name)
 }

@@ -88,6 +88,9 @@ func parseTraefik(data []byte, file string) (*Import, error) {
 	im := &Import{}
 	for _, mw := range mws {
 		base, err := traefikRule(mw, file, im)
+		if skipPlaceholder(err, im) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -77,11 +77,73 @@ func (n *node) int64(file, what string) (int64, error) {
 	if !ok {
 		return 0, errAt(file, n.line, "%s must be a whole number", what)
 	}
+	if _, ph := placeholderIn(s); ph {
+		return 0, &placeholderError{placeholderFinding(Source{File: file, Line: n.line}, what, s)}
+	}
 	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil {
 		return 0, errAt(file, n.line, "%s must be a whole number, not %q", what, s)
 	}
 	return v, nil
+}
+
+// skipPlaceholder reports whether err is a placeholder left unset, and
+// then adds its placeholder-unset finding to im: the rule is skipped, the
+// rest read.
+func skipPlaceholder(err error, im *Import) bool {
+	var ph *placeholderError
+	if !errors.As(err, &ph) {
+		return false
+	}
+	im.add(ph.f)
+	return true
+}
+
+// snakeKeys renames camelCase mapping keys to snake_case, everywhere under
+// n: protobuf's JSON names (maxTokens, typedPerFilterConfig), which
+// generated configs use, read as the snake_case names Envoy's YAML
+// documentation uses. Keys that are not plain camelCase words (filter
+// names, "@type") are left alone.
+func snakeKeys(n *node, depth int) {
+	if n == nil || depth > 4*maxNesting {
+		return
+	}
+	for i, k := range n.keys {
+		n.keys[i] = snake(k)
+	}
+	for _, v := range n.vals {
+		snakeKeys(v, depth+1)
+	}
+}
+
+func snake(k string) string {
+	if k == "" || k[0] < 'a' || k[0] > 'z' {
+		return k
+	}
+	upper := false
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c >= 'A' && c <= 'Z':
+			upper = true
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		default:
+			return k
+		}
+	}
+	if !upper {
+		return k
+	}
+	var b strings.Builder
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c >= 'A' && c <= 'Z' {
+			b.WriteByte('_')
+			b.WriteByte(c + 'a' - 'A')
+			continue
+		}
+		b.WriteByte(k[i])
+	}
+	return b.String()
 }
 
 // walkNodes calls f on every node with the mapping keys leading to it.
@@ -347,6 +409,9 @@ func (n *node) duration(file, what string, bareSeconds bool) (time.Duration, err
 		return 0, errAt(file, n.line, "%s must be a duration such as 1s", what)
 	}
 	s = strings.TrimSpace(s)
+	if _, ph := placeholderIn(s); ph {
+		return 0, &placeholderError{placeholderFinding(Source{File: file, Line: n.line}, what, s)}
+	}
 	if v, err := strconv.ParseInt(s, 10, 64); err == nil && bareSeconds && !n.str {
 		if v < 0 || v > int64(24*365*time.Hour/time.Second) {
 			return 0, errAt(file, n.line, "%s %d s is out of range", what, v)

@@ -47,6 +47,9 @@ type CheckOptions struct {
 	FromConfig   string
 	Config       ConfigSource
 	LocationURLs []string
+	// configFlags are the flags that read a config: addConfigFlags's and
+	// --location-url.
+	configFlags []string
 }
 
 // NewCmdCheck builds `rlprobe check`; runF (nil: the real one) runs it.
@@ -73,7 +76,7 @@ func NewCmdCheck(f *Factory, g *GlobalOptions, runF func(context.Context, *Check
 	addVerdictFlags(cmd, &o.Verdict)
 	fl.StringVar(&o.FromConfig, "from-config", "", "take the policy from a limiter's config `FILE` (nginx, Envoy, Traefik, Kong) and check each limited location at BASE_URL + its path")
 	fl.StringArrayVar(&o.LocationURLs, "location-url", nil, "with --from-config: probe the prefix or regex location `PATTERN=URL` at URL, a path under BASE_URL (repeatable)")
-	addConfigFlags(cmd, &o.Config)
+	o.configFlags = append(addConfigFlags(cmd, &o.Config), "location-url")
 	return cmd
 }
 
@@ -101,7 +104,7 @@ func (o *CheckOptions) options() (*verify.Policy, session.CheckOptions, error) {
 // the verdict about the config.
 func (o *CheckOptions) policy() (*verify.Policy, *limitconf.LiveCheck, error) {
 	if o.FromConfig == "" {
-		for _, n := range []string{"format", "server", "location", "location-url"} {
+		for _, n := range o.configFlags {
 			if o.Policy.Changed != nil && o.Policy.Changed(n) {
 				return nil, nil, Usagef("--%s reads a limiter's config: give --from-config FILE", n)
 			}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -59,8 +60,9 @@ func TestNewCmdFlags(t *testing.T) {
 	}
 
 	parse(t, NewCmdCheck(f, g, func(_ context.Context, o *CheckOptions) error { check = o; return nil }),
-		"http://a/ --from-config nginx.conf --format nginx --server api --location-url ~_^/api/=/api/1 --location-url /b=/b/c")
-	if check.FromConfig != "nginx.conf" || check.Config != (ConfigSource{Format: "nginx", Server: "api"}) ||
+		"http://a/ --from-config nginx.conf --format nginx --server api --location-url ~_^/api/=/api/1 --location-url /b=/b/c --set RATE=5r/s --env t.env --root r --strict --strict-includes")
+	if check.FromConfig != "nginx.conf" || !reflect.DeepEqual(check.Config, ConfigSource{Format: "nginx", Server: "api",
+		Set: []string{"RATE=5r/s"}, Env: []string{"t.env"}, Root: "r", Strict: true, StrictIncludes: true}) ||
 		!slices.Equal(check.LocationURLs, []string{"~ ^/api/=/api/1", "/b=/b/c"}) {
 		t.Errorf("check --from-config options %+v", check)
 	}
@@ -109,15 +111,16 @@ func TestNewCmdFlags(t *testing.T) {
 
 	var imp *PolicyImportOptions
 	parse(t, NewCmdPolicyImport(f, g, func(_ context.Context, o *PolicyImportOptions) error { imp = o; return nil }),
-		"nginx.conf --format nginx --server api.example --location =_/login -o p.yaml")
-	if imp.File != "nginx.conf" || imp.Source != (ConfigSource{Format: "nginx", Server: "api.example", Location: "= /login"}) || imp.Out != "p.yaml" {
+		"nginx.conf --format nginx --server api.example --location =_/login -o p.yaml --set A=1 --set B=2 --root /srv")
+	if imp.File != "nginx.conf" || !reflect.DeepEqual(imp.Source, ConfigSource{Format: "nginx", Server: "api.example", Location: "= /login",
+		Set: []string{"A=1", "B=2"}, Root: "/srv"}) || imp.Out != "p.yaml" {
 		t.Errorf("policy import options %+v", imp)
 	}
 
 	var lint *PolicyLintOptions
 	parse(t, NewCmdPolicyLint(f, g, func(_ context.Context, o *PolicyLintOptions) error { lint = o; return nil }),
-		"envoy.yaml --format envoy --location /api --fail-on warning")
-	if lint.File != "envoy.yaml" || lint.Source != (ConfigSource{Format: "envoy", Location: "/api"}) || lint.FailOn != "warning" {
+		"envoy.yaml --format envoy --location /api --fail-on warning --env a.env --strict")
+	if lint.File != "envoy.yaml" || !reflect.DeepEqual(lint.Source, ConfigSource{Format: "envoy", Location: "/api", Env: []string{"a.env"}, Strict: true}) || lint.FailOn != "warning" {
 		t.Errorf("policy lint options %+v", lint)
 	}
 

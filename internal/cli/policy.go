@@ -30,11 +30,19 @@ func init() {
 // (policy import, policy lint, check --from-config).
 type ConfigSource = limitconf.ConfigSource
 
-func addConfigFlags(cmd *cobra.Command, s *ConfigSource) {
+// addConfigFlags adds the config flags to cmd, in one place for policy
+// import, policy lint and check --from-config, and returns their names.
+func addConfigFlags(cmd *cobra.Command, s *ConfigSource) []string {
 	fl := cmd.Flags()
 	fl.StringVar(&s.Format, "format", "", "`FORMAT` of the config: nginx, envoy, traefik or kong (default: guessed from the name and content)")
 	fl.StringVar(&s.Server, "server", "", "keep the limits of one server: nginx server_name, Envoy virtual host, Traefik router, Kong service (`NAME`)")
 	fl.StringVar(&s.Location, "location", "", "keep the limits of one location or route (`PATH`, e.g. /api or \"= /login\")")
+	fl.StringArrayVar(&s.Set, "set", nil, "substitute a template's $NAME and ${NAME} with VALUE (`NAME=VALUE`, repeatable); other $ are left alone, as envsubst '$NAME' does")
+	fl.StringArrayVar(&s.Env, "env", nil, "substitute the NAME=VALUE lines of `FILE` as --set does (repeatable; --set wins)")
+	fl.StringVar(&s.Root, "root", "", "read nginx's absolute includes under `DIR` (e.g. a checkout of /etc/nginx's tree); relative ones are read from the config's directory")
+	fl.BoolVar(&s.Strict, "strict", false, "refuse an nginx directive that neither nginx nor a known module defines (default: not-interpreted, skipped)")
+	fl.BoolVar(&s.StrictIncludes, "strict-includes", false, "refuse an nginx include that cannot be read (default: include-missing, the rest read)")
+	return []string{"format", "server", "location", "set", "env", "root", "strict", "strict-includes"}
 }
 
 // PolicyImportOptions are the flags of `rlprobe policy import`.
@@ -51,7 +59,7 @@ type PolicyImportOptions struct {
 func NewCmdPolicyImport(f *Factory, g *GlobalOptions, runF func(context.Context, *PolicyImportOptions) error) *cobra.Command {
 	o := &PolicyImportOptions{f: f, g: g}
 	cmd := &cobra.Command{
-		Use:     "import FILE [--format nginx|envoy|traefik|kong] [--server NAME] [--location PATH] [-o FILE]",
+		Use:     "import FILE [--format nginx|envoy|traefik|kong] [--server NAME] [--location PATH] [--set NAME=VALUE] [-o FILE]",
 		Short:   "Write the policy a limiter's config declares, each rule naming its source line",
 		Long:    helpLong("policy-import"),
 		Example: helpExample("policy-import"),
@@ -68,7 +76,7 @@ func NewCmdPolicyImport(f *Factory, g *GlobalOptions, runF func(context.Context,
 
 func policyImportRun(_ context.Context, o *PolicyImportOptions) error {
 	f, g := o.f, o.g
-	im, err := o.Source.Read(f.IO.In, o.File)
+	im, err := o.Source.Import(f.IO.In, o.File)
 	if err != nil {
 		return UsageErr(err)
 	}
@@ -113,7 +121,7 @@ type PolicyLintOptions struct {
 func NewCmdPolicyLint(f *Factory, g *GlobalOptions, runF func(context.Context, *PolicyLintOptions) error) *cobra.Command {
 	o := &PolicyLintOptions{f: f, g: g}
 	cmd := &cobra.Command{
-		Use:     "lint FILE [--format nginx|envoy|traefik|kong] [--server NAME] [--location PATH] [--fail-on SEVERITY]",
+		Use:     "lint FILE [--format nginx|envoy|traefik|kong] [--server NAME] [--location PATH] [--set NAME=VALUE] [--fail-on SEVERITY]",
 		Short:   "Report what a limiter's config cannot do as written, without sending anything",
 		Long:    helpLong("policy-lint"),
 		Example: helpExample("policy-lint"),
