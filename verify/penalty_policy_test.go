@@ -29,11 +29,11 @@ endpoints:
 		pen  limiter.Penalty
 		desc string
 	}{
-		{limiter.Penalty{Kind: limiter.PenaltyBlock, Duration: 30 * time.Second}, "* /a: 5 in any 2s per ip, penalty block:30s"},
-		{limiter.Penalty{Kind: limiter.PenaltyExtend}, "* /b: 5 per 2s window (first-request-aligned), penalty extend"},
-		{limiter.Penalty{Kind: limiter.PenaltyRestart}, "* /c: 5 in any 2s, penalty restart"},
-		{limiter.Penalty{Kind: limiter.PenaltyBlock, Duration: time.Minute}, "* /d: rate 1/s, capacity 4, penalty block:1m0s"},
-		{limiter.Penalty{}, "* /e: 5 in any 2s"},
+		{limiter.Penalty{Kind: limiter.PenaltyBlock, Duration: 30 * time.Second}, "/a: 5 in any 2s per ip, penalty block:30s"},
+		{limiter.Penalty{Kind: limiter.PenaltyExtend}, "/b: 5 per 2s window (first-request-aligned), penalty extend"},
+		{limiter.Penalty{Kind: limiter.PenaltyRestart}, "/c: 5 in any 2s, penalty restart"},
+		{limiter.Penalty{Kind: limiter.PenaltyBlock, Duration: time.Minute}, "/d: rate 1/s, capacity 4, penalty block:1m0s"},
+		{limiter.Penalty{}, "/e: 5 in any 2s"},
 	}
 	for i, w := range want {
 		e := p.Endpoints[i]
