@@ -40,12 +40,24 @@ type MemoryBackend struct {
 
 var _ OrderedBackend = (*MemoryBackend)(nil)
 
+// memoryMaxKeys caps a MemoryBackend whose keys never become idle by
+// themselves (RefillWhole without ForgetIdle: each key keeps its grid of
+// ticks); beyond it the least recently used key starts afresh.
+const memoryMaxKeys = 100_000
+
 // NewMemoryBackend returns a MemoryBackend for cfg, which must be valid.
+// Keys are dropped once idle (limiter.Config.IdleAt); under RefillWhole
+// without ForgetIdle, where keys never are, at most memoryMaxKeys (100,000)
+// are kept, the least recently used evicted.
 func NewMemoryBackend(cfg limiter.Config) (*MemoryBackend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("testserver: %w", err)
 	}
-	return &MemoryBackend{store: limiter.NewStore(cfg, limiter.StoreOptions{})}, nil
+	var opt limiter.StoreOptions
+	if cfg.Refill == limiter.RefillWhole && cfg.ForgetIdle == 0 {
+		opt.MaxKeys = memoryMaxKeys
+	}
+	return &MemoryBackend{store: limiter.NewStore(cfg, opt)}, nil
 }
 
 // Decide implements Backend; it never returns an error.

@@ -32,6 +32,9 @@ type RouteSpec struct {
 	Delay            *int64     `yaml:"delay"`
 	Align            string     `yaml:"align"`
 	CountRejected    bool       `yaml:"count_rejected"`
+	Penalty          string     `yaml:"penalty"`
+	ForgetIdle       Duration   `yaml:"forget_idle"`
+	Refill           string     `yaml:"refill"`
 	Key              string     `yaml:"key"`
 	Status           int        `yaml:"status"`
 	Headers          StringList `yaml:"headers"`
@@ -94,7 +97,8 @@ var (
 // every problem at once, including options that mean nothing for the
 // algorithm (--capacity with fixed-window, --nodelay with token-bucket…).
 // Defaults: fixed windows align to the first request; buckets without
-// capacity or burst have capacity 1 (nginx's burst=0).
+// capacity or burst have capacity 1 (nginx's burst=0). Refill interval's
+// timer starts with the server (Policy.TimerAtStart).
 func (s RouteSpec) Route() (Route, error) {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
@@ -171,7 +175,20 @@ func (s RouteSpec) Route() (Route, error) {
 	if s.Align != "" && alg != limiter.SlidingLog && s.Align != string(limiter.AlignEpoch) && s.Align != string(limiter.AlignFirstRequest) {
 		bad("align %q (valid: epoch, first-request)", s.Align)
 	}
+	if s.Penalty != "" {
+		p, err := limiter.ParsePenalty(s.Penalty)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		cfg.Penalty = p
+	}
+	if s.ForgetIdle < 0 {
+		bad("forget_idle %v is negative", time.Duration(s.ForgetIdle))
+	}
+	cfg.ForgetIdle = time.Duration(s.ForgetIdle)
+	cfg.Refill = limiter.Refill(s.Refill)
 	pol := Policy{Limiter: cfg, Key: s.Key, Status: s.Status, RetryAfter: RetryAfterMode(s.RetryAfter),
+		TimerAtStart:     cfg.Refill == limiter.RefillInterval,
 		RetryAfterFormat: headers.RetryAfterFormat(s.RetryAfterFormat)}
 	if len(s.Headers) > 0 {
 		ds, err := headers.ParseDialects(strings.Join(s.Headers, ","))
@@ -217,9 +234,20 @@ func algorithmList() string {
 //	    nodelay: true
 //	    headers: [draft-8, x-ratelimit]
 //	    fault: policy-lie
+//	  - path: /login
+//	    algorithm: fixed-window
+//	    limit: 3
+//	    window: 60s
+//	    penalty: block:5m     # or extend, restart
+//	  - path: /bucket
+//	    algorithm: token-bucket
+//	    rate: 2/s
+//	    capacity: 10
+//	    forget_idle: 30s
+//	    refill: whole         # or interval
 //
 // Keys are named like the serve flags (count_rejected, retry_after,
-// retry_after_format); unknown keys are errors.
+// retry_after_format, forget_idle); unknown keys are errors.
 type FileConfig struct {
 	Version int         `yaml:"version"`
 	Routes  []RouteSpec `yaml:"routes"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -102,6 +103,9 @@ type Handler struct {
 	// stopping is closed by StopDelays: delayed requests then answer 503.
 	stopping chan struct{}
 	stopOnce sync.Once
+	// start is when the handler was made: the start of the timers of
+	// policies with TimerAtStart, kept across reloads.
+	start time.Time
 }
 
 // route is a validated Route.
@@ -114,6 +118,7 @@ type route struct {
 	dialect []headers.Dialect
 	limit   int64         // the enforced quota
 	window  time.Duration // the advertised window
+	rate    int64         // the refill rate per second, rounded (FaultAdvertiseRate)
 	faults  map[Fault]bool
 }
 
@@ -135,7 +140,8 @@ func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
 	default:
 		return nil, fmt.Errorf("testserver: on-backend-error %q (valid: allow, deny)", h.onError)
 	}
-	t, err := newTable(routes)
+	h.start = h.now()
+	t, err := newTable(routes, h.start)
 	if err != nil {
 		return nil, err
 	}
@@ -149,14 +155,16 @@ type table struct {
 	catchAll *route
 }
 
-// newTable validates routes into a table.
-func newTable(routes []Route) (*table, error) {
+// newTable validates routes into a table; timers that start with the
+// server start at start.
+func newTable(routes []Route, start time.Time) (*table, error) {
 	if len(routes) == 0 {
 		return nil, errors.New("testserver: no route")
 	}
 	t := &table{routes: map[string]*route{}}
 	var errs []error
 	for i, r := range routes {
+		r.Policy = r.Policy.withStart(start)
 		rt, err := newRoute(r)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("route %d (%q): %w", i+1, r.Path, err))
@@ -182,7 +190,7 @@ func newTable(routes []Route) (*table, error) {
 // decided under the new ones, with fresh limiter state (memory backends)
 // or the backends given. On an error nothing changes.
 func (h *Handler) Reload(routes []Route) error {
-	t, err := newTable(routes)
+	t, err := newTable(routes, h.start)
 	if err != nil {
 		return err
 	}
@@ -221,7 +229,19 @@ func newRoute(r Route) (*route, error) {
 		rt.faults[f] = true
 	}
 	rt.limit, rt.window = advertised(r.Policy.Limiter)
+	rt.rate = advertisedRate(r.Policy.Limiter)
 	return rt, nil
+}
+
+// advertisedRate returns c's refill rate in requests per second, rounded
+// to the nearest whole number and at least 1: Rate for buckets,
+// Limit/Window for window algorithms.
+func advertisedRate(c limiter.Config) int64 {
+	r := c.Rate
+	if c.Window > 0 {
+		r = float64(c.Limit) / c.Window.Seconds()
+	}
+	return max(int64(math.Round(r)), 1)
 }
 
 // advertised returns the quota and window a limiter advertises: Limit and
@@ -394,6 +414,12 @@ func (rt *route) quota(dec limiter.Decision, elapsed time.Duration) headers.Quot
 		if q.Limit == 0 {
 			q.Limit = 1
 		}
+	}
+	if rt.faults[FaultAdvertiseRate] {
+		q.Limit, q.Window = rt.rate, time.Second
+	}
+	if rt.faults[FaultConstantReset] {
+		q.UntilMore, q.UntilFull = rt.window, rt.window
 	}
 	return q
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
@@ -57,10 +58,22 @@ const (
 	// FaultCacheableReject marks rejections "Cache-Control: public,
 	// max-age=3600" instead of no-store. Finding: cacheable-429.
 	FaultCacheableReject Fault = "cacheable-reject"
+	// FaultAdvertiseRate advertises the refill rate per second as the
+	// quota, over a window of 1 s, instead of the limit or capacity:
+	// RateLimit-Policy q=RATE;w=1, X-RateLimit-Limit: RATE (RATE rounded to
+	// the nearest whole number, at least 1; a window algorithm's rate is
+	// limit/window). Remaining stays honest.
+	FaultAdvertiseRate Fault = "advertise-rate"
+	// FaultConstantReset advertises the full window (a bucket's advertised
+	// window) as the time until more quota (RateLimit t) and until the
+	// quota is full (reset), whatever the limiter's state. Retry-After
+	// stays honest.
+	FaultConstantReset Fault = "constant-reset"
 )
 
 // Faults lists every fault.
-var Faults = []Fault{FaultMalformedRateLimit, FaultMalformedRetryAfter, FaultRemainingStuck, FaultPolicyLie, FaultCacheableReject}
+var Faults = []Fault{FaultMalformedRateLimit, FaultMalformedRetryAfter, FaultRemainingStuck, FaultPolicyLie, FaultCacheableReject,
+	FaultAdvertiseRate, FaultConstantReset}
 
 // Key kinds (serve --key): KeyGlobal, KeyIP, or KeyHeaderPrefix followed by
 // a header name.
@@ -112,6 +125,33 @@ type Policy struct {
 	RetryAfterFormat headers.RetryAfterFormat
 	// Faults are the defects to inject into the headers.
 	Faults []Fault
+	// TimerAtStart starts the limiter's timer (RefillInterval, AlignTimer)
+	// with the server: the Handler (or Server) sets Limiter.Phase to its
+	// creation time modulo the timer's period, and keeps that start across
+	// reloads. Limiter.Phase must then be 0.
+	TimerAtStart bool
+}
+
+// withStart returns p with its timer started at start (TimerAtStart): the
+// Phase set, TimerAtStart cleared. Other policies are returned as they are.
+func (p Policy) withStart(start time.Time) Policy {
+	if !p.TimerAtStart {
+		return p
+	}
+	c := p.Limiter
+	var period time.Duration
+	switch {
+	case c.Refill == limiter.RefillInterval:
+		period = c.RefillPeriod()
+	case c.Align == limiter.AlignTimer:
+		period = c.Window
+	}
+	if period > 0 {
+		us := period.Microseconds()
+		p.Limiter.Phase = time.Duration(((start.UnixMicro()%us)+us)%us) * time.Microsecond
+	}
+	p.TimerAtStart = false
+	return p
 }
 
 // Validate reports every problem of p, joined, each prefixed "testserver:".
@@ -140,6 +180,13 @@ func (p Policy) Validate() error {
 	for _, f := range p.Faults {
 		if !slices.Contains(Faults, f) {
 			errs = append(errs, fmt.Errorf("testserver: fault %q (valid: %s)", f, joinFaults()))
+		}
+	}
+	if p.TimerAtStart {
+		if c := p.Limiter; c.Refill != limiter.RefillInterval && c.Align != limiter.AlignTimer {
+			errs = append(errs, errors.New("testserver: a timer started with the server needs refill interval or align timer"))
+		} else if c.Phase != 0 {
+			errs = append(errs, errors.New("testserver: a timer started with the server sets the phase itself: leave Limiter.Phase 0"))
 		}
 	}
 	return errors.Join(errs...)

@@ -69,14 +69,49 @@ var _ Backend = (*RedisBackend)(nil)
 // maxExact is 2^53: integers below it are exact in a Lua number.
 const maxExact = 1 << 53
 
+// ErrRedisBehaviour explains why the Redis backend refuses a Config with
+// a penalty, idle eviction, a refill other than continuous, or a timer.
+var ErrRedisBehaviour = errors.New("decided by the memory backend only: the Redis backend's Lua scripts port the algorithms alone")
+
+// behaviours names the behaviours of cfg beyond its algorithm, as the
+// serve flags spell them.
+func behaviours(cfg limiter.Config) []string {
+	var out []string
+	if !cfg.Penalty.IsZero() {
+		out = append(out, "penalty "+cfg.Penalty.String())
+	}
+	if cfg.ForgetIdle != 0 {
+		out = append(out, "forget-idle")
+	}
+	if cfg.Refill != limiter.RefillContinuous {
+		out = append(out, "refill "+string(cfg.Refill))
+	}
+	if cfg.Align == limiter.AlignTimer {
+		out = append(out, "align timer")
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // NewRedisBackend returns a backend for cfg (which must be valid) on
-// client. It does not contact Redis.
+// client. It does not contact Redis. A Config with a behaviour beyond the
+// algorithm (Penalty, ForgetIdle, Refill, AlignTimer) is refused with an
+// error wrapping ErrRedisBehaviour.
 func NewRedisBackend(client redis.UniversalClient, cfg limiter.Config, opt RedisOptions) (*RedisBackend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("testserver: %w", err)
 	}
 	if opt.RaceGap < 0 {
 		return nil, fmt.Errorf("testserver: race gap %v is negative", opt.RaceGap)
+	}
+	if b := behaviours(cfg); len(b) > 0 {
+		return nil, fmt.Errorf("testserver: redis: %s %s %w", strings.Join(b, ", "), plural(len(b), "is", "are"), ErrRedisBehaviour)
 	}
 	p := cfg.Params()
 	if cfg.Algorithm == limiter.SlidingWindowCounter && float64(p.Limit)*float64(p.WindowUS) >= maxExact/4 {

@@ -118,6 +118,9 @@ type Server struct {
 	redis   *redis.Client
 	cert    *tls.Certificate
 	srv     *http.Server
+	// start is when New ran: the start of the timers of policies with
+	// TimerAtStart, kept across reloads.
+	start time.Time
 
 	mu       sync.Mutex
 	listener net.Listener
@@ -151,7 +154,10 @@ func New(cfg Config) (*Server, error) {
 	if useTLS && cfg.H2C {
 		errs = append(errs, errors.New("testserver: h2c is HTTP/2 without TLS: it cannot be combined with TLS"))
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, start: time.Now()}
+	if cfg.Handler.Now != nil {
+		s.start = cfg.Handler.Now()
+	}
 	switch cfg.Backend {
 	case BackendMemory:
 		if cfg.Memory.RaceGap < 0 {
@@ -212,6 +218,7 @@ func (s *Server) buildRoutes(in []Route) ([]Route, error) {
 			errs = append(errs, fmt.Errorf("testserver: route %q: Config routes get their backend from Config.Backend", r.Path))
 			continue
 		}
+		r.Policy = r.Policy.withStart(s.start)
 		if s.redis != nil {
 			b, err := NewRedisBackend(s.redis, r.Policy.Limiter, RedisOptions{
 				Prefix: s.cfg.Redis.Prefix + routeID(r.Path) + ":", NonAtomic: s.cfg.Redis.NonAtomic, RaceGap: s.cfg.Redis.RaceGap})

@@ -62,6 +62,11 @@ func (o ServeSpec) Config() (Config, error) {
 		}
 		cfg.Memory = MemoryConfig{NonAtomic: !o.Atomic, RaceGap: o.RaceGap}
 	case "redis":
+		for _, name := range o.RouteFlags {
+			if name == "penalty" || name == "forget-idle" || name == "refill" {
+				return cfg, fmt.Errorf("--%s cannot be used with --backend redis: penalties, idle eviction and refills are %v", name, ErrRedisBehaviour)
+			}
+		}
 	default:
 		return cfg, fmt.Errorf("--backend %q: use memory or redis", o.Backend)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rlprobe/rlprobe/limitconf"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/testserver"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -99,6 +100,9 @@ func TestContractNames(t *testing.T) {
 		code     []string
 	}{
 		{"server algorithm", namesRow(t, doc, "server algorithm (`serve --algorithm`)"), strs(limiter.Algorithms)},
+		{"server penalty", namesRow(t, doc, "server penalty (`serve --penalty`)"), strs(limiter.PenaltyKinds)},
+		{"server refill", namesRow(t, doc, "server refill (`serve --refill`, token-bucket and gcra)"), strs(limiter.Refills)},
+		{"server fault", namesRow(t, doc, "server fault (`serve --fault`)"), strs(testserver.Faults)},
 		{"inferred family", namesRow(t, doc, "inferred family (`infer`)"), infer.FamilyNames()},
 		{"header dialect", namesRow(t, doc, "header dialect"), strs(headers.Dialects)},
 		{"race mode", namesRow(t, doc, "race mode"), strs(patterns.RaceModes)},

@@ -25,7 +25,7 @@ type ServeOptions struct {
 // serveRouteFlags are the flags that describe the single route; --config
 // replaces them all.
 var serveRouteFlags = []string{"algorithm", "limit", "window", "rate", "capacity", "burst", "nodelay", "delay",
-	"align", "count-rejected", "key", "status", "headers", "retry-after", "retry-after-format", "fault"}
+	"align", "count-rejected", "penalty", "forget-idle", "refill", "key", "status", "headers", "retry-after", "retry-after-format", "fault"}
 
 // NewCmdServe builds `rlprobe serve`; runF (nil: the real one) runs it.
 func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *ServeOptions) error) *cobra.Command {
@@ -69,12 +69,15 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 	fl.Int64Var(&delay, "delay", 0, "leaky-bucket: excess requests served without delay (nginx delay=N)")
 	fl.StringVar(&o.Route.Align, "align", "", "where fixed windows start: epoch or first-request (fixed-window default: first-request)")
 	fl.BoolVar(&o.Route.CountRejected, "count-rejected", false, "rejected requests count against the quota (window algorithms)")
+	fl.StringVar(&o.Route.Penalty, "penalty", "", "after a refusal: block:DURATION (refuse everything for DURATION; not leaky-bucket), extend or restart (window algorithms)")
+	fl.Var(&o.Route.ForgetIdle, "forget-idle", "forget a key idle this long (a returning client gets a full quota)")
+	fl.StringVar(&o.Route.Refill, "refill", "", "token-bucket, gcra: whole (a token per tick of the key's grid) or interval (the whole capacity every capacity/rate, on a timer started with the server)")
 	fl.StringVar(&o.Route.Key, "key", "global", "what shares a quota: global, ip or header:NAME")
 	fl.IntVar(&o.Route.Status, "status", 429, "status of a rejection")
 	fl.StringVar(&headersFlag, "headers", "draft-8", "header dialects: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8 (comma-separated)")
 	fl.StringVar(&o.Route.RetryAfter, "retry-after", "accurate", "Retry-After on rejections: accurate, missing, early (half the wait) or late (wait + a window)")
 	fl.StringVar(&o.Route.RetryAfterFormat, "retry-after-format", "seconds", "Retry-After format: seconds or http-date")
-	fl.StringSliceVar(&faults, "fault", nil, "header defects: malformed-ratelimit, malformed-retry-after, remaining-stuck, policy-lie, cacheable-reject")
+	fl.StringSliceVar(&faults, "fault", nil, "header defects: malformed-ratelimit, malformed-retry-after, remaining-stuck, policy-lie, cacheable-reject, advertise-rate, constant-reset")
 	fl.StringVar(&o.Backend, "backend", "memory", "where limiter state lives: memory or redis")
 	fl.StringVar(&o.RedisURL, "redis", testserver.DefaultRedisURL, "Redis URL (--backend redis)")
 	fl.StringVar(&o.RedisPrefix, "redis-prefix", testserver.DefaultRedisPrefix, "prefix of every Redis key (--backend redis)")

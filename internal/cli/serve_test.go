@@ -147,6 +147,8 @@ func TestServeUsageErrors(t *testing.T) {
 	free.Close()
 	cfgPath := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(cfgPath, []byte("routes:\n  - path: /a\n    algorithm: fixed-window\n    limit: 5\n    windw: 2s\n"), 0o644)
+	penaltyCfg := filepath.Join(t.TempDir(), "penalty.yaml")
+	os.WriteFile(penaltyCfg, []byte("routes:\n  - {path: /a, algorithm: fixed-window, limit: 5, window: 2s, penalty: extend}\n"), 0o644)
 	fw := []string{"--algorithm", "fixed-window", "--limit", "5", "--window", "2s"}
 	tests := []struct {
 		args []string
@@ -173,6 +175,13 @@ func TestServeUsageErrors(t *testing.T) {
 		{append(fw, "--tls", "--h2c"), "h2c"},
 		{append(fw, "--listen", taken.Addr().String()), "port unavailable"},
 		{append(fw, "--listen", "127.0.0.1:0", "--backend", "redis", "--redis", deadRedis), "Redis unreachable"},
+		{append(fw, "--penalty", "jail"), `penalty "jail"`},
+		{[]string{"--algorithm", "gcra", "--rate", "1/s", "--penalty", "extend"}, "extend only for fixed-window"},
+		{append(fw, "--refill", "whole"), "refill"},
+		{append(fw, "--penalty", "block:5s", "--backend", "redis"), "--penalty cannot be used with --backend redis: penalties, idle eviction and refills are decided by the memory backend only"},
+		{[]string{"--algorithm", "token-bucket", "--rate", "1/s", "--refill", "interval", "--backend", "redis"}, "--refill cannot be used with --backend redis"},
+		{append(fw, "--forget-idle", "1m", "--backend", "redis"), "--forget-idle cannot be used with --backend redis"},
+		{[]string{"--config", penaltyCfg, "--backend", "redis", "--redis", deadRedis}, "penalty extend is decided by the memory backend only"},
 		{append(fw, "extra"), "unknown command"},
 	}
 	for _, tc := range tests {
