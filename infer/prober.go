@@ -80,6 +80,10 @@ type prober struct {
 	validations int
 	validated   *variant
 	validation  string
+	// passed lists the validation kinds the validated answer passed, and
+	// passedHow says how, for the document.
+	passed    map[validationKind]bool
+	passedHow []string
 }
 
 // Infer identifies the algorithm behind the target by experiments run

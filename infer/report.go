@@ -46,13 +46,34 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 	inf.Reproduced = share(f.total-w.miss, f.total)
 	inf.Fit, inf.Misses = judgeFit(w, f, o, origin)
 	fillParams(inf, f, w, a, o.timingSlack())
-	inf.RetryAfter = judgeRetryAfter(results, origin, o, w, f)
-	inf.Advertised = claims(results, origin, o, w, f.perClient)
+	// Waits are judged with the reported model: the middle of the equally
+	// good range, not its edge, whose window edges drift from the truth's
+	// over a long run of spread requests.
+	mid := centred(f, w, o)
+	inf.RetryAfter = judgeRetryAfter(results, origin, o, mid, f)
+	inf.Advertised = claims(results, origin, o, mid, f.perClient)
 	inf.Alternatives = alternatives(f, w, origin, o)
 	if inf.Fit == FitMisfit {
 		inf.Algorithm = ""
 	}
 	return inf
+}
+
+// centred returns w moved to the middle of its equally good range (count
+// and continuous parameter as reported), when it fits as well there;
+// else w.
+func centred(f *fit, w scored, o *observations) scored {
+	n, x, _ := f.estimate(w)
+	h := w.h
+	h.n, h.x = int64(math.Round(n.value)), x.value
+	if h == w.h || h.n <= 0 || !(h.x > 0) {
+		return w
+	}
+	r := replayObs(h, o, f.perClient, w.miss)
+	if r.pruned || r.miss > w.miss {
+		return w
+	}
+	return scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r}
 }
 
 // maxMissesListed bounds the document's misses.

@@ -3,8 +3,11 @@ package infer
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/units"
 )
 
@@ -58,6 +61,14 @@ const (
 	// as good, and the one that ends first is run (a time scale of a
 	// minute makes every experiment long).
 	nearTop = 0.9
+	// sustainedFactor is the load of the sustained validation, in times
+	// the answer's own rate (quota per time scale): enough that the answer
+	// refuses two of three, while a limiter with a shorter window or a
+	// faster refill whose penalty the model stretched admits them.
+	sustainedFactor = 3
+	// maxSustainedValidation bounds the sustained validation's requests:
+	// a quota too large for it is validated by the first experiment alone.
+	maxSustainedValidation = 120
 )
 
 // infer runs the stages from opening to done and concludes.
@@ -109,53 +120,81 @@ func (s *prober) afterValidation() stage {
 	return stageDone
 }
 
-// validate runs one validation experiment on the current answer: it
-// predicts the experiment's outcome from the fitted answer, runs it, and
-// checks the prediction against what happened; the answer is then refitted
-// with the new outcomes. A prediction that held, whose refit names the
-// same answer, makes the answer exact. A failed one (or one the budget
-// has no room for) extends the budget once and designs again.
+// validate tests the current answer on experiments it was not fitted
+// on: first the one where it and its runner-up disagree most (or a fresh
+// exhaust-and-recover), then sustained load at three times its rate over
+// one time scale (a limiter whose penalty or quirk the fitted model
+// stretched into a longer window or a slower rate admits what the model
+// refuses there). Each time it predicts the outcome from the fitted
+// answer, runs the experiment and checks the prediction; the answer is
+// then refitted with the new outcomes. Predictions that held, whose refit
+// names the same answer, make the answer exact. A failed one (or one the
+// budget has no room for) extends the budget once and designs again.
 func (s *prober) validate(ctx context.Context) (stage, error) {
-	w, ok := s.answer()
-	if !ok {
-		return s.afterValidation(), nil
-	}
-	if s.validations >= maxValidations {
-		return s.afterValidation(), nil
-	}
-	e, why := s.validationExperiment(w)
-	if e == nil {
-		trace("no validation experiment fits the budget")
-		if !s.extended {
-			return stageExtend, nil
+	for _, kind := range []validationKind{validateDisagreement, validateSustained} {
+		w, ok := s.answer()
+		if !ok || s.validations >= maxValidations {
+			return s.afterValidation(), nil
 		}
-		s.stopped = true
-		return s.afterValidation(), nil
-	}
-	s.validations++
-	before := replayObs(w.h, s.observe(), s.f.perClient, -1)
-	start := e.at[0]
-	if _, err := s.run(ctx, validationPhase+e.phase, start, e.sends(start)); err != nil {
+		if s.validated != nil && *s.validated == w.h.v && s.passed[kind] {
+			continue // this answer passed it before the budget was extended
+		}
+		e, why := s.validationExperiment(w, kind)
+		if e == nil {
+			if kind == validateSustained && why != "" {
+				trace("no sustained validation: %s", why)
+				continue // it cannot be afforded at this quota; the first one stands
+			}
+			trace("no validation experiment fits the budget")
+			s.validated = nil
+			if !s.extended {
+				return stageExtend, nil
+			}
+			s.stopped = true
+			return s.afterValidation(), nil
+		}
+		s.validations++
+		before := replayObs(w.h, s.observe(), s.f.perClient, -1)
+		start := e.at[0]
+		if _, err := s.run(ctx, validationPhase+e.phase, start, e.sends(start)); err != nil {
+			s.f = s.refit(s.f)
+			return stageDone, err
+		}
+		after := replayObs(w.h, s.observe(), s.f.perClient, -1)
+		held := after.miss <= before.miss
 		s.f = s.refit(s.f)
-		return stageDone, err
-	}
-	after := replayObs(w.h, s.observe(), s.f.perClient, -1)
-	held := after.miss <= before.miss
-	s.f = s.refit(s.f)
-	nw, _ := s.answer()
-	trace("validation %s (%s): %v predicted, misses %d → %d; refit %v", e.phase, why, w.h, before.miss, after.miss, nw.h)
-	if held && nw.h.v == w.h.v {
+		nw, _ := s.answer()
+		trace("validation %s (%s): %v predicted, misses %d → %d; refit %v", e.phase, why, w.h, before.miss, after.miss, nw.h)
+		if !held || nw.h.v != w.h.v {
+			s.validated, s.passed, s.passedHow = nil, nil, nil
+			if !s.extended {
+				return stageExtend, nil
+			}
+			return stageDesign, nil
+		}
+		if s.validated == nil || *s.validated != w.h.v {
+			s.passed, s.passedHow = map[validationKind]bool{}, nil
+		}
 		s.validated = &w.h.v
-		s.validation = fmt.Sprintf("%s %s at %s (%s): predicted and held", validationPhase+e.phase,
-			plural(len(e.at), "request"), units.HumanDuration(start.Sub(s.start)), why)
-		return s.afterValidation(), nil
+		s.passed[kind] = true
+		s.passedHow = append(s.passedHow, fmt.Sprintf("%s (%s at %s, %s)", validationPhase+e.phase,
+			plural(len(e.at), "request"), units.HumanDuration(start.Sub(s.start)), why))
 	}
-	s.validated = nil
-	if !s.extended {
-		return stageExtend, nil
-	}
-	return stageDesign, nil
+	s.validation = strings.Join(s.passedHow, " and ") + ": predicted and held"
+	return s.afterValidation(), nil
 }
+
+// validationKind is which validation experiment to design.
+type validationKind int
+
+const (
+	// validateDisagreement: where the answer and its runner-up disagree
+	// most, else a fresh exhaust-and-recover at another phase.
+	validateDisagreement validationKind = iota
+	// validateSustained: sustained load at sustainedFactor times the
+	// answer's rate over one time scale.
+	validateSustained
+)
 
 // answer is the current fit's winner as the document will name it: among
 // equally good hypotheses, the one the advertisement names.
@@ -189,11 +228,27 @@ func (s *prober) extendBudget() {
 // counting) disagree most; without a runner-up, or when they agree on
 // every candidate, a fresh exhaust-and-recover at another phase. It
 // returns nil when nothing fits the budget, and says why it chose.
-func (s *prober) validationExperiment(w scored) (*experiment, string) {
+func (s *prober) validationExperiment(w scored, kind validationKind) (*experiment, string) {
 	s0 := s.now().Add(s.opts.lead())
 	margin := max(s.opts.lead(), 2*clusterGap)
 	fits := func(e *experiment) bool {
 		return !e.end().After(s.deadline) && s.sent+len(e.at) <= s.opts.maxRequests()
+	}
+	if kind == validateSustained {
+		if slices.ContainsFunc(s.fitted(), func(r record.Result) bool { return r.Phase == "sustained" }) {
+			// The design already held the answer to sustained load above
+			// its rate: a model stretched by a penalty would miss there.
+			return nil, "the answer was fitted on sustained load already"
+		}
+		m := int(sustainedFactor * w.h.n)
+		if m > maxSustainedValidation {
+			return nil, fmt.Sprintf("%d requests would be needed", m)
+		}
+		e := newBuilder("sustained").spread(s0.Add(margin), w.h.scale(), m).done()
+		if !fits(&e) {
+			return nil, ""
+		}
+		return &e, fmt.Sprintf("%d requests over %s, %g times its rate", m, units.HumanDuration(w.h.scale()), float64(sustainedFactor))
 	}
 	if ru, ok := s.runnerUp(w); ok {
 		dz := &designer{ws: []weighted{{w, 0.5}, {ru, 0.5}}, perClient: s.f.perClient, client: s.client}

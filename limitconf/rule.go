@@ -145,17 +145,19 @@ type Rule struct {
 // without help.
 func (r *Rule) Covered() bool { return r.Path != "" }
 
-// Describe is the config's limit in one line, in the product's terms.
+// Describe is the config's limit in one line, in the product's terms
+// (verify's Endpoint.String says the policy rule checking it), its numbers
+// in the units display format, as Endpoint.String's are.
 func (r *Rule) Describe() string {
 	var b strings.Builder
 	switch {
 	case r.RefillTokens > 0:
-		fmt.Fprintf(&b, "%s, capacity %d, refill %d every %s (%s)", r.Family, r.Capacity, r.RefillTokens, r.RefillEvery, units.HumanRate(r.Rate))
+		fmt.Fprintf(&b, "%s, capacity %d, refill %d every %s (%s)", r.Family, r.Capacity, r.RefillTokens, units.HumanDuration(r.RefillEvery), units.HumanRate(r.Rate))
 		if q := r.Endpoint.Quota(); q != r.Capacity {
 			fmt.Fprintf(&b, "; checked against %d: a fill may land inside a burst", q)
 		}
 	case r.Family == FixedWindow:
-		fmt.Fprintf(&b, "%d per %s window", r.Limit, r.Window)
+		fmt.Fprintf(&b, "%d per %s window", r.Limit, units.HumanDuration(r.Window))
 		if r.Align != "" {
 			fmt.Fprintf(&b, " (%s-aligned)", r.Align)
 		}

@@ -23,8 +23,9 @@ const (
 
 // FieldError is one problem found by [Config.Validate]: Field is the JSON
 // name of the Config field at fault ("limit", "window", "rate", "capacity",
-// "nodelay", "delay", "align", "count_rejected", "algorithm"), which is also
-// the serve flag's name with '-' for '_'.
+// "nodelay", "delay", "align", "count_rejected", "penalty", "forget_idle",
+// "refill", "phase", "algorithm"), which is also the serve flag's name with
+// '-' for '_'.
 type FieldError struct {
 	Field   string
 	Problem string
@@ -50,7 +51,13 @@ func (a Algorithm) known() bool { return a.windowed() || a == TokenBucket || a.n
 // the algorithm (Capacity or Rate with a window algorithm, Limit or Window
 // with a bucket, NoDelay or Delay with anything but LeakyBucket, Align with
 // anything but FixedWindow and SlidingWindowCounter, CountRejected with a
-// bucket, Delay ≥ Capacity, NoDelay with Delay).
+// bucket, Delay ≥ Capacity, NoDelay with Delay) and the behaviours where
+// they mean nothing: PenaltyBlock with LeakyBucket, PenaltyExtend and
+// PenaltyRestart with a bucket, PenaltyExtend with AlignEpoch or AlignTimer
+// (it re-anchors the window at every request), Refill with anything but
+// TokenBucket and GCRA, Phase without AlignTimer or RefillInterval (or
+// outside [0, period)), a negative ForgetIdle; durations must be whole
+// microseconds.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -89,12 +96,15 @@ func (c Config) Validate() error {
 			bad("capacity", "not used by %s (a window algorithm takes limit and window)", a)
 		}
 		switch c.Align {
-		case "", AlignEpoch, AlignFirstRequest:
-			if a == SlidingLog && c.Align != "" {
+		case "", AlignEpoch, AlignFirstRequest, AlignTimer:
+			switch {
+			case a == SlidingLog && c.Align != "":
 				bad("align", "not used by %s, which has no window edges", a)
+			case c.Penalty.Kind == PenaltyExtend && (c.Align == AlignEpoch || c.Align == AlignTimer):
+				bad("align", "%s means nothing with penalty extend, which re-anchors the window at every request", c.Align)
 			}
 		default:
-			bad("align", "unknown %q; one of %s, %s", string(c.Align), AlignEpoch, AlignFirstRequest)
+			bad("align", "unknown %q; one of %s, %s, %s", string(c.Align), AlignEpoch, AlignFirstRequest, AlignTimer)
 		}
 	} else {
 		if c.Limit != 0 {
@@ -146,6 +156,7 @@ func (c Config) Validate() error {
 			bad("delay", "must be below capacity %d (at most burst = %d), got %d", c.Capacity, c.Capacity-1, c.Delay)
 		}
 	}
+	c.validateBehaviours(bad)
 	return errors.Join(errs...)
 }
 
@@ -217,14 +228,24 @@ type model struct {
 	rateM         int64 // nginx: milli-requests per second, ≥ 1
 	burstM        int64 // nginx: burst·1000
 	delayM        int64 // nginx: delay·1000; MaxInt64 = never delay
+	phase         int64 // aligned windows start at phase + k·w µs, 0 ≤ phase < w
+	penalty       PenaltyKind
+	block         int64 // PenaltyBlock: µs, ≥ 1
+	forget        int64 // ForgetIdle: µs; 0 = never
+	whole         bool  // RefillWhole
 }
 
 func (c Config) compile() model {
-	m := model{alg: c.Algorithm, countRejected: c.CountRejected}
+	m := model{alg: c.Algorithm, countRejected: c.CountRejected, penalty: c.Penalty.Kind}
+	m.block = max(c.Penalty.Duration.Microseconds(), 1)
+	m.forget = max(c.ForgetIdle.Microseconds(), 0)
 	if c.Algorithm.windowed() {
 		m.limit = min(max(c.Limit, 1), MaxCount)
 		m.w = max(c.Window.Microseconds(), 1)
-		m.epoch = c.Align == AlignEpoch || (c.Align == "" && c.Algorithm == SlidingWindowCounter)
+		m.epoch = c.Align == AlignEpoch || c.Align == AlignTimer || (c.Align == "" && c.Algorithm == SlidingWindowCounter)
+		if c.Align == AlignTimer {
+			m.phase = floorMod(c.Phase.Microseconds(), m.w)
+		}
 		return m
 	}
 	m.limit = min(max(c.Capacity, 1), MaxCount)
@@ -248,7 +269,40 @@ func (c Config) compile() model {
 			m.delayM = min(max(c.Delay, 0), m.limit) * 1000
 		}
 	}
+	switch {
+	case c.Algorithm != TokenBucket && c.Algorithm != GCRA:
+	case c.Refill == RefillWhole:
+		m.whole = true
+	case c.Refill == RefillInterval:
+		// A fixed window of Capacity per period on the timer.
+		m.w = m.refillPeriod()
+		m.alg, m.epoch, m.phase = FixedWindow, true, floorMod(c.Phase.Microseconds(), m.w)
+	}
 	return m
+}
+
+// refillPeriod returns the time a bucket takes to fill from empty in µs,
+// the period of RefillInterval: C·I for the token bucket, C·10⁹/rate
+// rounded up for GCRA (rate in milli-requests per second).
+func (m *model) refillPeriod() int64 {
+	if m.alg == TokenBucket {
+		return max(satMul(m.limit, m.interval), 1)
+	}
+	return max(ceilDiv(satMul(m.limit, 1_000_000_000), m.rateM), 1)
+}
+
+// RefillPeriod returns the period of RefillInterval for c, the time its
+// bucket takes to fill from empty: Capacity times the token bucket's refill
+// interval (see Params.IntervalUS), or for GCRA Capacity·10⁹/RateMilli µs
+// rounded up. Phase must lie in [0, RefillPeriod). It returns 0 unless c is
+// a TokenBucket or GCRA.
+func (c Config) RefillPeriod() time.Duration {
+	if c.Algorithm != TokenBucket && c.Algorithm != GCRA {
+		return 0
+	}
+	c.Refill = ""
+	m := c.compile()
+	return usDur(m.refillPeriod())
 }
 
 // Params are the integers Step computes with, derived once from a Config's

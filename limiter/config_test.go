@@ -22,6 +22,14 @@ func TestValidateAccepts(t *testing.T) {
 		{Algorithm: LeakyBucket, Rate: 1, Capacity: 4},
 		{Algorithm: LeakyBucket, Rate: 1, Capacity: 4, NoDelay: true},
 		{Algorithm: LeakyBucket, Rate: 1, Capacity: 6, Delay: 5},
+		{Algorithm: FixedWindow, Limit: 5, Window: time.Second, Penalty: Penalty{Kind: PenaltyBlock, Duration: time.Minute}},
+		{Algorithm: SlidingLog, Limit: 5, Window: time.Second, Penalty: Penalty{Kind: PenaltyExtend}, ForgetIdle: time.Hour},
+		{Algorithm: SlidingWindowCounter, Limit: 5, Window: time.Second, Penalty: Penalty{Kind: PenaltyRestart}, Align: AlignTimer, Phase: 999 * time.Millisecond},
+		{Algorithm: SlidingWindowCounter, Limit: 5, Window: time.Second, Penalty: Penalty{Kind: PenaltyExtend}}, // the default epoch is moot
+		{Algorithm: FixedWindow, Limit: 5, Window: time.Second, Penalty: Penalty{Kind: PenaltyExtend}, Align: AlignFirstRequest},
+		{Algorithm: TokenBucket, Rate: 2, Capacity: 4, Penalty: Penalty{Kind: PenaltyBlock, Duration: time.Second}, Refill: RefillWhole},
+		{Algorithm: GCRA, Rate: 2, Capacity: 4, Refill: RefillInterval, Phase: 1999 * time.Millisecond, ForgetIdle: time.Second},
+		{Algorithm: LeakyBucket, Rate: 1, Capacity: 4, ForgetIdle: time.Second},
 	} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", c, err)
@@ -58,6 +66,23 @@ func TestValidateRejects(t *testing.T) {
 		{"delay ≥ capacity", Config{Algorithm: LeakyBucket, Rate: 1, Capacity: 4, Delay: 4}, []string{"delay"}},
 		{"negative delay", Config{Algorithm: LeakyBucket, Rate: 1, Capacity: 4, Delay: -1}, []string{"delay"}},
 		{"delay with nodelay", Config{Algorithm: LeakyBucket, Rate: 1, Capacity: 4, Delay: 1, NoDelay: true}, []string{"delay"}},
+		{"block with leaky-bucket", Config{Algorithm: LeakyBucket, Rate: 1, Capacity: 4, Penalty: Penalty{Kind: PenaltyBlock, Duration: time.Second}}, []string{"penalty"}},
+		{"extend with a bucket", Config{Algorithm: GCRA, Rate: 1, Capacity: 4, Penalty: Penalty{Kind: PenaltyExtend}}, []string{"penalty"}},
+		{"restart with a duration", Config{Algorithm: FixedWindow, Limit: 1, Window: time.Second, Penalty: Penalty{Kind: PenaltyRestart, Duration: time.Second}}, []string{"penalty"}},
+		{"block of 0, of a fraction of a µs", Config{Algorithm: SlidingLog, Limit: 1, Window: time.Second, Penalty: Penalty{Kind: PenaltyBlock, Duration: 1500}}, []string{"penalty"}},
+		{"unknown penalty", Config{Algorithm: SlidingLog, Limit: 1, Window: time.Second, Penalty: Penalty{Kind: "jail"}}, []string{"penalty"}},
+		{"extend with an aligned window", Config{Algorithm: FixedWindow, Limit: 1, Window: time.Second, Align: AlignEpoch, Penalty: Penalty{Kind: PenaltyExtend}}, []string{"align"}},
+		{"negative forget-idle", Config{Algorithm: FixedWindow, Limit: 1, Window: time.Second, ForgetIdle: -time.Second}, []string{"forget_idle"}},
+		{"refill with a window", Config{Algorithm: FixedWindow, Limit: 1, Window: time.Second, Refill: RefillWhole}, []string{"refill"}},
+		{"interval refill with leaky-bucket", Config{Algorithm: LeakyBucket, Rate: 1, Capacity: 1, Refill: RefillInterval}, []string{"refill"}},
+		{"unknown refill", Config{Algorithm: TokenBucket, Rate: 1, Capacity: 1, Refill: "drip"}, []string{"refill"}},
+		{"phase without a timer", Config{Algorithm: FixedWindow, Limit: 1, Window: time.Second, Align: AlignEpoch, Phase: time.Millisecond}, []string{"phase"}},
+		{"phase of a whole window", Config{Algorithm: FixedWindow, Limit: 1, Window: time.Second, Align: AlignTimer, Phase: time.Second}, []string{"phase"}},
+		{"phase with continuous refill", Config{Algorithm: TokenBucket, Rate: 1, Capacity: 1, Phase: time.Millisecond}, []string{"phase"}},
+		{"phase beyond the refill period", Config{Algorithm: TokenBucket, Rate: 1, Capacity: 2, Refill: RefillInterval, Phase: 2 * time.Second}, []string{"phase"}},
+		{"timer with sliding-log", Config{Algorithm: SlidingLog, Limit: 1, Window: time.Second, Align: AlignTimer}, []string{"align"}},
+		{"every behaviour wrong at once", Config{Algorithm: TokenBucket, Rate: 1, Capacity: 1, Penalty: Penalty{Kind: PenaltyRestart}, ForgetIdle: -1, Refill: "x", Phase: -1},
+			[]string{"penalty", "forget_idle", "refill", "phase"}},
 		{"everything wrong at once", Config{Algorithm: LeakyBucket, Limit: 3, Window: -time.Second, Capacity: -2, Align: AlignEpoch, Delay: -1},
 			[]string{"limit", "window", "rate", "capacity", "align", "delay"}},
 	}

@@ -8,6 +8,11 @@
 // and returns the key's next State and the [Decision]. [Store] keeps States
 // per key in memory (sharded, expiring, capped) for a server.
 //
+// A Config may also name behaviours beyond the algorithm: a [Penalty]
+// (block, extend, restart), idle eviction (ForgetIdle), whole-token or
+// interval [Refill], and windows on a timer ([AlignTimer] with Phase).
+// Step applies them, so whatever replays a Config replays them too.
+//
 // Time is always an argument; nothing in this package reads the clock. Times
 // are used at microsecond resolution (the unit the Redis port stores), so two
 // calls whose now differ by less than 1 µs see the same instant. GCRA and
@@ -140,7 +145,13 @@ type Config struct {
 // Durations are exact (to the microsecond; to the millisecond boundary of
 // nginx's clock for GCRA and LeakyBucket); header formatting rounds them up
 // to whole seconds. UntilMore, UntilFull and RetryAfter assume no other
-// request for the key arrives meanwhile.
+// request for the key arrives meanwhile: they are the wait of a client that
+// stays silent until then. This matters under a penalty, where a request
+// moves the limit: during a block they run to the block's end; under
+// PenaltyExtend a retry before the window end is refused and moves the end
+// again (so does a refused retry under PenaltyRestart), so RetryAfter is
+// the wait with no request meanwhile, never less. Under ForgetIdle none
+// exceeds the time until the key is forgotten.
 type Decision struct {
 	// Allowed reports whether the request is admitted.
 	Allowed bool `json:"allowed"`
@@ -198,17 +209,51 @@ type Decision struct {
 //     other negative gaps as 0, and last only moves when the counted gap is
 //     not 0. A key's first request sets excess = 0, last = ms.
 //
+// The behaviours of a Config (see behaviour.go) change the layout so:
+//
+//   - Penalty block: Block = the end of the key's block (Unix µs, for
+//     every algorithm), the other fields zero. A request before Block is
+//     refused and changes nothing; one at or after it steps the zero State.
+//   - Penalty extend and restart (window algorithms): the trigger (every
+//     request under extend, a refused one under restart) re-anchors the
+//     counted state at t = max(now, the State's latest time), so nothing
+//     counted expires before t+W: fixed-window sets At = t (Count stays);
+//     sliding-log rewrites every logged time to t (so they all expire
+//     together at t+W); sliding-window-counter folds its estimate into a
+//     window starting at t: At = t, Count = floor(Prev·(W−e)/W) + Count,
+//     Prev = 0, after which windows roll by W from t (the counted requests
+//     become the previous window at t+W and decay over the next W).
+//   - ForgetIdle: Last = the time of the key's latest request, admitted or
+//     refused (Unix µs, the latest seen if the clock ran backwards); zero
+//     without ForgetIdle. A request at or after Last+ForgetIdle steps the
+//     zero State.
+//   - RefillWhole (token-bucket in µs, gcra in ms): At = t₀, the key's
+//     first request since its State was last zero, Prev = the ticks
+//     already credited, Count = the whole tokens held. Tick k falls at
+//     t₀ + k·I (token-bucket, I the refill interval in µs) or at
+//     t₀ + ceil(k·10⁶/rate) ms (gcra, rate in milli-requests per second);
+//     each tick adds one token, up to C. The grid of ticks is the key's
+//     for as long as its State is kept.
+//   - RefillInterval: the fixed-window layout (µs, for gcra too), with
+//     windows of Capacity per period P on the timer Phase + k·P.
+//
 // Rejected requests leave the State as it was, except where CountRejected
-// counts them. A State is a value: Step never writes to a Log it was given
-// (the State it returns may share it).
+// counts them, a penalty triggers (or runs) or ForgetIdle records the
+// request's time. A State is a value: Step never writes to a Log it was
+// given (the State it returns may share it).
 type State struct {
 	At    int64   `json:"at,omitempty"`
 	Count int64   `json:"count,omitempty"`
 	Prev  int64   `json:"prev,omitempty"`
 	Log   []int64 `json:"log,omitempty"`
+	// Block is the end of a block (PenaltyBlock), Unix µs; 0 when none.
+	Block int64 `json:"block,omitempty"`
+	// Last is the time of the key's latest request, Unix µs, kept only
+	// under ForgetIdle; 0 otherwise.
+	Last int64 `json:"last,omitempty"`
 }
 
 // IsZero reports whether s is the zero State (a key never seen).
 func (s State) IsZero() bool {
-	return s.At == 0 && s.Count == 0 && s.Prev == 0 && len(s.Log) == 0
+	return s.At == 0 && s.Count == 0 && s.Prev == 0 && len(s.Log) == 0 && s.Block == 0 && s.Last == 0
 }

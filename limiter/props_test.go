@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -39,8 +40,28 @@ func checkStep(cfg Config, pre State, now time.Time, post State, d Decision, max
 		return fmt.Errorf("Delay = %v (allowed %v)", d.Delay, d.Allowed)
 	}
 	countsRejected := cfg.CountRejected && (cfg.Algorithm == SlidingLog || cfg.Algorithm == SlidingWindowCounter || cfg.Algorithm == FixedWindow)
-	if !d.Allowed && !countsRejected && !reflect.DeepEqual(pre, post) {
-		return fmt.Errorf("rejection changed the state from %+v to %+v", pre, post)
+	if !d.Allowed && !countsRejected && cfg.Penalty.IsZero() {
+		a, b := pre, post
+		if cfg.ForgetIdle > 0 { // the request's time is recorded
+			if !a.IsZero() && now.UnixMicro() >= a.Last+cfg.ForgetIdle.Microseconds() {
+				a = State{} // forgotten
+			}
+			a.Last, b.Last = 0, 0
+		}
+		if !reflect.DeepEqual(a, b) {
+			return fmt.Errorf("rejection changed the state from %+v to %+v", pre, post)
+		}
+	}
+	if wait := post.Block - now.UnixMicro(); cfg.Penalty.Kind == PenaltyBlock && !d.Allowed {
+		if cfg.ForgetIdle > 0 {
+			wait = min(wait, post.Last+cfg.ForgetIdle.Microseconds()-now.UnixMicro())
+		}
+		if post.Block <= now.UnixMicro() || d.RetryAfter != time.Duration(wait)*us {
+			return fmt.Errorf("refused under a block, but the State's block ends at %d (now %d, RetryAfter %v)", post.Block, now.UnixMicro(), d.RetryAfter)
+		}
+	}
+	if cfg.ForgetIdle > 0 && (post.Last < now.UnixMicro() || d.UntilFull > time.Duration(post.Last-now.UnixMicro())*us+cfg.ForgetIdle) {
+		return fmt.Errorf("ForgetIdle %v: Last = %d (now %d), UntilFull = %v", cfg.ForgetIdle, post.Last, now.UnixMicro(), d.UntilFull)
 	}
 	at := func(x time.Duration) (State, Decision) { return cfg.Step(post, now.Add(x)) }
 	if d.UntilMore > 0 {
@@ -74,7 +95,14 @@ func checkStep(cfg Config, pre State, now time.Time, post State, d Decision, max
 	if idle.Before(now) {
 		idle = now
 	}
+	never := idle.Equal(time.UnixMicro(math.MaxInt64))
+	if never != (cfg.Refill == RefillWhole && cfg.ForgetIdle == 0 && post.Block == 0) {
+		return fmt.Errorf("IdleAt = %v: never is only for RefillWhole without ForgetIdle, outside a block", idle)
+	}
 	for _, x := range []time.Time{idle, idle.Add(1234567 * us)} {
+		if never {
+			break
+		}
 		s1, d1 := cfg.Step(post, x)
 		s0, d0 := cfg.Step(State{}, x)
 		if !reflect.DeepEqual(s1, s0) || d1 != d0 {
@@ -127,6 +155,79 @@ func propertyConfigs() []Config {
 				Config{Algorithm: LeakyBucket, Rate: rate, Capacity: c, Delay: c / 2},
 				Config{Algorithm: LeakyBucket, Rate: rate, Capacity: c, NoDelay: true},
 			)
+		}
+	}
+	return append(cs, behaviourConfigs()...)
+}
+
+// behaviourConfigs covers the behaviours (penalties, idle eviction, the
+// refills, timer alignment) on every algorithm that takes them, with
+// awkward durations.
+func behaviourConfigs() []Config {
+	var cs []Config
+	blocks := []Penalty{{Kind: PenaltyBlock, Duration: 2500*ms + 3*us}, {Kind: PenaltyBlock, Duration: 40 * sec}}
+	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingWindowCounter} {
+		for _, lim := range []int64{1, 3} {
+			for _, w := range []time.Duration{1 * sec, 2500*ms + 7*us} {
+				base := Config{Algorithm: alg, Limit: lim, Window: w}
+				for _, p := range append(blocks, Penalty{Kind: PenaltyExtend}, Penalty{Kind: PenaltyRestart}) {
+					for _, cr := range []bool{false, true} {
+						c := base
+						c.Penalty, c.CountRejected = p, cr
+						cs = append(cs, c)
+						if p.Kind == PenaltyRestart && alg != SlidingLog {
+							c.Align = AlignEpoch
+							cs = append(cs, c)
+						}
+					}
+				}
+				for _, fi := range []time.Duration{300*ms + 1*us, 3 * w} {
+					c := base
+					c.ForgetIdle = fi
+					cs = append(cs, c)
+					c.Penalty = blocks[0]
+					cs = append(cs, c)
+					if alg != FixedWindow {
+						c.Penalty = Penalty{Kind: PenaltyExtend}
+						cs = append(cs, c)
+					}
+				}
+				if alg != SlidingLog {
+					c := base
+					c.Align, c.Phase = AlignTimer, w/3-w/3%us
+					cs = append(cs, c)
+					c.Penalty = Penalty{Kind: PenaltyRestart}
+					cs = append(cs, c)
+				}
+			}
+		}
+	}
+	for _, rate := range []float64{1, 3, 0.7, 7.0 / 60} {
+		for _, capacity := range []int64{1, 4} {
+			for _, alg := range []Algorithm{TokenBucket, GCRA} {
+				base := Config{Algorithm: alg, Rate: rate, Capacity: capacity}
+				for _, refill := range []Refill{RefillContinuous, RefillWhole, RefillInterval} {
+					c := base
+					c.Refill = refill
+					if refill == RefillInterval {
+						c.Phase = base.RefillPeriod() / 3
+						c.Phase -= c.Phase % us
+					}
+					cs = append(cs, c)
+					for _, p := range blocks {
+						b := c
+						b.Penalty = p
+						cs = append(cs, b)
+					}
+					for _, fi := range []time.Duration{700 * ms, 5 * sec} {
+						f := c
+						f.ForgetIdle = fi
+						cs = append(cs, f)
+						f.Penalty = blocks[0]
+						cs = append(cs, f)
+					}
+				}
+			}
 		}
 	}
 	return cs
@@ -200,15 +301,20 @@ func TestDecisionPromises(t *testing.T) {
 // FuzzStep checks checkStep's promises for random configurations and
 // arrival sequences; invalid configurations must still not panic.
 func FuzzStep(f *testing.F) {
-	f.Add(uint8(0), uint16(3), uint32(1_000_000), uint8(0), uint8(0), []byte{0, 0, 0, 0, 0, 0, 1, 0, 1})
-	f.Add(uint8(1), uint16(2), uint32(2_500_007), uint8(4), uint8(0), []byte{9, 9, 1, 0, 0, 2, 7, 7, 3})
-	f.Add(uint8(2), uint16(5), uint32(10_000_000), uint8(5), uint8(0), []byte{1, 200, 2, 0, 0, 0, 3, 1, 1})
-	f.Add(uint8(3), uint16(4), uint32(333_333), uint8(0), uint8(0), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 5, 1})
-	f.Add(uint8(4), uint16(4), uint32(1_000_000), uint8(0), uint8(0), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 244, 1})
-	f.Add(uint8(5), uint16(6), uint32(1_000_000), uint8(0), uint8(2), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
-	f.Add(uint8(4), uint16(1), uint32(60_000_000), uint8(0), uint8(0), []byte{0, 0, 0, 0xea, 0x60, 3, 0x27, 0x10, 3})
-	f.Add(uint8(5), uint16(0), uint32(0), uint8(0xff), uint8(9), []byte{})
-	f.Fuzz(func(t *testing.T, alg uint8, count uint16, spanUS uint32, flags uint8, delay uint8, times []byte) {
+	f.Add(uint8(0), uint16(3), uint32(1_000_000), uint8(0), uint8(0), uint8(0), []byte{0, 0, 0, 0, 0, 0, 1, 0, 1})
+	f.Add(uint8(1), uint16(2), uint32(2_500_007), uint8(4), uint8(0), uint8(0), []byte{9, 9, 1, 0, 0, 2, 7, 7, 3})
+	f.Add(uint8(2), uint16(5), uint32(10_000_000), uint8(5), uint8(0), uint8(0), []byte{1, 200, 2, 0, 0, 0, 3, 1, 1})
+	f.Add(uint8(3), uint16(4), uint32(333_333), uint8(0), uint8(0), uint8(0), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 5, 1})
+	f.Add(uint8(4), uint16(4), uint32(1_000_000), uint8(0), uint8(0), uint8(0), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 244, 1})
+	f.Add(uint8(5), uint16(6), uint32(1_000_000), uint8(0), uint8(2), uint8(0), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(uint8(4), uint16(1), uint32(60_000_000), uint8(0), uint8(0), uint8(0), []byte{0, 0, 0, 0xea, 0x60, 3, 0x27, 0x10, 3})
+	f.Add(uint8(5), uint16(0), uint32(0), uint8(0xff), uint8(9), uint8(0), []byte{})
+	f.Add(uint8(0), uint16(3), uint32(1_000_000), uint8(1), uint8(0), uint8(1), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 5, 3})
+	f.Add(uint8(1), uint16(2), uint32(2_500_007), uint8(0), uint8(0), uint8(2|4), []byte{9, 9, 1, 0, 0, 2, 7, 7, 3, 0, 1, 1, 0, 1, 3})
+	f.Add(uint8(2), uint16(5), uint32(10_000_000), uint8(0), uint8(0), uint8(3|32), []byte{1, 200, 2, 0, 0, 0, 3, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(uint8(3), uint16(4), uint32(333_333), uint8(0), uint8(0), uint8(8|1), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 5, 1})
+	f.Add(uint8(4), uint16(4), uint32(1_000_000), uint8(0), uint8(0), uint8(16|4), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 244, 1})
+	f.Fuzz(func(t *testing.T, alg uint8, count uint16, spanUS uint32, flags uint8, delay uint8, behave uint8, times []byte) {
 		cfg := Config{Algorithm: Algorithms[int(alg)%len(Algorithms)]}
 		if flags&0x80 != 0 { // nonsense mixtures, to exercise Validate
 			cfg.Limit, cfg.Window, cfg.Rate, cfg.Capacity = int64(count), time.Duration(spanUS)*us, float64(delay), int64(count)
@@ -229,6 +335,27 @@ func FuzzStep(f *testing.F) {
 		cfg.CountRejected = flags&4 != 0
 		cfg.NoDelay = flags&8 != 0
 		cfg.Delay = int64(delay)
+		// behave: bits 0–1 the penalty, 2 ForgetIdle, 3–4 the refill, 5
+		// AlignTimer; durations from spanUS.
+		span := time.Duration(spanUS) * us
+		switch behave & 3 {
+		case 1:
+			cfg.Penalty = Penalty{Kind: PenaltyBlock, Duration: 3*span + 7*us}
+		case 2:
+			cfg.Penalty = Penalty{Kind: PenaltyExtend}
+		case 3:
+			cfg.Penalty = Penalty{Kind: PenaltyRestart}
+		}
+		if behave&4 != 0 {
+			cfg.ForgetIdle = 2*span + 1*us
+		}
+		cfg.Refill = []Refill{"", RefillWhole, RefillInterval, "x"}[behave>>3&3]
+		if behave&32 != 0 {
+			cfg.Align, cfg.Phase = AlignTimer, span/3
+		}
+		if cfg.Refill == RefillInterval {
+			cfg.Phase = cfg.RefillPeriod() / 3
+		}
 		if flags&0x40 == 0 { // mostly, drop what the algorithm does not take
 			if !cfg.Algorithm.windowed() || cfg.Algorithm == SlidingLog {
 				cfg.Align = ""
@@ -241,6 +368,20 @@ func FuzzStep(f *testing.F) {
 			} else if cfg.NoDelay || cfg.Delay >= cfg.Capacity {
 				cfg.Delay = 0
 			}
+			switch k := cfg.Penalty.Kind; {
+			case k == PenaltyBlock && cfg.Algorithm == LeakyBucket,
+				(k == PenaltyExtend || k == PenaltyRestart) && !cfg.Algorithm.windowed():
+				cfg.Penalty = Penalty{}
+			case k == PenaltyExtend && cfg.Align != "":
+				cfg.Align = AlignFirstRequest
+			}
+			if cfg.Algorithm != TokenBucket && cfg.Algorithm != GCRA || cfg.Refill == "x" {
+				cfg.Refill = ""
+			}
+			if cfg.Align != AlignTimer && cfg.Refill != RefillInterval {
+				cfg.Phase = 0
+			}
+			cfg.Phase -= cfg.Phase % us
 		}
 		valid := cfg.Validate() == nil
 		now := t0

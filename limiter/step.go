@@ -19,11 +19,17 @@ import (
 // LeakyBucket apply nginx's rules (a jump back of up to 60 s counts as no
 // time passing, a longer one as 1 ms).
 //
+// The behaviours of c (Penalty, ForgetIdle, Refill, AlignTimer and Phase;
+// see PenaltyKind and Refill) apply as their godoc says; [State] gives the
+// layout they use.
+//
 // Rejected requests leave the State unchanged (the very State passed in)
-// unless CountRejected counts them. Decision.RetryAfter of a rejection is
-// the exact time until a retry succeeds if nothing else arrives meanwhile:
+// unless CountRejected counts them, a penalty triggers or ForgetIdle
+// records the request's time. Decision.RetryAfter of a rejection is the
+// exact time until a retry succeeds if nothing else arrives meanwhile:
 // stepping the returned State at now+RetryAfter admits, one microsecond
-// earlier rejects.
+// earlier rejects. This holds under every behaviour; under a penalty it is
+// the wait of a client that does not retry sooner (see [Decision]).
 //
 // c should be valid (see Validate); for an invalid Config the result is
 // unspecified, but Step does not panic.
@@ -39,7 +45,11 @@ func (c Config) Step(st State, now time.Time) (State, Decision) {
 // is the instant the bucket is full again; for FixedWindow the end of the
 // window, for SlidingLog the instant the newest logged request leaves it,
 // for SlidingWindowCounter the end of the window after the current one: at
-// most two windows after the key's last request.
+// most two windows after the key's last request. During a block it is the
+// block's end. Under RefillWhole a State is never equivalent to the zero
+// State by itself (the grid of ticks is the key's), and IdleAt is the
+// largest Time Step can represent (time.UnixMicro(math.MaxInt64)). Under
+// ForgetIdle it is at most the key's last request plus ForgetIdle.
 func (c Config) IdleAt(st State) time.Time {
 	if st.IsZero() {
 		return time.Time{}
@@ -48,7 +58,10 @@ func (c Config) IdleAt(st State) time.Time {
 	return time.UnixMicro(m.idleAt(st))
 }
 
-func (m *model) step(st State, now int64, inPlace bool) (State, Decision) {
+// decide steps st by the algorithm alone (with PenaltyExtend and
+// PenaltyRestart); step (stepbehaviour.go) wraps it with ForgetIdle and
+// the block.
+func (m *model) decide(st State, now int64, inPlace bool) (State, Decision) {
 	switch m.alg {
 	case FixedWindow:
 		return m.fixedWindow(st, now)
@@ -56,20 +69,23 @@ func (m *model) step(st State, now int64, inPlace bool) (State, Decision) {
 		return m.slidingLog(st, now, inPlace)
 	case SlidingWindowCounter:
 		return m.slidingWindowCounter(st, now)
-	case TokenBucket:
-		return m.tokenBucket(st, now)
-	case GCRA, LeakyBucket:
+	case TokenBucket, GCRA:
+		if m.whole {
+			return m.wholeBucket(st, now)
+		}
+		if m.alg == TokenBucket {
+			return m.tokenBucket(st, now)
+		}
+		return m.nginx(st, now)
+	case LeakyBucket:
 		return m.nginx(st, now)
 	}
 	return st, Decision{}
 }
 
-// idleAt returns the Unix µs from which st is equivalent to the zero State
-// (math.MinInt64 for the zero State).
-func (m *model) idleAt(st State) int64 {
-	if st.IsZero() {
-		return math.MinInt64
-	}
+// plainIdleAt returns the Unix µs from which st, a State of the algorithm
+// alone (no block, not RefillWhole), is equivalent to the zero State.
+func (m *model) plainIdleAt(st State) int64 {
 	switch m.alg {
 	case FixedWindow:
 		return sat(st.At, m.w)
@@ -96,17 +112,16 @@ func (m *model) idleAt(st State) int64 {
 func (m *model) fixedWindow(st State, now int64) (State, Decision) {
 	in := st
 	if st.Count == 0 || now >= sat(st.At, m.w) {
-		start := now
-		if m.epoch {
-			start = floorDiv(now, m.w) * m.w
-		}
-		st = State{At: start}
+		st = State{At: m.windowStart(now)}
 	}
 	ok := st.Count < m.limit
 	if !ok && !m.countRejected {
 		st = in
 	} else {
 		st.Count++
+	}
+	if m.restamp(ok) {
+		st = State{At: max(st.At, now), Count: st.Count}
 	}
 	d := Decision{Allowed: ok, Limit: m.limit, Remaining: max(m.limit-st.Count, 0)}
 	end := sat(st.At, m.w) - now
@@ -144,6 +159,17 @@ func (m *model) slidingLog(st State, now int64, inPlace bool) (State, Decision) 
 		}
 		st = State{Log: live}
 	}
+	if m.restamp(ok) { // every counted time becomes t
+		next := make([]int64, len(live))
+		if inPlace && cap(log) >= len(live) {
+			next = log[:len(live)]
+		}
+		for i := range next {
+			next[i] = t
+		}
+		live = next
+		st = State{Log: live}
+	}
 	d := Decision{Allowed: ok, Limit: m.limit, Remaining: m.limit - int64(len(live))}
 	if len(live) > 0 {
 		d.UntilFull = usDur(sat(live[len(live)-1], m.w) - now)
@@ -164,21 +190,13 @@ func (m *model) slidingWindowCounter(st State, now int64) (State, Decision) {
 	w := m.w
 	at, curr, prev := st.At, st.Count, st.Prev
 	idle := curr == 0 && prev == 0
-	if m.epoch {
-		start := floorDiv(now, w) * w
-		switch {
-		case idle || start >= sat(at, sat(w, w)):
-			at, curr, prev = start, 0, 0
-		case start >= sat(at, w):
-			at, curr, prev = sat(at, w), 0, curr
-		}
-	} else {
-		switch {
-		case idle || now >= sat(at, sat(w, w)):
-			at, curr, prev = now, 0, 0
-		case now >= sat(at, w):
-			at, curr, prev = sat(at, w), 0, curr
-		}
+	// Windows roll by W from At (aligned windows are aligned because a
+	// fresh one starts aligned; a re-anchored one rolls from its anchor).
+	switch {
+	case idle || now >= sat(at, sat(w, w)):
+		at, curr, prev = m.windowStart(now), 0, 0
+	case now >= sat(at, w):
+		at, curr, prev = sat(at, w), 0, curr
 	}
 	e := min(max(now-at, 0), w) // a clock running backwards stays at the window start
 	ok := mulDiv(prev, w-e, w)+curr < m.limit
@@ -187,6 +205,11 @@ func (m *model) slidingWindowCounter(st State, now int64) (State, Decision) {
 		st = State{At: at, Count: curr, Prev: prev}
 	} else {
 		st = in
+	}
+	if m.restamp(ok) { // the estimate becomes a window starting now
+		at, curr, prev = max(at, now), mulDiv(prev, w-e, w)+curr, 0
+		e = 0
+		st = State{At: at, Count: curr}
 	}
 	est := mulDiv(prev, w-e, w) + curr
 	d := Decision{Allowed: ok, Limit: m.limit, Remaining: max(m.limit-est, 0)}

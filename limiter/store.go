@@ -32,8 +32,14 @@ type StoreOptions struct {
 // algorithms at most two windows after its last request, for buckets when
 // the bucket is full again) is dropped by later Decide calls, which sweep
 // the least recently used end of their shard (and, opportunistically, of
-// one other shard). Forgetting such a key changes no decision. Expiry
-// follows the times passed to Decide, which should be roughly
+// one other shard). Forgetting such a key changes no decision. Under
+// ForgetIdle a key is idle at most ForgetIdle after its last request (and
+// Step treats it as the zero State from then on, dropped or not); during a
+// block it is idle at the block's end; under RefillWhole without ForgetIdle
+// it is never idle (its grid of ticks is its own), so such keys stay until
+// MaxKeys evicts them. A sweep stops at the first key still in use, so a
+// long block delays the drop of keys used before it (never a decision).
+// Expiry follows the times passed to Decide, which should be roughly
 // non-decreasing (a wall clock).
 //
 // Create a Store with NewStore; the zero Store is not usable.
@@ -176,9 +182,9 @@ func (s *Store) Len() int {
 }
 
 // sweep drops up to budget idle entries from the least recently used end,
-// stopping at the first one still in use. Since every key is idle at most
-// one bucket span or two windows after its last use, what remains was all
-// used within that time.
+// stopping at the first one still in use. Without blocks, RefillWhole or
+// ForgetIdle every key is idle at most one bucket span or two windows after
+// its last use, so what remains was all used within that time.
 func (sh *shard) sweep(now int64, budget int) {
 	for ; budget > 0; budget-- {
 		e := sh.lru.prev

@@ -58,13 +58,18 @@ func TestStoreMatchesStep(t *testing.T) {
 		{Algorithm: TokenBucket, Rate: 1.5, Capacity: 3},
 		{Algorithm: GCRA, Rate: 1.5, Capacity: 3},
 		{Algorithm: LeakyBucket, Rate: 1.5, Capacity: 3},
+		{Algorithm: FixedWindow, Limit: 3, Window: 2 * sec, Penalty: Penalty{Kind: PenaltyBlock, Duration: 1500 * ms}},
+		{Algorithm: SlidingLog, Limit: 3, Window: 2 * sec, Penalty: Penalty{Kind: PenaltyExtend}},
+		{Algorithm: SlidingWindowCounter, Limit: 3, Window: 2 * sec, Penalty: Penalty{Kind: PenaltyRestart}, ForgetIdle: 700 * ms},
+		{Algorithm: TokenBucket, Rate: 1.5, Capacity: 3, Refill: RefillWhole, ForgetIdle: 2 * sec},
+		{Algorithm: GCRA, Rate: 1.5, Capacity: 3, Refill: RefillInterval, Phase: 300 * ms, Penalty: Penalty{Kind: PenaltyBlock, Duration: sec}},
 	}
 	n := 30_000
 	if testing.Short() {
 		n = 10_000
 	}
 	for i, cfg := range cfgs {
-		t.Run(fmt.Sprintf("%s/%s/%v", cfg.Algorithm, cfg.Align, cfg.CountRejected), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/%s/%s/%v", i, cfg.Algorithm, cfg.Align, cfg.CountRejected), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(i), 3))
 			s := NewStore(cfg, StoreOptions{})
 			shadow := map[string]State{}

@@ -11,7 +11,7 @@ import (
 )
 
 // This file computes, from every request, what the HTML charts draw; the
-// drawing (html.go) only downsamples the results into pixel columns.
+// drawing (svg.go) only downsamples the results into pixel columns.
 
 // point is a value at a time.
 type point struct {

@@ -21,6 +21,8 @@
 // verdict is the latest one's. What this package computes — the display
 // classes, the run summary, trailing-window counts, Retry-After claims —
 // is for display, from every record; only the drawing is downsampled.
+// The HTML page is the embedded html/template html.tmpl, which escapes
+// every text it is given; svg.go computes the geometry of its SVG panels.
 //
 // Outcome classes are record.Classify's, under every reject status a
 // stored policy or inference declares. For display an accepted request is

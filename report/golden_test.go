@@ -27,3 +27,19 @@ func TestGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenHTML pins the HTML page of the merged scenario (two verdicts,
+// findings, an inference, two clients, window edges and Retry-After
+// claims): the template, its escaping and the SVG geometry together.
+func TestGoldenHTML(t *testing.T) {
+	for i, sc := range scenarios {
+		if sc.name != "merged" {
+			continue
+		}
+		var b bytes.Buffer
+		if err := HTML(&b, loadScenario(t, i)); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, sc.name+".html", b.Bytes())
+	}
+}

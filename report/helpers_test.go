@@ -158,7 +158,7 @@ func fixedWindowRun() synth {
 
 const bucketPolicy = `{"version":1,"endpoints":[{"rate":"2/s","capacity":4,"headers":["draft-8"]}]}`
 
-// bucketRun is a token bucket (capacity 4, 2/s) that keeps its policy; the
+// bucketRun is a token bucket (rate 2/s, capacity 4) that keeps its policy; the
 // findings are stored one per line, as single findings.
 func bucketRun() synth {
 	s := synth{header: header("agent-1", bucketPolicy, "http://127.0.0.1:9090/")}

@@ -39,6 +39,20 @@ func hostileRun() synth {
 	return s
 }
 
+// htmlOfRun writes s as a record file, reads it back and renders it.
+func htmlOfRun(t *testing.T, s synth) []byte {
+	t.Helper()
+	in, err := ReadFiles(writeRun(t, t.TempDir(), "run.jsonl", s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := HTML(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 // externalRefs tokenises page and returns every place that could fetch
 // something: attributes naming a URL that is not a #fragment or data:,
 // CSS url() or @import not of data:, and elements that load or run
@@ -127,16 +141,7 @@ func TestHTMLSelfContained(t *testing.T) {
 		}
 		pages[sc.name] = b.Bytes()
 	}
-	path := writeRun(t, t.TempDir(), "hostile.jsonl", hostileRun())
-	in, err := ReadFiles(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := HTML(&b, in); err != nil {
-		t.Fatal(err)
-	}
-	pages["hostile"] = b.Bytes()
+	pages["hostile"] = htmlOfRun(t, hostileRun())
 	if !bytes.Contains(pages["hostile"], []byte("evil.example")) {
 		t.Fatal("the hostile text is not on the page at all")
 	}
@@ -299,4 +304,127 @@ func countColor(img image.Image, hex string) int {
 		}
 	}
 	return n
+}
+
+// hostileTexts are what a remote server might send back to break out of
+// the page: markup, an attribute, the end of the stylesheet, and U+2028
+// (a line terminator in JavaScript; plain text in HTML).
+var hostileTexts = []string{
+	`<script>alert(1)</script>`,
+	`"onmouseover=alert(1) x="`,
+	`'onfocus='alert(1)`,
+	`</style><style>body{display:none}</style>`,
+	"line\u2028separator",
+}
+
+// TestHTMLEscapesHostileText: a hostile header value, body text and URL
+// reach the page as text, escaped by the template engine: no element or
+// attribute comes from them, the stylesheet stays ours, and each still
+// reads as it was sent.
+func TestHTMLEscapesHostileText(t *testing.T) {
+	evil := strings.Join(hostileTexts, " ")
+	s := fixedWindowRun()
+	s.header.Targets = []string{"http://127.0.0.1:8080/api?q=" + evil}
+	for i := range s.results {
+		r := &s.results[i]
+		r.URL = "http://127.0.0.1:8080/" + evil
+		if r.Headers != nil {
+			r.Headers.Set("Retry-After", evil) // a header value the server chose
+		}
+		r.Client = hostileTexts[i%len(hostileTexts)]
+		if r.Outcome == record.OutcomeError {
+			r.ErrMsg = evil
+		}
+	}
+	doc := s.findings[0].(map[string]any)
+	doc["targets"] = s.header.Targets
+	fs := doc["findings"].([]verify.Finding)
+	fs[0].Message = "the server answered: " + evil // body text quoted in a finding
+	fs[0].Endpoint = "GET /" + evil
+	fs[0].Client = evil
+	fs[0].Evidence.Headers = http.Header{"Ratelimit": {evil}, "X-Note": {evil}}
+	page := htmlOfRun(t, s)
+	for _, h := range hostileTexts {
+		if strings.ContainsAny(h, `<>"'`) && bytes.Contains(page, []byte(h)) {
+			t.Errorf("the page holds %q unescaped", h)
+		}
+	}
+	// Parse the page as a browser would: the hostile texts must be text.
+	root, err := html.Parse(bytes.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	styles := 0
+	for n := range root.Descendants() {
+		switch n.Type {
+		case html.TextNode:
+			texts = append(texts, n.Data)
+		case html.ElementNode:
+			switch n.Data {
+			case "script":
+				t.Errorf("the page has a <script> element")
+			case "style":
+				styles++
+				css := ""
+				if n.FirstChild != nil {
+					css = n.FirstChild.Data
+				}
+				if !strings.HasPrefix(css, "\n*{box-sizing:border-box}") || strings.Contains(css, "display:none") {
+					t.Errorf("the stylesheet is not ours: %.200q", css)
+				}
+			}
+			for _, a := range n.Attr {
+				if strings.HasPrefix(strings.ToLower(a.Key), "on") {
+					t.Errorf("<%s> has an attribute %s=%q", n.Data, a.Key, a.Val)
+				}
+			}
+		}
+	}
+	if styles != 1 {
+		t.Errorf("the page has %d <style> elements, want 1", styles)
+	}
+	all := strings.Join(texts, "\n")
+	for _, h := range hostileTexts {
+		if !strings.Contains(all, h) {
+			t.Errorf("%q does not read as text on the page", h)
+		}
+	}
+}
+
+// TestHTMLMarksAboveLanes: SVG paints in document order, so every lane's
+// opaque background must come before the request marks it lies under.
+func TestHTMLMarksAboveLanes(t *testing.T) {
+	var b bytes.Buffer
+	if err := HTML(&b, loadScenario(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	root, err := html.Parse(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lanes, marks, lanesAfterMarks := 0, 0, 0
+	for n := range root.Descendants() {
+		if n.Type != html.ElementNode {
+			continue
+		}
+		fill := ""
+		for _, a := range n.Attr {
+			if a.Key == "fill" {
+				fill = a.Val
+			}
+		}
+		switch {
+		case n.Data == "rect" && fill == colorLane:
+			lanes++
+			if marks > 0 {
+				lanesAfterMarks++
+			}
+		case n.Data == "path" && (fill == Accepted.Color() || fill == Rejected.Color()):
+			marks++
+		}
+	}
+	if lanes == 0 || marks == 0 || lanesAfterMarks > 0 {
+		t.Errorf("%d lane backgrounds, %d mark paths, %d backgrounds drawn over marks; want every background first", lanes, marks, lanesAfterMarks)
+	}
 }

@@ -132,7 +132,7 @@ func (in *Input) junitVerdict(v *Verdict, i int) []junitSuite {
 			Properties: []junitProperty{{"endpoint", k.endpoint}, {"check", k.check}}}
 		if v != nil && len(in.Verdicts) > 1 {
 			s.Name += " — " + in.verdictTitle(i)
-			s.Properties = append(s.Properties, junitProperty{"policy", describePolicy(&v.Report.Policy)},
+			s.Properties = append(s.Properties, junitProperty{"policy", v.Report.Policy.String()},
 				junitProperty{"time", verdictTime(v.Time)})
 		}
 		suites[k] = s

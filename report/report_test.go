@@ -37,7 +37,7 @@ func TestReadFindingForms(t *testing.T) {
 		len(c0.Report.Findings) != 2 || !c0.Time.Equal(start0.Add(5*time.Second)) || c0.File != whole {
 		t.Errorf("whole document = %+v", c0)
 	}
-	if got := describePolicy(&c0.Report.Policy); got != "GET /api: 10 in any 1s" {
+	if got := c0.Report.Policy.String(); got != "GET /api: 10 in any 1s" {
 		t.Errorf("whole document's policy = %q", got)
 	}
 	raw, _ := c0.Raw()
@@ -46,7 +46,7 @@ func TestReadFindingForms(t *testing.T) {
 		t.Errorf("stored document not kept verbatim without its type:\n got %.100s\nwant %.100s", raw, want)
 	}
 	if !c1.Synthetic || c1.Report.Schema != verify.SchemaAnalyze || c1.Report.Verdict != verify.VerdictPass ||
-		len(c1.Report.Findings) != 2 || c1.Report.RecordFile != single || describePolicy(&c1.Report.Policy) != "capacity 4, 2/s" {
+		len(c1.Report.Findings) != 2 || c1.Report.RecordFile != single || c1.Report.Policy.String() != "rate 2/s, capacity 4" {
 		t.Errorf("gathered document = %+v", c1)
 	}
 	if len(in.Inferences) != 1 || in.Inferences[0].Algorithm != "fixed-window" {
@@ -364,9 +364,9 @@ func TestStoredPolicies(t *testing.T) {
 	}
 	var got []string
 	for i := range in.Verdicts {
-		got = append(got, in.Verdicts[i].Report.Verdict+" "+describePolicy(&in.Verdicts[i].Report.Policy))
+		got = append(got, in.Verdicts[i].Report.Verdict+" "+in.Verdicts[i].Report.Policy.String())
 	}
-	want := []string{"pass no policy", "pass no policy", "fail no policy", "pass GET /a: capacity 4, 5/s per ip"}
+	want := []string{"pass no policy", "pass no policy", "fail no policy", "pass GET /a: rate 5/s, capacity 4 per ip"}
 	if !slices.Equal(got, want) {
 		t.Errorf("verdicts, latest first = %q, want %q", got, want)
 	}

@@ -138,7 +138,7 @@ func verdictTime(t time.Time) string {
 // and what it found.
 func verdictRow(v *Verdict) []string {
 	found := strings.Join(tallyOf(v.Report.Findings).parts(v.Report.Verdict), ", ")
-	return []string{verdictWord(v.Report.Verdict), verdictTime(v.Time), describePolicy(&v.Report.Policy), found}
+	return []string{verdictWord(v.Report.Verdict), verdictTime(v.Time), v.Report.Policy.String(), found}
 }
 
 // verdictTitle names a verdict in a heading: "verdict 2 of 3: PASS under
@@ -146,7 +146,7 @@ func verdictRow(v *Verdict) []string {
 func (in *Input) verdictTitle(i int) string {
 	v := &in.Verdicts[i]
 	return fmt.Sprintf("verdict %d of %d: %s under %s at %s", i+1, len(in.Verdicts), verdictWord(v.Report.Verdict),
-		describePolicy(&v.Report.Policy), verdictTime(v.Time))
+		v.Report.Policy.String(), verdictTime(v.Time))
 }
 
 // plural writes n and noun, with an s unless n is 1.

@@ -60,13 +60,13 @@ func TestVerdictsNeverSummed(t *testing.T) {
 		var got []string
 		for i := range in.Verdicts {
 			v := &in.Verdicts[i]
-			got = append(got, v.Report.Verdict+" under "+describePolicy(&v.Report.Policy)+" at "+verdictTime(v.Time))
+			got = append(got, v.Report.Verdict+" under "+v.Report.Policy.String()+" at "+verdictTime(v.Time))
 		}
 		passAt, failAt := "2025-03-01T12:01:00Z", "2025-03-01T12:00:20Z"
 		if !withTimes {
 			passAt, failAt = "time unknown", "time unknown"
 		}
-		want := []string{"pass under capacity 4, 2/s at " + passAt, "fail under 3 in any 10s at " + failAt}
+		want := []string{"pass under rate 2/s, capacity 4 at " + passAt, "fail under 3 in any 10s at " + failAt}
 		if !slices.Equal(got, want) {
 			t.Fatalf("times %v: verdicts = %q, want %q", withTimes, got, want)
 		}
@@ -85,7 +85,7 @@ func TestVerdictsNeverSummed(t *testing.T) {
 		}
 		for _, w := range []string{
 			"Verdicts (2, latest first)",
-			"PASS     " + passAt + "  capacity 4, 2/s",
+			"PASS     " + passAt + "  rate 2/s, capacity 4",
 			"FAIL     " + failAt + "  3 in any 10s",
 			"Findings of verdict 2 of 2: FAIL under 3 in any 10s at " + failAt + " (1)",
 		} {
@@ -102,7 +102,7 @@ func TestVerdictsNeverSummed(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !strings.Contains(md.String(), "### ✅ rlprobe: PASS") ||
-			!strings.Contains(md.String(), "| PASS | "+passAt+" | capacity 4, 2/s | no certain error |") ||
+			!strings.Contains(md.String(), "| PASS | "+passAt+" | rate 2/s, capacity 4 | no certain error |") ||
 			!strings.Contains(md.String(), "| FAIL | "+failAt+" | 3 in any 10s | 1 certain error (window-limit-exceeded) |") ||
 			!strings.Contains(md.String(), "| ❌ | 2 | error (certain) | `window-limit-exceeded`") {
 			t.Errorf("times %v: markdown:\n%s", withTimes, md.String())

@@ -202,7 +202,7 @@ func (s *Session) advertised(pre record.Result, opts CheckOptions) (*verify.Poli
 	if err := s.checkClients(pol); err != nil {
 		return nil, err
 	}
-	s.line("policy: advertised by the target: %s", DescribePolicy(pol))
+	s.line("policy: advertised by the target: %s", pol.String())
 	return pol, nil
 }
 
@@ -381,15 +381,6 @@ func (s *Session) runRule(ctx context.Context, rule verify.Endpoint, opts CheckO
 	return err
 }
 
-// DescribePolicy is the policy in one line.
-func DescribePolicy(p *verify.Policy) string {
-	parts := make([]string, len(p.Endpoints))
-	for i := range p.Endpoints {
-		parts[i] = p.Endpoints[i].String()
-	}
-	return strings.Join(parts, "; ")
-}
-
 // planLine describes the suite's plan: its checks and planned duration.
 func planLine(p *verify.Policy, only, skip []string) string {
 	var checks []string
@@ -400,5 +391,5 @@ func planLine(p *verify.Policy, only, skip []string) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s for %s, at most %v", strings.Join(checks, ", "), DescribePolicy(p), units.HumanDuration(verify.PlanDuration(*p, only, skip)))
+	return fmt.Sprintf("%s for %s, at most %v", strings.Join(checks, ", "), p.String(), units.HumanDuration(verify.PlanDuration(*p, only, skip)))
 }

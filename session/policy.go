@@ -26,6 +26,7 @@ type PolicySpec struct {
 	Status     int
 	Headers    string // dialects, comma-separated
 	RetryAfter string
+	Penalty    string // block:D, extend or restart (limiter.ParsePenalty)
 	Draft      string // --policy: the RateLimit-Policy syntax
 	File       string // --policy-file
 	// Changed reports whether the user gave the field of a flag name
@@ -37,13 +38,13 @@ type PolicySpec struct {
 
 // PolicyFlags are the names of the policy flags of contract.md, one per
 // field of a PolicySpec, in the order the CLI lists them.
-var PolicyFlags = []string{"limit", "window", "window-type", "align", "rate", "capacity", "burst", "key", "status", "headers", "retry-after", "policy", "policy-file"}
+var PolicyFlags = []string{"limit", "window", "window-type", "align", "rate", "capacity", "burst", "key", "status", "headers", "retry-after", "penalty", "policy", "policy-file"}
 
 // quotaFlags declare a quota; modifierFlags refine it (or an advertised
 // policy).
 var (
 	quotaFlags    = []string{"limit", "window", "rate", "capacity", "burst"}
-	modifierFlags = []string{"window-type", "align", "key", "status", "headers", "retry-after"}
+	modifierFlags = []string{"window-type", "align", "key", "status", "headers", "retry-after", "penalty"}
 )
 
 func (p *PolicySpec) set(name string) bool { return p.Changed != nil && p.Changed(name) }
@@ -210,9 +211,18 @@ func (p *PolicySpec) applyModifiers(e *verify.Endpoint) {
 	if p.set("retry-after") {
 		e.RetryAfter = p.RetryAfter
 	}
+	if p.set("penalty") {
+		// limiter.ParsePenalty, through the field's UnmarshalText; a
+		// spelling it refuses is kept as the kind, which Validate names.
+		if err := e.Penalty.UnmarshalText([]byte(p.Penalty)); err != nil {
+			e.Penalty.Duration = 0
+			setString(&e.Penalty.Kind, p.Penalty)
+		}
+	}
 }
 
-// setString sets a string-typed field (limiter.Align) from its spelling.
+// setString sets a string-typed field (limiter.Align, limiter.PenaltyKind)
+// from its spelling.
 func setString[T ~string](dst *T, s string) { *dst = T(s) }
 
 // checkModifiers validates the modifier flags on a stand-in quota.

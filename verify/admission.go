@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 
+	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/record"
 )
 
@@ -52,13 +53,14 @@ func (r *rule) noLimiting(t *traffic) []Finding {
 
 // availMax bounds from above the quota available to the group over
 // [lo, hi], given the accepted requests prior (not in the set judged):
-// only prior requests that certainly still count are subtracted.
-func (r *rule) availMax(lo, hi int64, prior []*obs) int64 {
+// only prior requests that certainly still count are subtracted. wins are
+// the fixed windows to judge in.
+func (r *rule) availMax(lo, hi int64, prior []*obs, wins []Window) int64 {
 	switch {
 	case r.e.IsBucket():
 		return r.bucketAvailMax(lo, hi, prior)
 	case r.e.WindowType == Fixed:
-		return r.fixedAvailMax(lo, hi, prior)
+		return r.fixedAvailMax(lo, hi, prior, wins)
 	}
 	return r.slidingAvailMax(lo, hi, prior)
 }
@@ -68,18 +70,32 @@ func (r *rule) availMax(lo, hi int64, prior []*obs) int64 {
 // fixed-window policy only the current window's acceptances count, so a
 // sliding-window counter, which honestly rejects early after a busy
 // previous window, shows here: it stays a warning (the policy's promise is
-// kept, but clients get less than it grants), never hidden.
-func (r *rule) underAdmission(t *traffic) []Finding {
+// kept, but clients get less than it grants), never hidden. A rejection a
+// declared penalty may explain is expected (penaltyExplains; under extend
+// the count runs over the busy period, extendLeft), and one that is
+// evidence of an undeclared penalty (penalty, from undeclaredPenalty) is
+// reported as that.
+func (r *rule) underAdmission(t *traffic, penalty map[*obs]bool) []Finding {
 	q := r.e.Quota()
 	slack := max(1, (q+9)/10)
-	judged := filter(t.judged, func(o *obs) bool { return o.class == record.ClassRejected })
+	explains := r.penaltyExplains(t)
+	judged := filter(t.judged, func(o *obs) bool {
+		return o.class == record.ClassRejected && !penalty[o] && (explains == nil || !explains(o))
+	})
 	if len(judged) == 0 {
 		return nil
 	}
 	var left func(o *obs) int64
 	switch {
+	case r.e.Penalty.Kind == limiter.PenaltyExtend:
+		left = r.extendLeft(t)
 	case r.e.IsBucket():
 		left = r.bucketPessimist(t.acc)
+	case r.e.WindowType == Fixed && r.sp != nil && r.e.firstRequest():
+		// The windows of a stretch that is not clean are unknown; a fixed
+		// window holds no more than the window's length before a
+		// rejection does.
+		left = r.slidingLeft(t.acc)
 	case r.e.WindowType == Fixed:
 		left = r.fixedLeft(t.acc)
 	default:

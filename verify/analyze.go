@@ -73,14 +73,15 @@ type Options struct {
 	// records were made (a watch in production): a finding that their
 	// unseen requests could explain — a remaining lower than the probe's
 	// own count leaves, retries rejected after the advertised moment,
-	// rejections below the limit — is possible, never certain. Counts of
+	// rejections below the limit, a key refused long after its quota
+	// returned — is possible, never certain. Counts of
 	// accepted requests stay certain: unseen traffic only adds to them.
 	SharedQuota bool
 }
 
 // foreignExplains lists the findings that another client's requests,
 // unseen by the probe, could cause on an honest server.
-var foreignExplains = []string{IDRateLimitHeaderInconsistent, IDRetryAfterEarly, IDUnderAdmission}
+var foreignExplains = []string{IDRateLimitHeaderInconsistent, IDRetryAfterEarly, IDUnderAdmission, IDUndeclaredPenalty}
 
 // Analyze judges the merged records against the policy p (normalized,
 // valid) and returns the document. It reads no clock and runs in
@@ -173,6 +174,8 @@ type rule struct {
 	all      []*obs
 	origin   int64    // Unix ns of relative time 0
 	wins     []Window // fixed windows of the group being analyzed
+	// sp cuts the group's counts at refusals (penalty.go); nil: no cut.
+	sp *split
 }
 
 // traffic is the observations of one quota key, split the ways the checks
@@ -253,8 +256,12 @@ func analyzeRule(m *record.Merged, e *Endpoint) []Finding {
 // With no limiting at all, the counts, races and spoofed keys say nothing
 // more; a count violation makes the remaining values' consistency moot.
 func (r *rule) group(t *traffic) []Finding {
-	r.wins = nil
-	if r.e.WindowType == Fixed {
+	r.wins, r.sp = nil, r.splitOf(t)
+	switch {
+	case r.e.WindowType != Fixed:
+	case r.sp != nil && r.e.firstRequest():
+		r.wins = r.sp.splitWindows()
+	default:
 		r.wins = r.windowsFor(t.os)
 	}
 	out := r.noLimiting(t)
@@ -269,7 +276,9 @@ func (r *rule) group(t *traffic) []Finding {
 		out = append(out, r.race(t)...)
 		out = append(out, r.keySpoof(t)...)
 	}
-	out = append(out, r.underAdmission(t)...)
+	penalty, witnesses := r.undeclaredPenalty(t)
+	out = append(out, penalty...)
+	out = append(out, r.underAdmission(t, witnesses)...)
 	out = append(out, r.statusMismatch(t)...)
 	out = append(out, r.retryAfter(t)...)
 	out = append(out, r.malformed(t)...)

@@ -22,30 +22,56 @@ import (
 func burstWindow(rate float64) int64 { return int64(math.Ceil(1e9 / (4 * rate))) }
 
 // bucketCounts raises burst-limit-exceeded and rate-limit-exceeded for the
-// accepted requests outside the race and key-spoof probes.
+// accepted requests outside the race and key-spoof probes — of one
+// stretch, when a declared block refills the bucket at its end
+// (countSets).
 func (r *rule) bucketCounts(t *traffic) []Finding {
-	e, acc := r.e, t.counted
-	iv := ivsOf(acc)
-	var out []Finding
-	c, p := MaxBucketExcess(iv, e.Rate, burstWindow(e.Rate))
+	e := r.e
 	capF := float64(e.Capacity) + 1e-6
+	var c, p BucketSpan
+	var cAcc, pAcc []*obs
+	certain, possible := r.countSets(t)
+	for _, set := range certain {
+		if s, _ := MaxBucketExcess(ivsOf(set.os), e.Rate, burstWindow(e.Rate)); s.Count > 0 && (cAcc == nil || s.Excess > c.Excess) {
+			c, cAcc = s, set.os
+		}
+	}
+	for _, set := range possible {
+		if _, s := MaxBucketExcess(ivsOf(set.os), e.Rate, burstWindow(e.Rate)); s.Count > 0 && (pAcc == nil || s.Excess > p.Excess) {
+			p, pAcc = s, set.os
+		}
+	}
+	var out []Finding
 	switch {
 	case c.Excess > capF:
-		ev := pick(acc, c.Members)
+		ev := pick(cAcc, c.Members)
 		b := c.Bound(e.Capacity, e.Rate)
 		out = append(out, r.finding(IDBurstLimitExceeded, Certain, t.g, ev, Finding{
 			Message:  fmt.Sprintf("%d requests were accepted within %s (capacity %d + %s × %s allows %d)", c.Count, dur(c.Length), e.Capacity, units.FormatRate(e.Rate), dur(c.Length), b),
 			Evidence: Evidence{StartNS: c.Start, EndNS: c.End, Count: c.Count, Bound: bound(b), Refs: refsOf(ev), Headers: ev[len(ev)-1].res.Headers},
 		}))
 	case p.Excess > capF:
-		ev := pick(acc, p.Members)
+		ev := pick(pAcc, p.Members)
 		b := p.Bound(e.Capacity, e.Rate)
 		out = append(out, r.finding(IDBurstLimitExceeded, Possible, t.g, ev, Finding{
 			Message:  fmt.Sprintf("%d requests may have been accepted within %s (capacity %d allows %d); measurement uncertainty leaves it open", p.Count, dur(p.Length), e.Capacity, b),
 			Evidence: Evidence{StartNS: p.Start, EndNS: p.End, Count: p.Count, Bound: bound(b), Refs: refsOf(ev), Headers: ev[len(ev)-1].res.Headers},
 		}))
 	}
-	return append(out, r.bucketRate(t.g, acc, iv)...)
+	// The sustained rate: certain from the certain sets, else possible
+	// from the others.
+	for _, set := range certain {
+		if f := r.bucketRate(t.g, set.os, ivsOf(set.os)); len(f) > 0 && f[0].Certainty == Certain {
+			return append(out, f...)
+		}
+	}
+	for _, set := range possible {
+		if f := r.bucketRate(t.g, set.os, ivsOf(set.os)); len(f) > 0 {
+			f[0].Certainty = Possible
+			return append(out, f...)
+		}
+	}
+	return out
 }
 
 // bucketRate judges the sustained rate: a bucket admits at most

@@ -70,6 +70,7 @@ const (
 	IDRetryAfterMissing           = "retry-after-missing"
 	IDRetryAfterLate              = "retry-after-late"
 	IDUnderAdmission              = "under-admission"
+	IDUndeclaredPenalty           = "undeclared-penalty"
 	IDRateLimitHeaderMissing      = "ratelimit-header-missing"
 	IDConfigNotEnforced           = "config-not-enforced"
 	IDConfigMismatch              = "config-mismatch"
@@ -110,6 +111,7 @@ var findingTable = []findingSpec{
 	{IDRetryAfterMissing, SeverityWarning, CheckRetryAfter, "Send Retry-After on rejections so that clients know when to retry."},
 	{IDRetryAfterLate, SeverityWarning, CheckRetryAfter, "Retry-After asks clients to wait much longer than needed: advertise the real wait."},
 	{IDUnderAdmission, SeverityWarning, CheckBurst, "Requests were rejected well below the declared limit: check for rejected requests counting against the quota, a smaller configured limit, or a key shared with other traffic; a sliding-window counter also rejects early after a busy window, as it weighs in the previous window's traffic."},
+	{IDUndeclaredPenalty, SeverityWarning, CheckRecovery, "The key stayed refused long after its quota returned: the limiter penalises clients that exceed it (a block, or a window that refusals or requests extend); declare it with --penalty (penalty: in a policy file) if it is intended, and send a Retry-After that says when a retry is admitted."},
 	{IDRateLimitHeaderMissing, SeverityInfo, CheckHeaders, "Send rate-limit headers (e.g. RateLimit and RateLimit-Policy) so that clients can pace themselves."},
 	// Raised beside the check suite: by limitconf (a config held against
 	// the live target) and by watch (drift).

@@ -123,6 +123,14 @@ func (r *rule) consistency(t *traffic) []Finding {
 	}
 	acc := filter(t.acc, func(o *obs) bool { return !slices.Contains(t.spoofed, o) })
 	switch {
+	case r.e.IsBucket() && r.sp != nil:
+		// A declared block refills the bucket when it ends: each clean
+		// stretch is replayed from full.
+		for _, s := range r.sp.list {
+			if s.clean() {
+				r.bucketBand(t, r.sp.inStretch(acc, s), c.note)
+			}
+		}
 	case r.e.IsBucket():
 		r.bucketBand(t, acc, c.note)
 	case r.e.WindowType == Fixed:
@@ -166,7 +174,7 @@ func (r *rule) resetContradicted(t *traffic, o *obs, l headers.Limit, c *inconsi
 	if l.Dialect == headers.Draft8 {
 		name = "t"
 	}
-	if ev := earlyRetries(t, o, o.recv+o.u+d); ev != nil {
+	if ev := r.earlyRetries(t, o, o.recv+o.u+d); ev != nil {
 		for _, x := range ev {
 			c.note(x, "%s=%s, yet both requests at or after it were rejected", name, dur(d))
 		}

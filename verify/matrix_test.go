@@ -231,6 +231,8 @@ func TestFindingMatrix(t *testing.T) {
 			server: testserver.Policy{Limiter: slog(5, w4), RetryAfter: testserver.RetryLate}, rule: sliding(5, w4)}, verify.Certain},
 		{verify.IDUnderAdmission, matrixCase{name: "limit 3 vs declared 5 in any 2 s",
 			server: testserver.Policy{Limiter: slog(3, w2), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain},
+		{verify.IDUndeclaredPenalty, matrixCase{name: "block:10s undeclared, 5 in any 2 s",
+			server: testserver.Policy{Limiter: withBlock(slog(5, w2), 10*time.Second), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain},
 		{verify.IDRateLimitHeaderMissing, matrixCase{name: "no headers, draft-8 declared",
 			server: testserver.Policy{Limiter: slog(5, w2), Dialects: none}, rule: withHeaders(sliding(5, w2), "draft-8")}, verify.Certain},
 	}
@@ -238,6 +240,7 @@ func TestFindingMatrix(t *testing.T) {
 	for _, row := range rows {
 		seen[row.id] = true
 		t.Run(row.id, func(t *testing.T) {
+			skipWithoutPenalties(t, row.c.server.Limiter)
 			rep := runCheck(t, row.c)
 			got := findingIDs(rep)
 			for id, c := range got {
@@ -258,6 +261,57 @@ func TestFindingMatrix(t *testing.T) {
 		if !seen[id] {
 			t.Errorf("the matrix has no row for %s", id)
 		}
+	}
+}
+
+// withBlock gives c the penalty block:d.
+func withBlock(c limiter.Config, d time.Duration) limiter.Config {
+	c.Penalty = limiter.Penalty{Kind: limiter.PenaltyBlock, Duration: d}
+	return c
+}
+
+// skipWithoutPenalties skips a test of a server with a penalty while
+// limiter.Step does not apply penalties (they land on their own branch).
+func skipWithoutPenalties(t *testing.T, c limiter.Config) {
+	t.Helper()
+	if c.Penalty.IsZero() {
+		return
+	}
+	probe := limiter.Config{Algorithm: limiter.SlidingLog, Limit: 1, Window: time.Second,
+		Penalty: limiter.Penalty{Kind: limiter.PenaltyBlock, Duration: time.Hour}}
+	now := time.Unix(1e9, 0)
+	st, _ := probe.Step(limiter.State{}, now)
+	st, _ = probe.Step(st, now)
+	if _, d := probe.Step(st, now.Add(2*time.Second)); d.Allowed {
+		t.Skip("limiter.Step does not apply penalties yet")
+	}
+}
+
+// TestPenaltyMatrix: the reference server blocking a key for 10 s after
+// it exceeds 5 in any 2 s raises undeclared-penalty, never
+// window-limit-exceeded (TestFindingMatrix); with the block declared, the
+// same server raises nothing certain.
+func TestPenaltyMatrix(t *testing.T) {
+	const w2 = 2 * time.Second
+	for _, c := range []matrixCase{
+		{name: "sliding-log, block:10s declared", server: testserver.Policy{Limiter: withBlock(limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: w2}, 10*time.Second),
+			Dialects: []headers.Dialect{headers.None}}, rule: func() verify.Endpoint {
+			e := sliding(5, w2)
+			e.Headers = []string{"none"}
+			e.Penalty = limiter.Penalty{Kind: limiter.PenaltyBlock, Duration: 10 * time.Second}
+			return e
+		}()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			skipWithoutPenalties(t, c.server.Limiter)
+			rep := runCheck(t, c)
+			for _, f := range rep.Findings {
+				if f.Certainty == verify.Certain {
+					t.Errorf("%s: a certain finding:%s", c.name, describe(rep))
+					break
+				}
+			}
+		})
 	}
 }
 

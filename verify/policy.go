@@ -1,18 +1,15 @@
 package verify
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/dunglas/httpsfv"
-	"go.yaml.in/yaml/v3"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/rlprobe/rlprobe/headers"
@@ -117,6 +114,12 @@ type Endpoint struct {
 	// RetryAfter is RetryAfterRequired or RetryAfterOptional ("" =
 	// optional).
 	RetryAfter string
+	// Penalty is what the limiter does to a key after refusing it, beyond
+	// counting (limiter.PenaltyKind): block:D for any rule, extend and
+	// restart for windows only. The zero Penalty declares none, and a
+	// penalty the target applies anyway is the finding
+	// undeclared-penalty.
+	Penalty limiter.Penalty
 
 	lines map[string]int // field → line, for files
 }
@@ -153,30 +156,21 @@ func (e *Endpoint) Period() time.Duration {
 	return time.Duration(math.Ceil(float64(c) / e.Rate * 1e9))
 }
 
+// Fresh is the time after a key's last refusal before its quota is surely
+// whole again when the key is left alone: the period, or a declared block
+// if longer (extend and restart end a period after the last request or
+// refusal, as the period does).
+func (e *Endpoint) Fresh() time.Duration {
+	if e.Penalty.Kind == limiter.PenaltyBlock {
+		return max(e.Period(), e.Penalty.Duration)
+	}
+	return e.Period()
+}
+
 // PerClient reports whether each client has its own quota.
 func (e *Endpoint) PerClient() bool { return e.Key != "" && e.Key != KeyGlobal }
 
-// String describes the rule in one line, e.g. `100 in any 1m0s` or
-// `rate 1/s, capacity 4`.
-func (e *Endpoint) String() string {
-	var b strings.Builder
-	if e.Method != "" || e.Path != "" {
-		fmt.Fprintf(&b, "%s %s: ", cmp(e.Method, "*"), cmp(e.Path, "/*"))
-	}
-	switch {
-	case e.IsBucket():
-		fmt.Fprintf(&b, "rate %s, capacity %d", units.FormatRate(e.Rate), e.capacity())
-	case e.WindowType == Fixed:
-		fmt.Fprintf(&b, "%d per %s window (%s-aligned)", e.Limit, e.Window, cmp(string(e.Align), string(limiter.AlignFirstRequest)))
-	default:
-		fmt.Fprintf(&b, "%d in any %s", e.Limit, e.Window)
-	}
-	if e.PerClient() {
-		fmt.Fprintf(&b, " per %s", e.Key)
-	}
-	return b.String()
-}
-
+// cmp returns s, or def when s is empty.
 func cmp(s, def string) string {
 	if s == "" {
 		return def
@@ -358,6 +352,19 @@ func (e *Endpoint) validate(prefix string, ps *problems) {
 	default:
 		add("retry_after", "must be required or optional, not %q", e.RetryAfter)
 	}
+	switch pen := e.Penalty; pen.Kind {
+	case limiter.PenaltyNone:
+	case limiter.PenaltyBlock:
+		if pen.Duration <= 0 {
+			add("penalty", "a block lasts more than 0, e.g. block:30s")
+		}
+	case limiter.PenaltyExtend, limiter.PenaltyRestart:
+		if bucket && !window {
+			add("penalty", "%s moves a window's end: it needs a window policy (limit, window); a bucket takes block:DURATION", pen.Kind)
+		}
+	default:
+		add("penalty", "must be block:DURATION (e.g. block:30s), extend or restart, not %q", pen.Kind)
+	}
 }
 
 // Normalize returns the policy with defaults made explicit: capacity
@@ -414,6 +421,7 @@ type endpointJSON struct {
 	Status     int      `json:"status,omitempty"`
 	Headers    []string `json:"headers,omitempty"`
 	RetryAfter string   `json:"retry_after,omitempty"`
+	Penalty    string   `json:"penalty,omitempty"`
 }
 
 // MarshalJSON writes the rule with the contract's names, durations in Go
@@ -423,7 +431,7 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 		Path: e.Path, Method: e.Method, Name: e.Name, Limit: e.Limit,
 		WindowType: string(e.WindowType), Align: string(e.Align),
 		Capacity: e.Capacity, Burst: e.Burst, Key: e.Key, Status: e.Status,
-		Headers: e.Headers, RetryAfter: e.RetryAfter,
+		Headers: e.Headers, RetryAfter: e.RetryAfter, Penalty: e.Penalty.String(),
 	}
 	if e.Window != 0 {
 		w.Window = e.Window.String()
@@ -432,238 +440,6 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 		w.Rate = units.FormatRate(e.Rate)
 	}
 	return json.Marshal(w)
-}
-
-// UnmarshalJSON reads a policy document (JSON is read as YAML, so unknown
-// keys are errors with line numbers). It does not validate.
-func (p *Policy) UnmarshalJSON(data []byte) error {
-	q, ps := decodePolicy(data, "")
-	if err := ps.err(""); err != nil {
-		return err
-	}
-	*p = *q
-	return nil
-}
-
-// ParsePolicyFile reads a policy file (YAML or JSON: `version: 1`,
-// `endpoints: [...]`), validates it and returns it normalized. Unknown keys,
-// bad values and invalid rules are reported together, with line numbers,
-// as a *PolicyError; name is the file name used in messages.
-func ParsePolicyFile(data []byte, name string) (Policy, error) {
-	p, ps := decodePolicy(data, name)
-	if p == nil {
-		return Policy{}, ps.err(name)
-	}
-	// Validate what decoded; a field that did not decode is reported once.
-	var vs problems
-	p.validate(&vs)
-	bad := map[string]bool{}
-	for _, q := range ps.list {
-		bad[q.Field] = true
-	}
-	for _, q := range vs.list {
-		if !bad[q.Field] {
-			ps.list = append(ps.list, q)
-		}
-	}
-	slices.SortStableFunc(ps.list, func(a, b Problem) int { return lineOrder(a.Line) - lineOrder(b.Line) })
-	if err := ps.err(name); err != nil {
-		return Policy{}, err
-	}
-	return p.Normalize(), nil
-}
-
-// lineOrder sorts problems by line, those without one last.
-func lineOrder(l int) int {
-	if l == 0 {
-		return math.MaxInt32
-	}
-	return l
-}
-
-// decodePolicy builds a Policy from YAML/JSON, collecting every decoding
-// problem (unknown keys, wrong types, bad durations and rates).
-func decodePolicy(data []byte, name string) (*Policy, *problems) {
-	var doc yaml.Node
-	var ps problems
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		ps.add("file", 0, "not YAML or JSON: %s", strings.TrimPrefix(err.Error(), "yaml: "))
-		return nil, &ps
-	}
-	p := &Policy{source: name, lines: map[string]int{}}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	if root.Kind != yaml.MappingNode {
-		ps.add("file", root.Line, "must be a mapping with version and endpoints")
-		return nil, &ps
-	}
-	p.lines["endpoints"] = root.Line
-	seenVersion := false
-	forEachKey(root, "", &ps, func(key string, v *yaml.Node) {
-		switch key {
-		case "version":
-			seenVersion = true
-			p.lines["version"] = v.Line
-			p.Version = int(scalarInt(v, "version", &ps))
-		case "endpoints":
-			p.lines["endpoints"] = v.Line
-			if v.Kind != yaml.SequenceNode {
-				ps.add("endpoints", v.Line, "must be a list of rules")
-				return
-			}
-			for i, item := range v.Content {
-				p.Endpoints = append(p.Endpoints, decodeEndpoint(item, fmt.Sprintf("endpoints[%d].", i), &ps))
-			}
-		default:
-			ps.add(key, v.Line, "unknown key (want version, endpoints)")
-		}
-	})
-	if !seenVersion {
-		ps.add("version", root.Line, "missing: add version: %d", PolicyVersion)
-		p.Version = PolicyVersion
-	}
-	return p, &ps
-}
-
-// forEachKey calls f for each key of a mapping, reporting duplicates and
-// non-scalar keys.
-func forEachKey(m *yaml.Node, prefix string, ps *problems, f func(key string, v *yaml.Node)) {
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			ps.add(prefix+"?", k.Line, "keys must be plain names")
-			continue
-		}
-		if seen[k.Value] {
-			ps.add(prefix+k.Value, k.Line, "given twice")
-			continue
-		}
-		seen[k.Value] = true
-		if v.Kind == yaml.AliasNode {
-			ps.add(prefix+k.Value, v.Line, "aliases are not supported in policy files")
-			continue
-		}
-		f(k.Value, v)
-	}
-}
-
-func scalar(v *yaml.Node, field string, ps *problems) (string, bool) {
-	if v.Kind != yaml.ScalarNode {
-		ps.add(field, v.Line, "must be a single value")
-		return "", false
-	}
-	return v.Value, true
-}
-
-func scalarInt(v *yaml.Node, field string, ps *problems) int64 {
-	s, ok := scalar(v, field, ps)
-	if !ok {
-		return 0
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v.Tag != "!!int" {
-		ps.add(field, v.Line, "must be a whole number, not %q", s)
-		return 0
-	}
-	return n
-}
-
-func scalarString(v *yaml.Node, field string, ps *problems) string {
-	s, ok := scalar(v, field, ps)
-	if !ok {
-		return ""
-	}
-	if v.Tag != "!!str" {
-		ps.add(field, v.Line, "must be text, not %q", s)
-		return ""
-	}
-	return s
-}
-
-func decodeEndpoint(n *yaml.Node, prefix string, ps *problems) Endpoint {
-	e := Endpoint{lines: map[string]int{}}
-	if n.Kind != yaml.MappingNode {
-		ps.add(strings.TrimSuffix(prefix, "."), n.Line, "must be a mapping of rule fields")
-		return e
-	}
-	e.lines[""] = n.Line
-	forEachKey(n, prefix, ps, func(key string, v *yaml.Node) {
-		field := prefix + key
-		e.lines[key] = v.Line
-		switch key {
-		case "path":
-			e.Path = scalarString(v, field, ps)
-		case "method":
-			e.Method = scalarString(v, field, ps)
-		case "name":
-			e.Name = scalarString(v, field, ps)
-		case "limit":
-			e.Limit = scalarInt(v, field, ps)
-		case "window":
-			if s, ok := scalar(v, field, ps); ok {
-				d, err := units.ParseDuration(s)
-				if err != nil {
-					ps.add(field, v.Line, "%v", err)
-				}
-				e.Window = d
-			}
-		case "window_type":
-			e.WindowType = WindowType(scalarString(v, field, ps))
-		case "align":
-			e.Align = limiter.Align(scalarString(v, field, ps))
-		case "rate":
-			if s, ok := scalar(v, field, ps); ok {
-				r, err := units.ParseRate(s)
-				if err != nil {
-					ps.add(field, v.Line, "%v", err)
-				}
-				e.Rate = r
-			}
-		case "capacity":
-			e.Capacity = scalarInt(v, field, ps)
-		case "burst":
-			b := scalarInt(v, field, ps)
-			e.Burst = &b
-		case "key":
-			e.Key = scalarString(v, field, ps)
-		case "status":
-			e.Status = int(scalarInt(v, field, ps))
-		case "headers":
-			switch v.Kind {
-			case yaml.SequenceNode:
-				for i, d := range v.Content {
-					if s := scalarString(d, fmt.Sprintf("%s[%d]", field, i), ps); s != "" {
-						e.Headers = append(e.Headers, s)
-					}
-				}
-			default:
-				if s := scalarString(v, field, ps); s != "" {
-					e.Headers = SplitList(s)
-				}
-			}
-		case "retry_after":
-			e.RetryAfter = scalarString(v, field, ps)
-		default:
-			ps.add(field, v.Line, "unknown key (want path, method, name, limit, window, window_type, align, rate, capacity, burst, key, status, headers, retry_after)")
-		}
-	})
-	return e
-}
-
-// SplitList splits a comma-separated list, trimming spaces and dropping
-// empty members.
-func SplitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // ParseDraftPolicy parses a policy in the syntax of the RateLimit-Policy

@@ -67,7 +67,21 @@ func (r *rule) overAdmitted(t *traffic, set []*obs) (a []*obs, lo, hi, avail int
 	// A spoofed request outside the set may have counted against another
 	// quota: it is not subtracted.
 	prior := filter(t.acc, func(o *obs) bool { return !in[o] && !slices.Contains(t.spoofed, o) })
-	avail = r.availMax(lo, hi, prior)
+	wins := r.wins
+	if r.sp != nil {
+		// The count starts afresh after each refusal: the set must lie in
+		// one stretch (with known windows), and only that stretch's
+		// acceptances count before it.
+		s := r.sp.sameStretch(a)
+		if s == nil || r.e.firstRequest() && !s.clean() {
+			return a, lo, hi, int64(len(a)), false
+		}
+		prior = r.sp.inStretch(prior, s)
+		if r.e.firstRequest() {
+			wins = s.wins
+		}
+	}
+	avail = r.availMax(lo, hi, prior, wins)
 	return a, lo, hi, avail, int64(len(a)) > avail
 }
 

@@ -40,7 +40,7 @@ func (r *rule) retryAfter(t *traffic) []Finding {
 			continue
 		}
 		d := int64(*o.ph.RetryAfter)
-		if ev := earlyRetries(t, o, o.recv+o.u+d); ev != nil {
+		if ev := r.earlyRetries(t, o, o.recv+o.u+d); ev != nil {
 			early = append(early, ev)
 		}
 		if ev := lateAccept(t, o, d); ev != nil {
@@ -83,9 +83,10 @@ func flatten(evs [][]*obs) []*obs {
 // earlyRetries returns [x, q1, q2] when the first two requests of the
 // group (outside the probes) surely decided at or after moment were both
 // rejected, and no accepted request of any check may have been decided
-// between x and them (it may have taken the quota that returned); nil
-// otherwise.
-func earlyRetries(t *traffic, x *obs, moment int64) []*obs {
+// between x and them (it may have taken the quota that returned), nor,
+// under a declared extend or restart, a request that moved the window's
+// end past the moment (retryMoved); nil otherwise.
+func (r *rule) earlyRetries(t *traffic, x *obs, moment int64) []*obs {
 	var qs []*obs
 	for _, o := range t.from(moment) {
 		if o.iv.Lo < moment || !o.class.Counts() || o.check == CheckRace || o.check == CheckKeySpoof {
@@ -96,7 +97,7 @@ func earlyRetries(t *traffic, x *obs, moment int64) []*obs {
 			break
 		}
 	}
-	if len(qs) < 2 || qs[0].class != record.ClassRejected || qs[1].class != record.ClassRejected {
+	if len(qs) < 2 || qs[0].class != record.ClassRejected || qs[1].class != record.ClassRejected || r.retryMoved(t, x, qs[0]) {
 		return nil
 	}
 	last := qs[0]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/units"
@@ -195,8 +196,17 @@ func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 		pl.Steps = append(pl.Steps, Step{Check: CheckBurst, Name: name, Duration: d, Requests: int(p.q + p.extra)})
 	}
 	if recovery {
-		pl.Steps = append(pl.Steps, Step{Check: CheckRecovery, Name: "watch quota return; retry at the advertised moment and shortly before",
-			Duration: p.period + 2*p.poll, Requests: int((p.period+2*p.poll)/p.poll) + 4})
+		st := Step{Check: CheckRecovery, Name: "watch quota return; retry at the advertised moment and shortly before",
+			Duration: p.period + 2*p.poll, Requests: int((p.period+2*p.poll)/p.poll) + 4}
+		switch e.Penalty.Kind {
+		case limiter.PenaltyBlock:
+			st.Name = "wait out the declared block, then " + st.Name
+			st.Duration += e.Penalty.Duration
+		case limiter.PenaltyExtend, limiter.PenaltyRestart:
+			st.Name = "after a quiet window (the declared " + string(e.Penalty.Kind) + "), retry until quota returns"
+			st.Duration, st.Requests = 3*(e.Window+p.poll), 3
+		}
+		pl.Steps = append(pl.Steps, st)
 	}
 	if edge {
 		pl.Steps = append(pl.Steps, Step{Check: CheckEdge, Name: "straddle the next window edge with quota on each side",
@@ -209,6 +219,9 @@ func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 	}
 	if race {
 		wait := p.period
+		if e.Penalty.Kind == limiter.PenaltyBlock {
+			wait += e.Penalty.Duration // the sustained probe's refusals end in a block
+		}
 		if par {
 			wait = 0
 		}
@@ -229,7 +242,8 @@ func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 // PlanDuration is the planned duration of the suite over every rule of p
 // with one client identity (the longest case), as printed before a check:
 // at most 6 W + 30 s per rule, W being the rule's window (a bucket's
-// capacity/rate).
+// capacity/rate), and twice a declared block more (the recovery and the
+// race wait it out).
 func PlanDuration(p Policy, only, skip []string) time.Duration {
 	var d time.Duration
 	for _, e := range p.Endpoints {
@@ -441,7 +455,7 @@ func (r *suiteRun) run(ctx context.Context) error {
 			r.progress("recovery: skipped (the burst had no rejection)")
 		} else {
 			var err error
-			edgeLo, edgeHi, edgeFound, err = r.recovery(ctx, burstClient, x)
+			edgeLo, edgeHi, edgeFound, err = r.recovery(ctx, burstClient, burst, x)
 			if err != nil {
 				return err
 			}
@@ -530,151 +544,4 @@ func (r *suiteRun) raceSends(c int, at time.Duration) []patterns.Send {
 		out = append(out, patterns.Send{At: rel, Client: c, Phase: CheckRace, Batch: 1})
 	}
 	return out
-}
-
-// freshAt returns when the (single) identity's quota is surely whole
-// again: a period after the last accepted request (a fixed window holding
-// it has ended by then).
-func (r *suiteRun) freshAt() int64 {
-	all := append(slices.Clone(r.Prior), r.results...)
-	last := int64(-1)
-	for i := range all {
-		if r.classOf(&all[i]) == record.ClassAccepted {
-			last = max(last, hiOf(&all[i]))
-		}
-	}
-	if last < 0 {
-		return 0
-	}
-	return last + int64(r.p.period) + int64(r.p.poll)
-}
-
-// poll sends one request at t (since Zero) and returns its result.
-func (r *suiteRun) poll(ctx context.Context, c int, t int64, phase string) (*record.Result, error) {
-	res, err := r.send(ctx, r.Engine, []patterns.Send{{At: time.Duration(t), Client: c, Phase: phase}})
-	if len(res) == 0 {
-		return nil, err
-	}
-	return &res[0], err
-}
-
-// recovery watches client c's quota come back after rejection x. With a
-// Retry-After it first sends the late probe (well before the advertised
-// moment), then polls through the rounding second before it, and retries
-// exactly at it and just after. It returns the bounds of the moment quota
-// returned: after the last rejected poll's arrival, before the first
-// accepted one's.
-func (r *suiteRun) recovery(ctx context.Context, c int, x *record.Result) (lo, hi int64, found bool, err error) {
-	p := int64(r.p.poll)
-	lastRej := loOf(x)
-	end := hiOf(x) + int64(r.p.period) + 2*p
-	try := func(t int64, phase string) (bool, error) {
-		res, err := r.poll(ctx, c, t, phase)
-		if err != nil || res == nil {
-			return false, err
-		}
-		switch r.classOf(res) {
-		case record.ClassAccepted:
-			lo, hi, found = lastRej, hiOf(res), true
-			return true, nil
-		case record.ClassRejected:
-			lastRej = loOf(res)
-		}
-		return false, nil
-	}
-	t := r.now()
-	if m, d, ra, ok := r.hint(x); ok {
-		r.progress("recovery: %s says quota returns in %s", map[bool]string{true: "Retry-After", false: "the reset header"}[ra], units.HumanDuration(time.Duration(d)))
-		if ra {
-			if late := m - max(int64(2*time.Second), d/2) - p; late > r.now()+p {
-				if done, err := try(late, CheckRetryAfter); done || err != nil {
-					return lo, hi, found, err
-				}
-			}
-		}
-		for t = max(r.now(), m-int64(time.Second)-2*p); t < m; t += p {
-			if done, err := try(t, CheckRecovery); done || err != nil {
-				return lo, hi, found, err
-			}
-		}
-		if ra {
-			delta := min(p, int64(100*time.Millisecond))
-			for _, at := range []int64{m, m + delta} {
-				if done, err := try(at, CheckRetryAfter); done || err != nil {
-					return lo, hi, found, err
-				}
-			}
-			t = m + delta + p
-		} else {
-			t = m
-		}
-		end = max(end, t)
-	} else {
-		r.progress("recovery: polling every %s", units.HumanDuration(time.Duration(p)))
-	}
-	for ; t <= end; t += p {
-		if done, err := try(max(t, r.now()), CheckRecovery); done || err != nil {
-			return lo, hi, found, err
-		}
-	}
-	r.progress("recovery: quota did not return within %s", units.HumanDuration(r.p.period+2*time.Duration(p)))
-	return 0, 0, false, nil
-}
-
-// edge straddles the window edge one window (or two, when the current
-// window's quota is already half used) after the observed return in
-// [lo, hi]: quota requests just before it, quota just after.
-func (r *suiteRun) edge(ctx context.Context, c int, lo, hi int64) error {
-	w := int64(r.e.Window)
-	used := int64(0)
-	for i := range r.results {
-		if x := &r.results[i]; x.Phase != "" && loOf(x) >= lo && r.classOf(x) == record.ClassAccepted {
-			used++
-		}
-	}
-	k := int64(1)
-	if used*2 >= r.p.q {
-		k = 2
-	}
-	for lo+k*w-int64(r.p.margin) < r.now()+int64(50*time.Millisecond) {
-		k++
-	}
-	eLo, eHi := lo+k*w, hi+k*w
-	m := int64(r.p.margin)
-	sb := int64(r.p.group)
-	n := r.p.q
-	r.progress("edge: %d requests before the edge at %s, %d after", n, units.HumanDuration(time.Duration(eLo)), n)
-	var sends []patterns.Send
-	for i := range n {
-		sends = append(sends, patterns.Send{At: time.Duration(eLo - m - sb + sb*i/n), Client: c, Phase: CheckEdge})
-	}
-	for i := range n {
-		sends = append(sends, patterns.Send{At: time.Duration(eHi + m + sb*i/n), Client: c, Phase: CheckEdge})
-	}
-	_, err := r.send(ctx, r.Engine, sends)
-	return err
-}
-
-// keySpoof exhausts client 0's address, then sends requests from it that
-// each claim another address in one spoofable header.
-func (r *suiteRun) keySpoof(ctx context.Context) error {
-	r.progress("key-spoof: exhaust one address, then vary %s", strings.Join(SpoofHeaders, ", "))
-	if _, err := r.send(ctx, r.Engine, r.burstSends(0, time.Duration(r.now())+10*time.Millisecond, CheckKeySpoof)); err != nil {
-		return err
-	}
-	for _, h := range SpoofHeaders {
-		eng, err := r.Spoof(h)
-		if err != nil {
-			return fmt.Errorf("verify: key-spoof engine for %s: %w", h, err)
-		}
-		at := time.Duration(r.now()) + 10*time.Millisecond
-		var sends []patterns.Send
-		for i := range 3 {
-			sends = append(sends, patterns.Send{At: at + time.Duration(i)*20*time.Millisecond, Client: i + 1, Phase: CheckKeySpoof + "/" + h})
-		}
-		if _, err := r.send(ctx, eng, sends); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -29,28 +29,45 @@ func (r *rule) windowsFor(os []*obs) []Window {
 }
 
 // windowCounts raises window-limit-exceeded when more than N accepted
-// requests (outside the race and key-spoof probes) fall in one window.
+// requests (outside the race and key-spoof probes) fall in one window —
+// of one stretch, when a declared penalty starts the count afresh after
+// a refusal (countSets).
 func (r *rule) windowCounts(t *traffic) []Finding {
-	e, acc := r.e, t.counted
+	e := r.e
 	n := int(e.Limit)
-	var c, p Span
 	what := "in any " + e.Window.String()
 	if e.WindowType == Fixed {
-		c, p = MaxInFixedWindows(ivsOf(acc), r.wins)
 		what = "in one " + e.Window.String() + " window"
-	} else {
-		c, p = MaxInWindow(ivsOf(acc), int64(e.Window))
+	}
+	count := func(set countSet) (Span, Span) {
+		if e.WindowType == Fixed {
+			return MaxInFixedWindows(ivsOf(set.os), set.wins)
+		}
+		return MaxInWindow(ivsOf(set.os), int64(e.Window))
+	}
+	certain, possible := r.countSets(t)
+	var c, p Span
+	var cAcc, pAcc []*obs
+	for _, set := range certain {
+		if s, _ := count(set); s.Count > c.Count {
+			c, cAcc = s, set.os
+		}
+	}
+	for _, set := range possible {
+		if _, s := count(set); s.Count > p.Count {
+			p, pAcc = s, set.os
+		}
 	}
 	switch {
 	case c.Count > n:
-		ev := pick(acc, c.Members)
+		ev := pick(cAcc, c.Members)
 		return []Finding{r.finding(IDWindowLimitExceeded, Certain, t.g, ev, Finding{
 			Message: fmt.Sprintf("%d requests were accepted %s, certainly within %s (the policy allows %d)", c.Count, what, dur(c.End-c.Start), n),
 			Evidence: Evidence{StartNS: c.Start, EndNS: c.End, Count: c.Count, Bound: bound(int64(n)),
 				Refs: refsOf(ev), Headers: ev[len(ev)-1].res.Headers},
 		})}
 	case p.Count > n:
-		ev := pick(acc, p.Members)
+		ev := pick(pAcc, p.Members)
 		return []Finding{r.finding(IDWindowLimitExceeded, Possible, t.g, ev, Finding{
 			Message: fmt.Sprintf("%d requests were accepted %s if they arrived as early/late as the timing allows (the policy allows %d); measurement uncertainty leaves it open", p.Count, what, n),
 			Evidence: Evidence{StartNS: p.Start, EndNS: p.End, Count: p.Count, Bound: bound(int64(n)),
@@ -75,9 +92,9 @@ func (r *rule) windowOffered(iv []Interval) (peak, int64) {
 // fixedAvailMax bounds from above the quota of a fixed window available
 // over [lo, hi]: when [lo, hi] certainly falls in one window, N less the
 // prior requests certainly in it and before lo; else N per window touched.
-func (r *rule) fixedAvailMax(lo, hi int64, prior []*obs) int64 {
+func (r *rule) fixedAvailMax(lo, hi int64, prior []*obs, wins []Window) int64 {
 	var touched []Window
-	for _, w := range r.wins {
+	for _, w := range wins {
 		if w.StartLo <= hi && w.StartHi+w.Length > lo {
 			touched = append(touched, w)
 		}
@@ -209,8 +226,9 @@ func (r *rule) fixedWindowRemaining(t *traffic, acc []*obs, note noteFunc) {
 }
 
 // cleanWindow returns the accepted requests certainly in w when none is
-// possibly so only, each carries a remaining value for the rule, and no
-// spoofed request (from spoofFrom on) may reach w.
+// possibly so only, each carries a remaining value for the rule, no
+// spoofed request (from spoofFrom on) may reach w, and, under a split,
+// all surely belong to one stretch.
 func (r *rule) cleanWindow(w Window, acc []*obs, spoofFrom int64) ([]*obs, bool) {
 	if spoofFrom < w.StartHi+w.Length {
 		return nil, false
@@ -226,6 +244,10 @@ func (r *rule) cleanWindow(w Window, acc []*obs, spoofFrom int64) ([]*obs, bool)
 		case w.possibly(o.iv):
 			return nil, false
 		}
+	}
+	if r.sp != nil && r.sp.sameStretch(inW) == nil {
+		// A declared penalty's fresh start falls in the window.
+		return nil, false
 	}
 	return inW, len(inW) > 0
 }

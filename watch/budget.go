@@ -79,6 +79,10 @@ func PlanBudget(e verify.Endpoint, share float64, every time.Duration, mode Mode
 			return b, fmt.Errorf("watch: an exhausting cycle needs a fresh quota: --every %s is shorter than the rule's period %s; use --every %s or more",
 				units.HumanDuration(every), units.HumanDuration(b.Period), units.HumanDuration(b.Period))
 		}
+		if fresh := e.Fresh(); fresh > every {
+			return b, fmt.Errorf("watch: an exhausting cycle needs a fresh quota: --every %s is shorter than the declared penalty %s; use --every %s or more",
+				units.HumanDuration(every), e.Penalty, units.HumanDuration(fresh))
+		}
 		return b, nil
 	}
 	if b.PerCycle < 1 {

@@ -373,9 +373,11 @@ func (w *watcher) probe(ctx context.Context, n int) (*record.Run, string, error)
 		}
 	}
 	if w.mode == ModeExhaust && !w.lastExhaust.IsZero() {
-		// A fresh quota: the previous burst's window (or log) must be over,
-		// counted from its last answer, with a margin for clock and decision.
-		ready := w.lastExhaust.Add(w.rule.Period() + max(100*time.Millisecond, w.rule.Period()/10))
+		// A fresh quota: the previous burst's window (or log), and a
+		// declared block, must be over, counted from its last answer, with
+		// a margin for clock and decision.
+		fresh := w.rule.Fresh()
+		ready := w.lastExhaust.Add(fresh + max(100*time.Millisecond, fresh/10))
 		select {
 		case <-ctx.Done():
 			return nil, "", ctx.Err()

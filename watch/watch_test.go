@@ -21,6 +21,12 @@ import (
 	"github.com/rlprobe/rlprobe/verify"
 )
 
+// blocked declares block:d on e.
+func blocked(e verify.Endpoint, d time.Duration) verify.Endpoint {
+	e.Penalty.Kind, e.Penalty.Duration = "block", d
+	return e
+}
+
 func TestPlanBudget(t *testing.T) {
 	window := verify.Endpoint{Limit: 100, Window: time.Minute}
 	small := verify.Endpoint{Limit: 10, Window: time.Minute}
@@ -42,6 +48,8 @@ func TestPlanBudget(t *testing.T) {
 		{"bucket period is capacity/rate", bucket, 0.1, time.Minute, ModeSample, 5, 0, ""},
 		{"exhaust finds up to 4x", small, 0.1, time.Minute, ModeExhaust, 1, 41, ""},
 		{"exhaust needs a fresh quota", small, 0.1, 30 * time.Second, ModeExhaust, 0, 41, "shorter than the rule's period"},
+		{"exhaust waits out a declared block", blocked(small, 10*time.Minute), 0.1, 5 * time.Minute, ModeExhaust, 0, 41, "shorter than the declared penalty block:10m0s; use --every 10m0s or more"},
+		{"a block within --every", blocked(small, 2*time.Minute), 0.1, 5 * time.Minute, ModeExhaust, 1, 41, ""},
 		{"share over 100%", window, 1.5, time.Minute, ModeHeaders, 0, 0, "at most 100%"},
 		{"no quota", verify.Endpoint{}, 0.02, time.Minute, ModeHeaders, 0, 0, "no quota"},
 	} {

@@ -159,7 +159,7 @@ func printVerdict(f *Factory, g *GlobalOptions, rep *verify.Report) error {
 	if g.JSON {
 		return writeJSON(f.IO.Out, rep)
 	}
-	return report.WriteVerdict(f.IO.Out, rep, session.DescribePolicy(&rep.Policy), textOptions(f, g))
+	return report.WriteVerdict(f.IO.Out, rep, rep.Policy.String(), textOptions(f, g))
 }
 
 // writeReports writes the --html, --junit and --markdown files, and the

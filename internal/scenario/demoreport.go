@@ -8,7 +8,6 @@ import (
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/report"
-	"github.com/rlprobe/rlprobe/session"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -25,9 +24,9 @@ func (r *DemoResult) WriteReport(w io.Writer, verdict verify.Report, inf *infer.
 	}
 	pol := verify.DemoPolicy()
 	fmt.Fprintf(w, "\n%s\n", demoRule)
-	fmt.Fprintf(w, "Checked against the policy a client would expect (%s, rejections with 429):\n", session.DescribePolicy(&pol))
+	fmt.Fprintf(w, "Checked against the policy a client would expect (%s, rejections with 429):\n", pol.String())
 	verdict.RecordFile = "" // the burst is in memory: no file to name
-	if err := report.WriteVerdict(w, &verdict, session.DescribePolicy(&pol), opt); err != nil || inf == nil {
+	if err := report.WriteVerdict(w, &verdict, pol.String(), opt); err != nil || inf == nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n%s\n", demoRule)

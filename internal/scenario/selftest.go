@@ -182,7 +182,7 @@ func SelftestCases() []SelftestCase {
 			Want: SelftestWant{Family: infer.LeakyBucketQueue, Key: hdr,
 				Params: map[string]float64{"rate_per_s": 5, "capacity": 7, "undelayed": 3, "queue": 4}}},
 		{Name: "none", Quick: true, Want: SelftestWant{Family: infer.None}},
-	}, wildCases()...)
+	}, append(wildCases(), leaveOneOutCases()...)...)
 }
 
 // SelftestOptions configure Selftest. The zero value runs the full grid
