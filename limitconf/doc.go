@@ -18,7 +18,9 @@
 //
 //	product / setting                          family                policy rule
 //	------------------------------------------ --------------------- ----------------------------------------------
-//	nginx limit_req_zone rate=Nr/s | Nr/m,     token-bucket          rate N/s (N/60 per s), capacity = burst + 1
+//	nginx limit_req_zone rate=Nr/s | Nr/m,     token-bucket          rate N/s (N·1000/60 per 1000 s, truncated, as
+//	                                                                 nginx keeps it: 1r/m is one per 62.5 s),
+//	                                                                 capacity = burst + 1
 //	  limit_req burst=B nodelay                                      (nginx's burst: the requests beyond the first)
 //	nginx limit_req burst=B (no nodelay)       leaky-bucket-queue    rate, capacity B + 1; 1 served at once, B held
 //	nginx limit_req burst=B delay=D (D < B)    leaky-bucket-queue    rate, capacity B + 1; D + 1 at once, B − D held
@@ -31,6 +33,10 @@
 //	nginx key $http_x_name                     —                     key header:X-Name (requests without it: unlimited)
 //	nginx key a constant, $host, $server_name  —                     key global
 //	nginx key anything else ($request_uri …)   —                     key unknown, checked as global
+//	Envoy token_bucket (capacity max_tokens,   —                     the rule's capacity max_tokens, its refill
+//	  refill tokens_per_fill per fill_interval;                     tokens_per_fill per fill_interval; checked:
+//	  camelCase fields; Istio EnvoyFilter                           below
+//	  patches inserting the filter)
 //	Envoy token_bucket, tokens_per_fill ≥      fixed-window on the   rate tokens_per_fill/fill_interval,
 //	  max_tokens (timer refill, older Envoy)    fill timer (or a      capacity max_tokens + min(tokens_per_fill,
 //	                                            continuous bucket,    max_tokens): the bound no timer phase and
@@ -84,18 +90,39 @@
 //     timestamps are floored to the second, minute, hour and day in UTC),
 //     so each window is fixed and epoch-aligned.
 //
+// # How a configuration is read
+//
+// nginx is read by nginx's own rules: the tokenizer is a port of
+// ngx_conf_read_token, *_by_lua_block bodies are read as lua-nginx-module
+// reads them, and what nginx refuses about limits (a zone defined twice,
+// limit_req_zone outside http, limit_req inside if, burst=0 or delay=0, a
+// rate or zone size it cannot read, a directive duplicated on one level)
+// is an *Error in nginx's words. Every table test row puts nginx -t's
+// verdict beside ours. A directive neither nginx nor a known module
+// defines is skipped (Options.Strict refuses it); includes are read
+// relative to the main file, absolute ones under Options.Root; templates
+// are filled from Options.Vars, and only those names.
+//
 // # What Lint reports
 //
 // config-not-enforced (error): a limited nginx location answered in the
-// rewrite phase — return in the location or at server level (certain),
-// under if or by rewrite … redirect|permanent|last (possible); nginx
+// rewrite phase — every return, and every redirecting rewrite (flag
+// redirect or permanent, or a replacement that starts with http://,
+// https:// or $scheme), in the location or at server level: certain when
+// it answers every request, possible under if or for the URLs a regular
+// expression matches; rewrite … last (possible); nginx
 // limit_req_dry_run on; an Envoy filter with filter_enabled or
 // filter_enforced absent (certain) or below 100 % (possible when a runtime
-// key may raise it); per-route Envoy limits with the filter missing from
-// http_filters; a Traefik rateLimit with average 0. Warnings and notes:
-// zone-unused, queueing-latency (burst without nodelay: the excess waits),
-// key-behind-proxy (a client-address key with no realip configuration, or
-// a key any client can set), key-unknown, not-interpreted (includes not
-// read, Envoy descriptors, Kong calendar windows), limit-untestable (a
-// location that is not one URL).
+// key may raise it); per-route Envoy limits with the filter neither in
+// http_filters nor inserted by an Istio EnvoyFilter patch; a Traefik
+// rateLimit with average 0. placeholder-unset (error): a template's $NAME
+// left where a number goes (that limit is not read). not-interpreted: an
+// unknown nginx directive (warning; an error when its arguments name a
+// limit directive), Envoy descriptors, Kong calendar windows (info).
+// include-missing (warning): an nginx include that cannot be read.
+// Warnings and notes: zone-unused, queueing-latency (burst without
+// nodelay: the excess waits), key-behind-proxy (a client-address key with
+// no realip configuration, or a key any client can set), key-unknown,
+// limit-untestable (a location that is not one URL). Findings belong to
+// their nginx server block: Options.Server keeps one server's.
 package limitconf

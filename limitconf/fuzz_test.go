@@ -47,12 +47,37 @@ func fuzzParse(f *testing.F, format Format, seeds ...string) {
 }
 
 func FuzzNginx(f *testing.F) {
-	fuzzParse(f, Nginx, "nginx-docs.conf", "../../examples/nginx.conf")
+	fuzzParse(f, Nginx, "nginx-docs.conf", "../../examples/nginx.conf", "realistic/openresty.conf",
+		"realistic/gateway.conf.template", "realistic/shop/sites/store.conf")
 }
 
-func FuzzEnvoy(f *testing.F) { fuzzParse(f, Envoy, "envoy.yaml", "envoy-route.yaml") }
+func FuzzEnvoy(f *testing.F) {
+	fuzzParse(f, Envoy, "envoy.yaml", "envoy-route.yaml", "realistic/envoy-camel.yaml", "realistic/istio-local-ratelimit.yaml")
+}
 
-func FuzzTraefikYAML(f *testing.F) { fuzzParse(f, Traefik, "traefik.yaml", "traefik-crd.yaml") }
+func FuzzTraefikYAML(f *testing.F) {
+	fuzzParse(f, Traefik, "traefik.yaml", "traefik-crd.yaml", "realistic/traefik-dynamic.yaml")
+}
+
+// FuzzTemplate: --env files and substitution never panic, substitute
+// only the names given, and leave a text without them as it was.
+func FuzzTemplate(f *testing.F) {
+	f.Add([]byte("A=1\nexport B='x y'\n# c\n"), []byte("rate=${A} $B $binary_remote_addr ${C"))
+	f.Add([]byte("R=10r/s"), []byte("limit_req_zone $k zone=z:1m rate=$R;"))
+	f.Fuzz(func(t *testing.T, env, text []byte) {
+		vars, err := ParseVars(nil, []string{"f.env"}, func(string) ([]byte, error) { return env, nil })
+		if err != nil {
+			return
+		}
+		out := substitute(text, vars)
+		if !bytes.Contains(text, []byte("$")) && !bytes.Equal(out, text) {
+			t.Fatalf("%q changed without a $: %q", text, out)
+		}
+		if len(vars) == 0 && !bytes.Equal(out, text) {
+			t.Fatalf("no names, yet %q became %q", text, out)
+		}
+	})
+}
 
 func FuzzTraefikTOML(f *testing.F) { fuzzParse(f, Traefik, "traefik.toml") }
 

@@ -49,7 +49,7 @@ func (c *nginxConf) lintLocation(r *Rule, l limitReq, body []*directive, ctx lim
 		case a.cond == "":
 			add(a.d.src(), verify.Certain, "the server-level "+a.what+" redirects every request in the server's rewrite phase, before any location is chosen", hintRedirect)
 		default:
-			add(a.d.src(), verify.Possible, "when "+a.cond+", the server-level "+a.what+" answers in the server's rewrite phase, before any location is chosen, unlimited", hintReturn)
+			add(a.d.src(), verify.Possible, "when "+a.cond+", the server-level "+a.what+" answers in the server's rewrite phase, before any location is chosen, unlimited", a.hint())
 		}
 	}
 	if s := answersIn(body); s != nil {
@@ -62,7 +62,7 @@ func (c *nginxConf) lintLocation(r *Rule, l limitReq, body []*directive, ctx lim
 		case a.cond == "":
 			add(a.d.src(), verify.Certain, a.what+" redirects every request in the rewrite phase, unlimited", hintRedirect)
 		default:
-			add(a.d.src(), verify.Possible, "when "+a.cond+", "+a.what+" answers in the rewrite phase, unlimited", hintReturn)
+			add(a.d.src(), verify.Possible, "when "+a.cond+", "+a.what+" answers in the rewrite phase, unlimited", a.hint())
 		}
 	}
 	for _, s := range body {
@@ -81,6 +81,14 @@ func (c *nginxConf) lintLocation(r *Rule, l limitReq, body []*directive, ctx lim
 			fmt.Sprintf("burst=%d without nodelay: up to %d excess requests are held, the last about %s, before they are served", l.burst, l.burst-l.delay, held),
 			"add nodelay (or delay=N) so that excess requests are served at once or rejected, not queued"))
 	}
+}
+
+// hint is what to do about an answer in front of a limit.
+func (a answer) hint() string {
+	if a.d.name == "rewrite" {
+		return hintRedirect
+	}
+	return hintReturn
 }
 
 // lintZones reports zones no limit_req uses and keys that a proxy in
@@ -106,10 +114,13 @@ func (c *nginxConf) lintZones() {
 		c.im.add(f)
 	}
 	for _, z := range c.zoneList {
-		if !z.used {
+		if !z.used && !c.mentioned[z.name] {
 			add(z, finding(IDZoneUnused, verify.SeverityWarning, verify.Certain, z.at, "",
 				fmt.Sprintf("zone %s (rate=%s) is defined but no limit_req uses it: it limits nothing", z.name, z.rateSrc),
 				"add limit_req zone="+z.name+" where it should apply, or remove the zone"))
+			continue
+		}
+		if !z.used {
 			continue
 		}
 		key, _ := nginxKey(z.keyExpr)

@@ -79,6 +79,9 @@ type nginxConf struct {
 	realIP   bool // set_real_ip_from / real_ip_header present
 	im       *Import
 	servers  int // server blocks numbered so far
+	// mentioned are zones named by a limit directive that was not read
+	// (an unknown directive holding it): not reported zone-unused.
+	mentioned map[string]bool
 	// Of the server being read: whether it has regular-expression
 	// locations, and its exact ones. A prefix location serves the URL of
 	// its own prefix only when neither takes that URL first.
@@ -101,7 +104,7 @@ func parseNginx(data []byte, name string, o Options) (*Import, error) {
 	if err := r.strictIncludes(name); err != nil {
 		return nil, err
 	}
-	c := &nginxConf{file: name, o: o, zones: map[string]*zone{}, im: &Import{}}
+	c := &nginxConf{file: name, o: o, zones: map[string]*zone{}, im: &Import{}, mentioned: map[string]bool{}}
 	for _, f := range r.skipped {
 		c.im.add(f)
 	}
@@ -226,6 +229,11 @@ func (c *nginxConf) unknown(d *directive) {
 	}
 	for _, a := range d.args {
 		if _, ok := limitDirectives[a]; ok {
+			for _, z := range d.args {
+				if n, ok := strings.CutPrefix(z, "zone="); ok {
+					c.mentioned[n] = true
+				}
+			}
 			c.addf(d.server, finding(IDNotInterpreted, verify.SeverityError, verify.Certain, d.src(), "",
 				fmt.Sprintf("%q is not a directive nginx or a known module defines, and it holds %s: this limit was not read", d.name, a), hint))
 			return

@@ -59,7 +59,11 @@ func WritePolicy(w io.Writer, im *Import) error {
 			b.WriteString("  #   not one URL path: give the path to check and uncomment\n")
 			prefix = "  # "
 		}
-		writeEndpoint(&b, prefix, &r.Endpoint)
+		capNote := ""
+		if r.RefillTokens > 0 && r.Endpoint.Quota() != r.Capacity {
+			capNote = fmt.Sprintf("max_tokens %d + min(tokens_per_fill %d, max_tokens): a fill may land inside a burst", r.Capacity, r.RefillTokens)
+		}
+		writeEndpoint(&b, prefix, &r.Endpoint, capNote)
 	}
 	_, err := w.Write(b.Bytes())
 	return err
@@ -78,7 +82,9 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-func writeEndpoint(b *bytes.Buffer, prefix string, e *verify.Endpoint) {
+// writeEndpoint writes e as a policy file's endpoint, capNote (when
+// given) as a comment beside its capacity.
+func writeEndpoint(b *bytes.Buffer, prefix string, e *verify.Endpoint, capNote string) {
 	first := true
 	field := func(k, v string) {
 		lead := prefix + "  "
@@ -93,7 +99,11 @@ func writeEndpoint(b *bytes.Buffer, prefix string, e *verify.Endpoint) {
 	}
 	if e.IsBucket() {
 		field("rate", units.FormatRate(e.Rate))
-		field("capacity", strconv.FormatInt(e.Quota(), 10))
+		c := strconv.FormatInt(e.Quota(), 10)
+		if capNote != "" {
+			c += "  # " + oneLine(capNote)
+		}
+		field("capacity", c)
 	} else {
 		field("limit", strconv.FormatInt(e.Limit, 10))
 		field("window", e.Window.String())

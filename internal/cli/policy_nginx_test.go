@@ -95,6 +95,9 @@ func TestCheckFromConfigUsage(t *testing.T) {
 		{[]string{"--from-config", "no-such.conf"}, "no-such.conf"},
 		{[]string{"--from-config", exampleNginx, "--location", "/nowhere"}, "no rate limit"},
 		{[]string{"--from-config", exampleNginx, "--location-url", "nonsense"}, "PATTERN=URL"},
+		{[]string{"--set", "RATE=1r/s"}, "--set reads a limiter's config"},
+		{[]string{"--strict-includes"}, "--strict-includes reads a limiter's config"},
+		{[]string{"--from-config", "../../limitconf/testdata/realistic/gateway.conf.template"}, "limits were not read"},
 	} {
 		code, _, errOut := runCLI(t, nil, append([]string{"check", "http://127.0.0.1:9"}, tc.args...)...)
 		if code != ExitUsage || !strings.Contains(errOut, tc.want) {
