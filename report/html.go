@@ -107,7 +107,7 @@ type htmlFinding struct {
 }
 
 type htmlModel struct {
-	Algorithm, Confidence, Requests, Duration, Note string
+	Algorithm, Fit, Reproduced, Requests, Duration, Note string
 	Estimates                                       [][3]string
 	Alternatives                                    [][3]string
 }
@@ -135,7 +135,7 @@ func (in *Input) htmlPage() *htmlPage {
 	pg.MoreFindings = max(pg.Findings-maxMoments, 0)
 	in.htmlVerdicts(pg)
 	for _, inf := range in.Inferences {
-		m := htmlModel{Algorithm: string(inf.Algorithm), Confidence: units.HumanNumber(inf.Reproduced),
+		m := htmlModel{Algorithm: FamilyName(inf), Fit: string(inf.Fit), Reproduced: units.HumanNumber(inf.Reproduced),
 			Requests: plural(inf.Requests, "request"), Duration: fmtSeconds(inf.DurationS), Note: inf.Note,
 			Estimates: estimateRows(inf)}
 		for _, a := range inf.Alternatives {
