@@ -108,8 +108,8 @@ type htmlFinding struct {
 
 type htmlModel struct {
 	Algorithm, Fit, Reproduced, Requests, Duration, Note string
-	Estimates                                       [][3]string
-	Alternatives                                    [][3]string
+	Estimates                                            [][3]string
+	Alternatives                                         [][3]string
 }
 
 // htmlPage gathers the page's data; the charts come from drawCharts.
