@@ -22,11 +22,23 @@ const module = "github.com/rlprobe/rlprobe"
 // imports follow from these. A package missing here fails TestArrows, and
 // so does a package listed here that does not exist.
 var allowed = map[string]map[string]string{
-	"units":    {},
-	"limiter":  {"units": "rates in the contract's grammar"},
-	"headers":  {"units": "durations and rates in header values"},
-	"record":   {"units": "durations in the record file"},
-	"patterns": {"units": "rates and durations of plans and flags"},
+	"units": {},
+	// problem is the one validation Problem and its joined error: a leaf
+	// every package that checks input reports through.
+	"problem": {},
+	"limiter": {
+		"units":   "rates in the contract's grammar",
+		"problem": "Config.Validate and ParsePenalty report problem.Problems",
+	},
+	"headers": {"units": "durations and rates in header values"},
+	"record": {
+		"units":   "durations in the record file",
+		"problem": "CheckAgent's problem, which session puts under --agent",
+	},
+	"patterns": {
+		"units":   "rates and durations of plans and flags",
+		"problem": "a plan's problems, each with its file, line and phase",
+	},
 	"probe": {
 		"record":  "it writes one record.Result per send",
 		"headers": "which response headers to capture",
@@ -38,6 +50,7 @@ var allowed = map[string]map[string]string{
 		"record":   "it judges recorded results, never the engine",
 		"patterns": "the check suite's schedules",
 		"units":    "rates and durations of policies",
+		"problem":  "a policy's problems, with field and line; limiter's put under their field",
 	},
 	"infer": {
 		"limiter":  "candidate models replayed over arrivals",
@@ -67,6 +80,7 @@ var allowed = map[string]map[string]string{
 		"patterns": "plans and schedules of Run",
 		"headers":  "the captured header names in the record header",
 		"units":    "rates and durations in its messages",
+		"problem":  "usage errors list problems; parsers' problems put under their flag",
 	},
 	"internal/scenario": {
 		"session":    "the canned runs probe through a session",
@@ -98,10 +112,12 @@ var allowed = map[string]map[string]string{
 		"record":   "cycles' results, classified by record.Classify",
 		"headers":  "the dialects a cycle saw (a drift when they change)",
 		"units":    "one display format in messages",
+		"problem":  "Settings.Config lists its problems for session.Problems",
 	},
 	"limitconf": {
-		"verify": "configs become verify.Policy endpoints; lint findings reuse verify.Finding",
-		"units":  "one grammar for the rates and durations configs write",
+		"verify":  "configs become verify.Policy endpoints; lint findings reuse verify.Finding",
+		"units":   "one grammar for the rates and durations configs write",
+		"problem": "a config that cannot be read is a problem with its file and line",
 	},
 	"cmd/rlprobe": {"internal/cli": "main only runs the CLI"},
 	// test-only helpers (StartRedis, StartNginx): imported from _test.go files only.
