@@ -8,7 +8,7 @@
 // against the live target.
 //
 // Nothing here sends a request or reads the clock. Parse never panics:
-// a malformed configuration is an *Error with its file and line.
+// a malformed configuration is a *problem.Error with its file and line.
 //
 // # How a configuration becomes a policy
 //
@@ -97,7 +97,7 @@
 // reads them, and what nginx refuses about limits (a zone defined twice,
 // limit_req_zone outside http, limit_req inside if, burst=0 or delay=0, a
 // rate or zone size it cannot read, a directive duplicated on one level)
-// is an *Error in nginx's words. Every table test row puts nginx -t's
+// is a *problem.Error in nginx's words. Every table test row puts nginx -t's
 // verdict beside ours. A directive neither nginx nor a known module
 // defines is skipped (Options.Strict refuses it); includes are read
 // relative to the main file, absolute ones under Options.Root; templates

@@ -7,11 +7,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
 // fuzzParse checks, for any input, that parsing never panics, that a
-// failure is an *Error naming the file (or ErrNoLimits), and that a
+// failure is a *problem.Error naming the file (or ErrNoLimits), and that a
 // success writes a policy file that verify reads back.
 func fuzzParse(f *testing.F, format Format, seeds ...string) {
 	for _, s := range seeds {
@@ -27,8 +28,8 @@ func fuzzParse(f *testing.F, format Format, seeds ...string) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		im, err := parse(data, "fuzz.cfg", Options{Format: format})
 		if err != nil {
-			var e *Error
-			if !errors.Is(err, ErrNoLimits) && (!errors.As(err, &e) || e.Source.File != "fuzz.cfg") {
+			var e *problem.Error
+			if !errors.Is(err, ErrNoLimits) && (!errors.As(err, &e) || e.Problems[0].File != "fuzz.cfg") {
 				t.Fatalf("error without file and line: %v", err)
 			}
 			return

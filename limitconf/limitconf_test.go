@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -371,12 +372,12 @@ func TestMalformed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.conf), "bad.cfg", Options{Format: tt.format})
-		var e *Error
-		if !errors.As(err, &e) {
-			t.Errorf("%s %q: err = %v, want an *Error", tt.format, tt.conf, err)
+		var e *problem.Error
+		if !errors.As(err, &e) || len(e.Problems) != 1 || e.What != "limitconf" {
+			t.Errorf("%s %q: err = %v, want a *problem.Error of limitconf with one problem", tt.format, tt.conf, err)
 			continue
 		}
-		if e.Source.File != "bad.cfg" || e.Source.Line != tt.line || !strings.Contains(e.Error(), tt.msg) {
+		if p := e.Problems[0]; p.File != "bad.cfg" || p.Line != tt.line || !strings.Contains(e.Error(), tt.msg) {
 			t.Errorf("%s %q: %v, want line %d and %q", tt.format, tt.conf, err, tt.line, tt.msg)
 		}
 	}

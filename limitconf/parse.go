@@ -45,8 +45,8 @@ type Options struct {
 }
 
 // Parse reads a configuration (data, named name in messages) and returns
-// what it declares, with the static findings. A malformed config is an
-// *Error with the file and line; Parse never panics.
+// what it declares, with the static findings. A malformed config is a
+// *problem.Error with the file and line; Parse never panics.
 //
 // A config that declares limits none of which can be imported (nginx
 // zones no limit_req uses, limits whose numbers are placeholders left

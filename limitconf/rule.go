@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
@@ -231,15 +232,9 @@ func (im *Import) Fails(failOn verify.Severity) bool {
 	return false
 }
 
-// Error is a configuration that cannot be read: its file and line and
-// what is wrong.
-type Error struct {
-	Source Source
-	Msg    string
-}
-
-func (e *Error) Error() string { return "limitconf: " + e.Source.String() + ": " + e.Msg }
-
+// errAt is the error of a configuration that cannot be read: a
+// *problem.Error "limitconf" whose one problem names the file and line
+// and says what is wrong ("limitconf: FILE:LINE: MESSAGE").
 func errAt(file string, line int, format string, a ...any) error {
-	return &Error{Source: Source{File: file, Line: line}, Msg: fmt.Sprintf(format, a...)}
+	return &problem.Error{What: "limitconf", Problems: []problem.Problem{{File: file, Line: line, Message: fmt.Sprintf(format, a...)}}}
 }

@@ -191,7 +191,7 @@ func yamlDocs(data []byte, file string) ([]*node, error) {
 	return nil, errAt(file, 0, "more than %d YAML documents", maxDocs)
 }
 
-// yamlErr turns a YAML error ("yaml: line 3: ...") into an *Error.
+// yamlErr turns a YAML error ("yaml: line 3: ...") into errAt's error.
 func yamlErr(file string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0

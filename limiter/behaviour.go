@@ -1,10 +1,10 @@
 package limiter
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/units"
 )
 
@@ -82,28 +82,28 @@ func ParsePenalty(s string) (Penalty, error) {
 	switch PenaltyKind(kind) {
 	case "", "none":
 		if hasArg {
-			return Penalty{}, fmt.Errorf("limiter: penalty %q: none takes no duration", s)
+			return Penalty{}, problem.New("limiter", "", "penalty %q: none takes no duration", s)
 		}
 		return Penalty{}, nil
 	case PenaltyBlock:
 		if !hasArg {
-			return Penalty{}, fmt.Errorf("limiter: penalty %q: block needs a duration, e.g. block:30s", s)
+			return Penalty{}, problem.New("limiter", "", "penalty %q: block needs a duration, e.g. block:30s", s)
 		}
 		d, err := units.ParseDuration(arg)
 		if err != nil {
-			return Penalty{}, fmt.Errorf("limiter: penalty %q: %w", s, err)
+			return Penalty{}, problem.New("limiter", "", "penalty %q: %v", s, err)
 		}
 		if d <= 0 {
-			return Penalty{}, fmt.Errorf("limiter: penalty %q: the block must last more than 0", s)
+			return Penalty{}, problem.New("limiter", "", "penalty %q: the block must last more than 0", s)
 		}
 		return Penalty{Kind: PenaltyBlock, Duration: d}, nil
 	case PenaltyExtend, PenaltyRestart:
 		if hasArg {
-			return Penalty{}, fmt.Errorf("limiter: penalty %q: %s takes no duration", s, kind)
+			return Penalty{}, problem.New("limiter", "", "penalty %q: %s takes no duration", s, kind)
 		}
 		return Penalty{Kind: PenaltyKind(kind)}, nil
 	}
-	return Penalty{}, fmt.Errorf("limiter: penalty %q: one of block:DURATION, extend, restart", s)
+	return Penalty{}, problem.New("limiter", "", "penalty %q: one of block:DURATION, extend, restart", s)
 }
 
 // MarshalText implements encoding.TextMarshaler (String).

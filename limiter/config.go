@@ -1,11 +1,12 @@
 package limiter
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"time"
+
+	"github.com/rlprobe/rlprobe/problem"
 )
 
 // Bounds Validate enforces. They keep every product Step forms within
@@ -21,19 +22,6 @@ const (
 	MaxBucketSpan = 1e9 * time.Second
 )
 
-// FieldError is one problem found by [Config.Validate]: Field is the JSON
-// name of the Config field at fault ("limit", "window", "rate", "capacity",
-// "nodelay", "delay", "align", "count_rejected", "penalty", "forget_idle",
-// "refill", "phase", "algorithm"), which is also the serve flag's name with
-// '-' for '_'.
-type FieldError struct {
-	Field   string
-	Problem string
-}
-
-// Error returns "limiter: FIELD: PROBLEM".
-func (e *FieldError) Error() string { return "limiter: " + e.Field + ": " + e.Problem }
-
 // windowed reports whether a counts requests per window (Limit, Window)
 // rather than in a bucket (Rate, Capacity).
 func (a Algorithm) windowed() bool {
@@ -45,8 +33,12 @@ func (a Algorithm) nginx() bool { return a == GCRA || a == LeakyBucket }
 
 func (a Algorithm) known() bool { return a.windowed() || a == TokenBucket || a.nginx() }
 
-// Validate reports whether c describes a limiter. It returns nil or the
-// errors.Join of one [*FieldError] per problem, all problems at once:
+// Validate reports whether c describes a limiter. It returns nil or a
+// *problem.Error "limiter" holding every problem at once, each Field the
+// JSON name of the Config field at fault ("limit", "window", "rate",
+// "capacity", "nodelay", "delay", "align", "count_rejected", "penalty",
+// "forget_idle", "refill", "phase", "algorithm"), which is also the serve
+// flag's name with '-' for '_'. The problems are:
 // missing or out-of-range parameters, and parameters that mean nothing for
 // the algorithm (Capacity or Rate with a window algorithm, Limit or Window
 // with a bucket, NoDelay or Delay with anything but LeakyBucket, Align with
@@ -59,9 +51,9 @@ func (a Algorithm) known() bool { return a.windowed() || a == TokenBucket || a.n
 // outside [0, period)), a negative ForgetIdle; durations must be whole
 // microseconds.
 func (c Config) Validate() error {
-	var errs []error
+	var probs []problem.Problem
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+		probs = append(probs, problem.Problem{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	a := c.Algorithm
 	if !a.known() {
@@ -74,7 +66,7 @@ func (c Config) Validate() error {
 		} else {
 			bad("algorithm", "unknown %q; one of %s", string(a), strings.Join(names, ", "))
 		}
-		return errors.Join(errs...)
+		return problem.Join("limiter", probs)
 	}
 	if a.windowed() {
 		switch {
@@ -157,7 +149,7 @@ func (c Config) Validate() error {
 		}
 	}
 	c.validateBehaviours(bad)
-	return errors.Join(errs...)
+	return problem.Join("limiter", probs)
 }
 
 // Quota returns the advertised quota: Limit for window algorithms, Capacity

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/units"
 )
 
@@ -92,16 +92,16 @@ func TestValidateRejects(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Validate(%+v) = nil, want errors for %v", tt.cfg, tt.fields)
 			}
+			var pe *problem.Error
+			if !errors.As(err, &pe) || pe.What != "limiter" {
+				t.Fatalf("error %q is not a *problem.Error of limiter", err)
+			}
 			var got []string
-			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				var fe *FieldError
-				if !errors.As(e, &fe) {
-					t.Fatalf("error %q is not a *FieldError", e)
+			for _, p := range pe.Problems {
+				if p.Field == "" || p.Message == "" || p.File != "" || p.Line != 0 {
+					t.Errorf("problem %#v: want a field and a message alone", p)
 				}
-				if !strings.HasPrefix(e.Error(), "limiter: "+fe.Field+": ") {
-					t.Errorf("error %q does not start with limiter: %s:", e, fe.Field)
-				}
-				got = append(got, fe.Field)
+				got = append(got, p.Field)
 			}
 			if !slices.Equal(got, tt.fields) {
 				t.Errorf("Validate(%+v) faults %v, want %v\n%v", tt.cfg, got, tt.fields, err)

@@ -1,12 +1,12 @@
 package record
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rlprobe/rlprobe/problem"
 )
 
 // MaxAgentLen is the longest agent name CheckAgent accepts, in bytes.
@@ -49,19 +49,20 @@ func AgentName(host string, pid int) string {
 
 // CheckAgent reports whether name can name an agent: non-empty, at most
 // MaxAgentLen bytes of printable UTF-8 without spaces, so that refs
-// ("agent:seq") stay one word. The error says what is wrong.
+// ("agent:seq") stay one word. The error, a *problem.Error, says what is
+// wrong.
 func CheckAgent(name string) error {
 	switch {
 	case name == "":
-		return errors.New("record: an agent name cannot be empty")
+		return problem.New("record", "", "an agent name cannot be empty")
 	case len(name) > MaxAgentLen:
-		return fmt.Errorf("record: agent name %q is longer than %d bytes", name, MaxAgentLen)
+		return problem.New("record", "", "agent name %q is longer than %d bytes", name, MaxAgentLen)
 	case !utf8.ValidString(name):
-		return fmt.Errorf("record: agent name %q is not UTF-8", name)
+		return problem.New("record", "", "agent name %q is not UTF-8", name)
 	}
 	for _, r := range name {
 		if r <= ' ' || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == '\u00a0' {
-			return fmt.Errorf("record: agent name %q has a space or control character", name)
+			return problem.New("record", "", "agent name %q has a space or control character", name)
 		}
 	}
 	return nil
