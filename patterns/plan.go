@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/problem"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -167,48 +168,20 @@ func (p *Phase) isSet(key string) bool {
 	return false
 }
 
-// Problem is one thing wrong with a plan.
-type Problem struct {
-	// Line is the line in the plan file, or 0 when unknown (plans built
-	// from flags or code).
-	Line int
-	// Msg says what is wrong, naming the phase and the key.
-	Msg string
-}
-
-// PlanError lists every problem found in a plan. Its message has one line
-// per problem, "name:line: message".
-type PlanError struct {
-	// Name is the plan's source name (the file name), or "plan".
-	Name     string
-	Problems []Problem
-}
-
-func (e *PlanError) Error() string {
-	var b strings.Builder
-	if len(e.Problems) == 1 {
-		fmt.Fprintf(&b, "patterns: invalid plan: %s", e.format(e.Problems[0]))
-		return b.String()
+// planError is the error of the plan name's problems: a *problem.Error
+// "patterns: invalid plan" whose problems each name the file (and their
+// phase as their Field).
+func planError(name string, probs []problem.Problem) error {
+	for i := range probs {
+		probs[i].File = name
 	}
-	fmt.Fprintf(&b, "patterns: invalid plan, %d problems:", len(e.Problems))
-	for _, p := range e.Problems {
-		b.WriteString("\n  ")
-		b.WriteString(e.format(p))
-	}
-	return b.String()
-}
-
-func (e *PlanError) format(p Problem) string {
-	if p.Line > 0 {
-		return fmt.Sprintf("%s:%d: %s", e.Name, p.Line, p.Msg)
-	}
-	return fmt.Sprintf("%s: %s", e.Name, p.Msg)
+	return &problem.Error{What: "patterns: invalid plan", Problems: probs}
 }
 
 // LoadPlan reads a plan in YAML or JSON (JSON is read as YAML, so both get
 // line numbers) from r, where name is the file name used in messages.
 // Unknown keys, bad values, duplicate keys and everything Validate checks
-// are errors; all are reported at once in a *PlanError. On error the plan
+// are errors; all are reported at once in a *problem.Error (see planError). On error the plan
 // is nil.
 func LoadPlan(r io.Reader, name string) (*Plan, error) {
 	if name == "" {
@@ -219,36 +192,36 @@ func LoadPlan(r io.Reader, name string) (*Plan, error) {
 		return nil, fmt.Errorf("patterns: read plan %s: %w", name, err)
 	}
 	if len(data) > maxPlanBytes {
-		return nil, &PlanError{Name: name, Problems: []Problem{{Msg: fmt.Sprintf("larger than %d bytes", maxPlanBytes)}}}
+		return nil, planError(name, []problem.Problem{{Message: fmt.Sprintf("larger than %d bytes", maxPlanBytes)}})
 	}
 	// First pass: the node tree, for syntax errors and line numbers.
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, &PlanError{Name: name, Problems: yamlProblems(err)}
+		return nil, planError(name, yamlProblems(err))
 	}
 	if root.Kind == 0 || len(root.Content) == 0 {
-		return nil, &PlanError{Name: name, Problems: []Problem{{Msg: "the plan is empty: it needs version: 1 and phases"}}}
+		return nil, planError(name, []problem.Problem{{Message: "the plan is empty: it needs version: 1 and phases"}})
 	}
 	doc := root.Content[0]
 	if doc.Kind != yaml.MappingNode {
-		return nil, &PlanError{Name: name, Problems: []Problem{{Line: doc.Line, Msg: "a plan must be a mapping with version and phases"}}}
+		return nil, planError(name, []problem.Problem{{Line: doc.Line, Message: "a plan must be a mapping with version and phases"}})
 	}
 	// Second pass: the struct, with known-fields checking; type errors are
 	// collected, not fatal.
 	p := &Plan{src: name}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	var problems []Problem
+	var problems []problem.Problem
 	if err := dec.Decode(p); err != nil {
 		problems = yamlProblems(err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		problems = append(problems, Problem{Line: extra.Line, Msg: "a plan file holds one YAML document; found another"})
+		problems = append(problems, problem.Problem{Line: extra.Line, Message: "a plan file holds one YAML document; found another"})
 	}
 	p.lines = phaseLines(doc)
 	if len(problems) > 0 {
-		return nil, &PlanError{Name: name, Problems: problems}
+		return nil, planError(name, problems)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -264,7 +237,7 @@ var (
 
 // yamlProblems turns a yaml error into problems with line numbers and
 // messages in the plan's own words.
-func yamlProblems(err error) []Problem {
+func yamlProblems(err error) []problem.Problem {
 	var msgs []string
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
@@ -272,9 +245,9 @@ func yamlProblems(err error) []Problem {
 	} else {
 		msgs = []string{err.Error()}
 	}
-	out := make([]Problem, 0, len(msgs))
+	out := make([]problem.Problem, 0, len(msgs))
 	for _, m := range msgs {
-		var pr Problem
+		var pr problem.Problem
 		if sub := yamlLineRE.FindStringSubmatch(m); sub != nil {
 			pr.Line, _ = strconv.Atoi(sub[1])
 			m = sub[2]
@@ -302,7 +275,7 @@ func yamlProblems(err error) []Problem {
 			}
 			m = fmt.Sprintf("%q is not %s", sub[2], want)
 		}
-		pr.Msg = m
+		pr.Message = m
 		out = append(out, pr)
 	}
 	return out
@@ -351,7 +324,7 @@ func (p *Plan) has(i int, key string) bool {
 }
 
 // Validate checks the plan and reports every problem at once in a
-// *PlanError: the version, that each phase is a pattern or a pause, that
+// *problem.Error (see planError): the version, that each phase is a pattern or a pause, that
 // each pattern has its required keys and no keys it does not take, that
 // values are in range, that all races share one race mode, that phase
 // names are unique, and that the plan holds at most MaxSends requests.
@@ -362,19 +335,19 @@ func (p *Plan) Validate() error {
 	if name == "" {
 		name = "plan"
 	}
-	var probs []Problem
-	add := func(line int, format string, a ...any) {
-		probs = append(probs, Problem{Line: line, Msg: fmt.Sprintf(format, a...)})
+	var probs []problem.Problem
+	add := func(line int, field, format string, a ...any) {
+		probs = append(probs, problem.Problem{Line: line, Field: field, Message: fmt.Sprintf(format, a...)})
 	}
 	switch p.Version {
 	case PlanVersion:
 	case 0:
-		add(0, "version is missing: write version: %d", PlanVersion)
+		add(0, "", "version is missing: write version: %d", PlanVersion)
 	default:
-		add(0, "version %d is not supported: this rlprobe reads version %d", p.Version, PlanVersion)
+		add(0, "", "version %d is not supported: this rlprobe reads version %d", p.Version, PlanVersion)
 	}
 	if len(p.Phases) == 0 {
-		add(0, "phases: the plan needs at least one phase")
+		add(0, "phases", "the plan needs at least one phase")
 	}
 	var mode RaceMode
 	modeLine := 0
@@ -389,7 +362,7 @@ func (p *Plan) Validate() error {
 		}
 		line := p.lineOf(i, "")
 		if prev, dup := seenNames[names[i]]; dup {
-			add(p.lineOf(i, "name"), "%s: name %q is already used by phase %d", label, names[i], prev+1)
+			add(p.lineOf(i, "name"), label, "name %q is already used by phase %d", names[i], prev+1)
 		}
 		seenNames[names[i]] = i
 		if ph.Pattern == "" {
@@ -403,10 +376,10 @@ func (p *Plan) Validate() error {
 			continue
 		}
 		if ph.Clients < 0 || (p.has(i, "clients") && ph.Clients == 0) {
-			add(p.lineOf(i, "clients"), "%s: clients must be at least 1, not %d", label, ph.Clients)
+			add(p.lineOf(i, "clients"), label, "clients must be at least 1, not %d", ph.Clients)
 		}
 		if ph.Jitter < 0 {
-			add(p.lineOf(i, "jitter"), "%s: jitter must not be negative, not %v", label, time.Duration(ph.Jitter))
+			add(p.lineOf(i, "jitter"), label, "jitter must not be negative, not %v", time.Duration(ph.Jitter))
 		}
 		if ph.Pattern == PatternEdge {
 			probs = append(probs, p.checkEdge(i, label)...)
@@ -417,7 +390,7 @@ func (p *Plan) Validate() error {
 				m = Barrier
 			}
 			if mode != "" && m != mode && slices.Contains(RaceModes, m) {
-				add(p.lineOf(i, "race-mode"), "%s: race-mode %s differs from %s (line %d); one plan has one race mode", label, m, mode, modeLine)
+				add(p.lineOf(i, "race-mode"), label, "race-mode %s differs from %s (line %d); one plan has one race mode", m, mode, modeLine)
 			} else if mode == "" {
 				mode, modeLine = m, p.lineOf(i, "race-mode")
 			}
@@ -430,37 +403,37 @@ func (p *Plan) Validate() error {
 		if s, err := ph.build(time.Time{}, 0, true); err != nil {
 			var pe *ParamError
 			if errors.As(err, &pe) {
-				add(p.lineOf(i, pe.Param), "%s: %s %s", label, pe.Param, pe.Msg)
+				add(p.lineOf(i, pe.Param), label, "%s %s", pe.Param, pe.Msg)
 			} else {
-				add(line, "%s: %s", label, strings.TrimPrefix(err.Error(), "patterns: "))
+				add(line, label, "%v", err)
 			}
 		} else {
 			total += float64(len(s.Sends))
 		}
 	}
 	if total > MaxSends {
-		add(0, "the plan holds %.0f requests, more than the %d one schedule may hold", total, MaxSends)
+		add(0, "", "the plan holds %.0f requests, more than the %d one schedule may hold", total, MaxSends)
 	}
 	if len(probs) > 0 {
-		return &PlanError{Name: name, Problems: dedupe(probs)}
+		return planError(name, dedupe(probs))
 	}
 	return nil
 }
 
 // checkPause checks phase i, which has no pattern: a positive pause and
 // no pattern keys.
-func (p *Plan) checkPause(i int, label string) []Problem {
+func (p *Plan) checkPause(i int, label string) []problem.Problem {
 	ph := &p.Phases[i]
-	var probs []Problem
+	var probs []problem.Problem
 	if !p.has(i, "pause") {
-		return []Problem{{Line: p.lineOf(i, ""), Msg: fmt.Sprintf("%s: set pattern (%s) or pause", label, strings.Join(Patterns, ", "))}}
+		return []problem.Problem{{Line: p.lineOf(i, ""), Field: label, Message: fmt.Sprintf("set pattern (%s) or pause", strings.Join(Patterns, ", "))}}
 	}
 	if ph.Pause <= 0 {
-		probs = append(probs, Problem{Line: p.lineOf(i, "pause"), Msg: fmt.Sprintf("%s: pause must be positive, not %v", label, time.Duration(ph.Pause))})
+		probs = append(probs, problem.Problem{Line: p.lineOf(i, "pause"), Field: label, Message: fmt.Sprintf("pause must be positive, not %v", time.Duration(ph.Pause))})
 	}
 	for _, k := range phaseKeys {
 		if k != "pause" && k != "name" && p.has(i, k) {
-			probs = append(probs, Problem{Line: p.lineOf(i, k), Msg: fmt.Sprintf("%s: %s does not apply to a pause", label, k)})
+			probs = append(probs, problem.Problem{Line: p.lineOf(i, k), Field: label, Message: k + " does not apply to a pause"})
 		}
 	}
 	return probs
@@ -468,22 +441,22 @@ func (p *Plan) checkPause(i int, label string) []Problem {
 
 // checkKeys checks that phase i's pattern is known (known false when it
 // is not) and that it has the keys its pattern requires and no other.
-func (p *Plan) checkKeys(i int, label string) (probs []Problem, known bool) {
+func (p *Plan) checkKeys(i int, label string) (probs []problem.Problem, known bool) {
 	ph := &p.Phases[i]
 	keys, ok := patternKeys[ph.Pattern]
 	if !ok {
-		return []Problem{{Line: p.lineOf(i, "pattern"), Msg: fmt.Sprintf("%s: pattern %q is not one of %s", label, ph.Pattern, strings.Join(Patterns, ", "))}}, false
+		return []problem.Problem{{Line: p.lineOf(i, "pattern"), Field: label, Message: fmt.Sprintf("pattern %q is not one of %s", ph.Pattern, strings.Join(Patterns, ", "))}}, false
 	}
 	for _, k := range phaseKeys {
 		switch {
 		case k == "name" || k == "pattern" || k == "clients":
 		case slices.Contains(keys.required, k):
 			if !p.has(i, k) {
-				probs = append(probs, Problem{Line: p.lineOf(i, ""), Msg: fmt.Sprintf("%s: %s is required", label, k)})
+				probs = append(probs, problem.Problem{Line: p.lineOf(i, ""), Field: label, Message: k + " is required"})
 			}
 		case slices.Contains(keys.optional, k):
 		case p.has(i, k):
-			probs = append(probs, Problem{Line: p.lineOf(i, k), Msg: fmt.Sprintf("%s: %s does not apply to %s (it takes %s)", label, k, ph.Pattern,
+			probs = append(probs, problem.Problem{Line: p.lineOf(i, k), Field: label, Message: fmt.Sprintf("%s does not apply to %s (it takes %s)", k, ph.Pattern,
 				strings.Join(append(slices.Clone(keys.required), keys.optional...), ", "))})
 		}
 	}
@@ -491,8 +464,8 @@ func (p *Plan) checkKeys(i int, label string) (probs []Problem, known bool) {
 }
 
 // dedupe drops repeated problems (a constructor may restate a key check).
-func dedupe(ps []Problem) []Problem {
-	var out []Problem
+func dedupe(ps []problem.Problem) []problem.Problem {
+	var out []problem.Problem
 	for _, p := range ps {
 		if !slices.Contains(out, p) {
 			out = append(out, p)
@@ -502,11 +475,11 @@ func dedupe(ps []Problem) []Problem {
 }
 
 // checkEdge checks an edge phase's at / period / phase keys.
-func (p *Plan) checkEdge(i int, label string) []Problem {
+func (p *Plan) checkEdge(i int, label string) []problem.Problem {
 	ph := &p.Phases[i]
-	var probs []Problem
+	var probs []problem.Problem
 	add := func(key, format string, a ...any) {
-		probs = append(probs, Problem{Line: p.lineOf(i, key), Msg: label + ": " + fmt.Sprintf(format, a...)})
+		probs = append(probs, problem.Problem{Line: p.lineOf(i, key), Field: label, Message: fmt.Sprintf(format, a...)})
 	}
 	hasAt, hasPeriod := p.has(i, "at"), p.has(i, "period")
 	switch {
@@ -519,7 +492,7 @@ func (p *Plan) checkEdge(i int, label string) []Problem {
 			add("phase", "phase goes with period, not with at")
 		}
 		if _, _, err := parseAt(ph.At, time.Time{}); err != nil {
-			add("at", "at %s", strings.TrimPrefix(err.Error(), "patterns: "))
+			add("at", "at %v", err)
 		}
 	case hasPeriod:
 		if ph.Period <= 0 {
@@ -532,20 +505,21 @@ func (p *Plan) checkEdge(i int, label string) []Problem {
 }
 
 // parseAt reads an edge's at: a Go duration (relative, rel = true) or a
-// wall-clock instant.
+// wall-clock instant. Its error is a bare message ("\"x\" has no unit: ..."),
+// which its callers place under the at key.
 func parseAt(s string, now time.Time) (d time.Duration, abs time.Time, err error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {
-			return 0, time.Time{}, fmt.Errorf("patterns: %q must not be negative", s)
+			return 0, time.Time{}, fmt.Errorf("%q must not be negative", s)
 		}
 		return d, time.Time{}, nil
 	}
 	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		return 0, time.Time{}, fmt.Errorf("patterns: %q has no unit: write a duration from the start of the phase (%ss) or a time (12:00:05)", s, s)
+		return 0, time.Time{}, fmt.Errorf("%q has no unit: write a duration from the start of the phase (%ss) or a time (12:00:05)", s, s)
 	}
 	t, err := ParseTime(s, now)
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("patterns: %q is neither a duration (2s) nor a time (RFC 3339 or 12:00:05)", s)
+		return 0, time.Time{}, fmt.Errorf("%q is neither a duration (2s) nor a time (RFC 3339 or 12:00:05)", s)
 	}
 	return 0, t, nil
 }
@@ -630,7 +604,7 @@ func (ph *Phase) edgeOffset(phaseStart time.Time, validating bool) (time.Duratio
 	if ph.At != "" {
 		rel, abs, err := parseAt(ph.At, phaseStart)
 		if err != nil {
-			return 0, &ParamError{Pattern: PatternEdge, Param: "at", Msg: strings.TrimPrefix(err.Error(), "patterns: ")}
+			return 0, &ParamError{Pattern: PatternEdge, Param: "at", Msg: err.Error()}
 		}
 		if abs.IsZero() {
 			return rel, nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlprobe/rlprobe/problem"
 )
 
 const examplePlan = `version: 1
@@ -183,9 +185,14 @@ phases:
 			if p != nil {
 				t.Errorf("LoadPlan returned a plan with its error")
 			}
-			var pe *PlanError
+			var pe *problem.Error
 			if !errors.As(err, &pe) {
-				t.Errorf("error %T is not a *PlanError", err)
+				t.Fatalf("error %T is not a *problem.Error", err)
+			}
+			for _, pr := range pe.Problems {
+				if pr.File != "p.yaml" {
+					t.Errorf("problem %#v does not name the file p.yaml", pr)
+				}
 			}
 			msg := err.Error()
 			if !strings.HasPrefix(msg, "patterns: invalid plan") {

@@ -1,16 +1,16 @@
 package patterns
 
 import (
-	"fmt"
 	"time"
 
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/units"
 )
 
 // ParseTime parses a wall-clock instant: RFC 3339 (2025-06-01T12:00:00Z,
 // fractional seconds allowed), or a time of day HH:MM, HH:MM:SS or
 // HH:MM:SS.fff in now's location, meaning its next occurrence at or after
-// now. now is only used for times of day.
+// now. now is only used for times of day. Its error is a *problem.Error.
 func ParseTime(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
@@ -27,7 +27,7 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 		}
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("patterns: invalid time %q: use RFC 3339 (2025-06-01T12:00:00Z) or a time of day (12:00:05)", s)
+	return time.Time{}, problem.New("patterns", "", "invalid time %q: use RFC 3339 (2025-06-01T12:00:00Z) or a time of day (12:00:05)", s)
 }
 
 // NextEdge returns the first instant at or after t at which a window of

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/rlprobe/rlprobe/problem"
 )
 
 // Class is the exit class of an error: what a front end should make of it.
@@ -80,17 +82,12 @@ func ClassOf(err error) Class {
 	return Usage
 }
 
-// problems is a usage error listing every problem at once.
-func problems(probs []string) error {
-	if len(probs) == 0 {
-		return nil
-	}
-	if len(probs) == 1 {
-		return Errorf(Usage, "%s", probs[0])
-	}
-	msg := fmt.Sprintf("%d problems:", len(probs))
-	for _, p := range probs {
-		msg += "\n  " + p
-	}
-	return Errorf(Usage, "%s", msg)
+// problems is the Usage error listing every problem at once: a
+// *problem.Error without What, so the one problem as it is, or "N
+// problems:" and one indented line each; nil for none.
+func problems(probs []problem.Problem) error { return WithClass(Usage, problem.Join("", probs)) }
+
+// msgf is a problem that its message says all of.
+func msgf(format string, a ...any) problem.Problem {
+	return problem.Problem{Message: fmt.Sprintf(format, a...)}
 }

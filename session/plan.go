@@ -2,11 +2,11 @@ package session
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 
 	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/problem"
 )
 
 // PatternFlags are the names of the pattern flags of `rlprobe run`; a
@@ -79,18 +79,16 @@ func loadPlan(name string, clients int, chosen bool) (*patterns.Plan, error) {
 }
 
 // flagWords rewrites the problems of a plan built from flags in the words
-// of the flags: "phase 1 (steady): rate is required" becomes
-// "--pattern steady: --rate is required".
+// of the flags: "phase 1 (steady): rate is required" (the phase is the
+// problem's Field) becomes "--pattern steady: --rate is required".
 func flagWords(err error, pattern string) error {
-	var pe *patterns.PlanError
+	var pe *problem.Error
 	if !errors.As(err, &pe) {
 		return err
 	}
-	var msgs []string
+	var probs []problem.Problem
 	for _, p := range pe.Problems {
-		m := p.Msg
-		m = strings.TrimPrefix(m, "phase 1 ("+pattern+"): ")
-		m = strings.TrimPrefix(m, "phase 1: ")
+		m := p.Message
 		for _, k := range append(PatternFlags[:len(PatternFlags):len(PatternFlags)], "clients") {
 			if strings.HasPrefix(m, k+" ") {
 				m = "--" + m
@@ -98,10 +96,7 @@ func flagWords(err error, pattern string) error {
 			}
 		}
 		m = strings.ReplaceAll(m, "pattern \"", "--pattern \"")
-		msgs = append(msgs, "--pattern "+pattern+": "+m)
+		probs = append(probs, problem.Problem{Field: "--pattern " + pattern, Message: m})
 	}
-	if len(msgs) == 1 {
-		return errors.New(msgs[0])
-	}
-	return fmt.Errorf("%d problems:\n  %s", len(msgs), strings.Join(msgs, "\n  "))
+	return problem.Join("", probs)
 }

@@ -2,11 +2,11 @@ package session
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -69,17 +69,11 @@ func (p *PolicySpec) Given() []string {
 // given. Every problem is reported at once, as a Usage error naming its
 // flag (--fail-on, --only, --skip); the options are returned even then.
 func (p *PolicySpec) CheckOptions(failOn string, only, skip []string) (CheckOptions, error) {
-	var probs []string
+	var probs []problem.Problem
 	sev, err := ParseFailOn(failOn)
-	if err != nil {
-		probs = append(probs, err.Error())
-	}
-	if err := verify.ValidateChecks(only); err != nil {
-		probs = append(probs, "--only: "+strings.TrimPrefix(err.Error(), "verify: "))
-	}
-	if err := verify.ValidateChecks(skip); err != nil {
-		probs = append(probs, "--skip: "+strings.TrimPrefix(err.Error(), "verify: "))
-	}
+	probs = append(probs, problem.From(err)...)
+	probs = append(probs, problem.Under("--only", verify.ValidateChecks(only))...)
+	probs = append(probs, problem.Under("--skip", verify.ValidateChecks(skip))...)
 	opts := CheckOptions{Only: only, Skip: skip, FailOn: sev, Advertised: p.Apply}
 	if p.set("status") {
 		opts.Status = p.Status
@@ -92,22 +86,22 @@ func (p *PolicySpec) CheckOptions(failOn string, only, skip []string) (CheckOpti
 func ParseFailOn(s string) (verify.Severity, error) {
 	sev, err := verify.ParseSeverity(s)
 	if err != nil {
-		return "", Errorf(Usage, "--fail-on: must be info, warning or error")
+		return "", problems([]problem.Problem{{Field: "--fail-on", Message: "must be info, warning or error"}})
 	}
 	return sev, nil
 }
 
-// Problems is a Usage error listing every problem at once: the one
-// problem as it is, or "N problems:" and one indented line each; nil for
-// none.
-func Problems(probs []string) error { return problems(probs) }
+// Problems is a Usage error listing every problem at once (a
+// *problem.Error without What): the one problem as it is, or "N
+// problems:" and one indented line each; nil for none.
+func Problems(probs []problem.Problem) error { return problems(probs) }
 
 // Resolve returns the declared policy, normalized and valid, or nil when
 // the flags declare no quota (the caller then uses the advertised one and
 // applies modifiers to it). Every problem is reported at once as a usage
 // error.
 func (p *PolicySpec) Resolve() (*verify.Policy, error) {
-	var probs []string
+	var probs []problem.Problem
 	var given []string
 	for _, n := range append(append([]string{}, quotaFlags...), modifierFlags...) {
 		if p.set(n) {
@@ -116,10 +110,10 @@ func (p *PolicySpec) Resolve() (*verify.Policy, error) {
 	}
 	if p.File != "" {
 		if p.Draft != "" {
-			probs = append(probs, "--policy-file and --policy are exclusive")
+			probs = append(probs, msgf("--policy-file and --policy are exclusive"))
 		}
 		if len(given) > 0 {
-			probs = append(probs, fmt.Sprintf("--policy-file declares the whole policy: drop %s (or write them in the file)", strings.Join(given, ", ")))
+			probs = append(probs, msgf("--policy-file declares the whole policy: drop %s (or write them in the file)", strings.Join(given, ", ")))
 		}
 		if len(probs) > 0 {
 			return nil, problems(probs)
@@ -139,20 +133,18 @@ func (p *PolicySpec) Resolve() (*verify.Policy, error) {
 		return &pol, nil
 	}
 	if p.set("capacity") && p.set("burst") {
-		probs = append(probs, "give --capacity or --burst, not both (capacity = burst + 1)")
+		probs = append(probs, msgf("give --capacity or --burst, not both (capacity = burst + 1)"))
 	}
 	var rules []verify.Endpoint
 	switch {
 	case p.Draft != "":
 		for _, n := range quotaFlags {
 			if p.set(n) {
-				probs = append(probs, fmt.Sprintf("--policy declares the quota: drop --%s", n))
+				probs = append(probs, msgf("--policy declares the quota: drop --%s", n))
 			}
 		}
 		es, err := verify.ParseDraftPolicy(p.Draft)
-		if err != nil {
-			probs = append(probs, strings.TrimPrefix(err.Error(), "verify: "))
-		}
+		probs = append(probs, problem.From(err)...)
 		rules = es
 	case p.declaresQuota():
 		e := verify.Endpoint{Limit: p.Limit, Window: p.Window, Rate: p.Rate, Capacity: p.Capacity}
@@ -250,20 +242,20 @@ func (p *PolicySpec) Apply(rules []verify.Endpoint) (*verify.Policy, error) {
 	return &pol, nil
 }
 
-// policyUsage turns a *verify.PolicyError on flags into a usage error
-// naming the flags.
+// policyUsage turns verify's *problem.Error of a policy from flags into a
+// usage error naming the flags.
 func policyUsage(err error) error {
-	var pe *verify.PolicyError
+	var pe *problem.Error
 	if !errors.As(err, &pe) || pe.Source != "" {
 		return WithClass(Usage, err)
 	}
-	probs := make([]string, len(pe.Problems))
+	probs := make([]problem.Problem, len(pe.Problems))
 	for i, pr := range pe.Problems {
 		field := strings.ReplaceAll(pr.Field, "_", "-")
 		if !strings.HasPrefix(field, "endpoints[") && !strings.HasPrefix(field, "policy[") {
 			field = "--" + field
 		}
-		probs[i] = field + ": " + pr.Message
+		probs[i] = problem.Problem{Field: field, Message: pr.Message}
 	}
 	return problems(probs)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -98,12 +99,12 @@ func TestPolicySpecCheckOptions(t *testing.T) {
 // listed one a line; all are Usage errors.
 func TestProblems(t *testing.T) {
 	tests := []struct {
-		probs []string
+		probs []problem.Problem
 		want  string
 	}{
 		{nil, ""},
-		{[]string{"--a: bad"}, "--a: bad"},
-		{[]string{"--a: bad", "--b: worse"}, "2 problems:\n  --a: bad\n  --b: worse"},
+		{[]problem.Problem{{Field: "--a", Message: "bad"}}, "--a: bad"},
+		{[]problem.Problem{{Field: "--a", Message: "bad"}, {Message: "--b is worse"}}, "2 problems:\n  --a: bad\n  --b is worse"},
 	}
 	for _, tt := range tests {
 		err := Problems(tt.probs)
@@ -153,6 +154,33 @@ func TestVerdictOutputError(t *testing.T) {
 		}
 		if ClassOf(got) != tt.class || !strings.Contains(msg, tt.msg) {
 			t.Errorf("%s: %v (class %d), want class %d with %q", tt.name, got, ClassOf(got), tt.class, tt.msg)
+		}
+	}
+}
+
+// TestPolicySpecResolveProblems: every problem of the policy flags is one
+// line of the usage error, in the flags' words: verify's problems of a
+// --policy value stand under their policy[i] field (not nested in a
+// second "invalid policy" list), those of quota flags under the flag.
+func TestPolicySpecResolveProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		spec PolicySpec
+		want string
+	}{
+		{"draft and a quota flag", PolicySpec{Draft: `"a";q=-1;w=60`, Limit: 5, Changed: changed("policy", "limit")},
+			"2 problems:\n  --policy declares the quota: drop --limit\n  policy[0].q: must be a non-negative integer"},
+		{"draft with two problems", PolicySpec{Draft: `"a";q=-1;w=0`, Changed: changed("policy")},
+			"2 problems:\n  policy[0].q: must be a non-negative integer\n  policy[0].w: must be a positive integer (seconds)"},
+		{"draft not a policy", PolicySpec{Draft: `100;w=`, Changed: changed("policy")},
+			`--policy "100;w=" is not a RateLimit-Policy value (want`},
+		{"quota flags", PolicySpec{Limit: 0, Window: -1, Changed: changed("limit", "window")},
+			"2 problems:\n  --limit: must be at least 1, not 0\n  --window: must be a positive duration"},
+	}
+	for _, tt := range tests {
+		_, err := tt.spec.Resolve()
+		if ClassOf(err) != Usage || err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%s: Resolve() = %v (class %d), want a usage error starting %q", tt.name, err, ClassOf(err), tt.want)
 		}
 	}
 }

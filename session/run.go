@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/units"
 )
@@ -38,16 +39,16 @@ func (s *Session) Schedule(plan *patterns.Plan) (patterns.Schedule, error) {
 // sustained is the schedule's highest sustained rate in requests per
 // second (patterns.Plan.MaxRate).
 func (s *Session) checkCaps(sc patterns.Schedule, sustained float64) error {
-	var probs []string
+	var probs []problem.Problem
 	c := s.cfg.Caps
 	if n := len(sc.Sends); c.MaxRequests > 0 && n > c.MaxRequests {
-		probs = append(probs, fmt.Sprintf("the plan sends %d requests, over the cap --max-requests %d: raise it if you mean it", n, c.MaxRequests))
+		probs = append(probs, msgf("the plan sends %d requests, over the cap --max-requests %d: raise it if you mean it", n, c.MaxRequests))
 	}
 	if d := sc.Duration; c.MaxDuration > 0 && d > c.MaxDuration {
-		probs = append(probs, fmt.Sprintf("the plan lasts %v, over the cap --max-duration %v: raise it if you mean it", d.Round(time.Millisecond), c.MaxDuration))
+		probs = append(probs, msgf("the plan lasts %v, over the cap --max-duration %v: raise it if you mean it", d.Round(time.Millisecond), c.MaxDuration))
 	}
 	if n := len(s.cfg.Probe.ClientValues); n > 0 && sc.Clients > n {
-		probs = append(probs, fmt.Sprintf("the plan uses %d clients, but --client-values has %d values", sc.Clients, n))
+		probs = append(probs, msgf("the plan uses %d clients, but --client-values has %d values", sc.Clients, n))
 	}
 	if c.MaxRate > 0 {
 		batch := map[int]int{}
@@ -58,13 +59,13 @@ func (s *Session) checkCaps(sc patterns.Schedule, sustained float64) error {
 		}
 		for _, n := range batch {
 			if float64(n) > c.MaxRate {
-				probs = append(probs, fmt.Sprintf("a race releases %d requests at once, over the cap --max-rate %s: raise it if you mean it",
+				probs = append(probs, msgf("a race releases %d requests at once, over the cap --max-rate %s: raise it if you mean it",
 					n, units.FormatRate(c.MaxRate)))
 				break
 			}
 		}
 		if sustained > c.MaxRate*(1+1e-9) {
-			probs = append(probs, fmt.Sprintf("the plan sends %s, over the cap --max-rate %s: raise it if you mean it",
+			probs = append(probs, msgf("the plan sends %s, over the cap --max-rate %s: raise it if you mean it",
 				units.FormatRate(sustained), units.FormatRate(c.MaxRate)))
 		}
 	}

@@ -34,7 +34,7 @@ func TestParseHeaders(t *testing.T) {
 		t.Fatalf("problems %q, want %d", probs, len(wantProbs))
 	}
 	for i, w := range wantProbs {
-		if !strings.HasPrefix(probs[i], w) {
+		if !strings.HasPrefix(probs[i].String(), w) {
 			t.Errorf("problem %d = %q, want it to start with %q", i, probs[i], w)
 		}
 	}

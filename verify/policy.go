@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/units"
 )
 
@@ -182,68 +183,39 @@ func cmp(s, def string) string {
 // exactly: units.FormatRate, kept for callers of verify.
 func FormatRate(r float64) string { return units.FormatRate(r) }
 
-// Problem is one thing wrong with a policy.
-type Problem struct {
-	// Field is the offending field as a path, e.g. "endpoints[0].window";
-	// for flags, the flag's name.
-	Field string
-	// Line is the line in the policy file, 0 when unknown.
-	Line int
-	// Message says what is wrong and how to fix it.
-	Message string
-}
-
-// String formats the problem as "line N: field: message" (without the line
-// when it is unknown).
-func (p Problem) String() string {
-	if p.Line > 0 {
-		return fmt.Sprintf("line %d: %s: %s", p.Line, p.Field, p.Message)
-	}
-	return fmt.Sprintf("%s: %s", p.Field, p.Message)
-}
-
-// PolicyError reports every problem of a policy at once.
-type PolicyError struct {
-	Source   string // file name, or "" for flags and --policy
-	Problems []Problem
-}
-
-// Error lists every problem, one a line when there are several.
-func (e *PolicyError) Error() string {
-	var b strings.Builder
-	b.WriteString("verify: invalid policy")
-	if e.Source != "" {
-		b.WriteString(" in " + e.Source)
-	}
-	if len(e.Problems) == 1 {
-		b.WriteString(": " + e.Problems[0].String())
-		return b.String()
-	}
-	fmt.Fprintf(&b, " (%d problems):", len(e.Problems))
-	for _, p := range e.Problems {
-		b.WriteString("\n  " + p.String())
-	}
-	return b.String()
-}
-
-// problems accumulates Problems.
+// problems accumulates the problems of a policy, each a problem.Problem
+// whose Field is the offending field as a path ("endpoints[0].window"; for
+// flags, the flag's name) and whose Line is the line in the policy file (0
+// when unknown).
 type problems struct {
-	list []Problem
+	list []problem.Problem
 }
 
 func (ps *problems) add(field string, line int, format string, a ...any) {
-	ps.list = append(ps.list, Problem{Field: field, Line: line, Message: fmt.Sprintf(format, a...)})
+	ps.list = append(ps.list, problem.Problem{Field: field, Line: line, Message: fmt.Sprintf(format, a...)})
 }
 
+// addErr adds the problems err reports (problem.Under) at field and line.
+func (ps *problems) addErr(field string, line int, err error) {
+	for _, p := range problem.Under(field, err) {
+		p.Line = line
+		ps.list = append(ps.list, p)
+	}
+}
+
+// err is the *problem.Error "verify: invalid policy" of the problems, in
+// source (a file name, or "" for flags and --policy); nil for none.
 func (ps *problems) err(source string) error {
 	if len(ps.list) == 0 {
 		return nil
 	}
-	return &PolicyError{Source: source, Problems: ps.list}
+	return &problem.Error{What: "verify: invalid policy", Source: source, Problems: ps.list}
 }
 
-// Validate reports every problem of the policy at once as a *PolicyError,
-// each with its field (and line, for files). It never panics.
+// Validate reports every problem of the policy at once as a
+// *problem.Error "verify: invalid policy" (its Source the policy file's
+// name, "" for flags and --policy), each problem with its field (and line,
+// for files). It never panics.
 func (p *Policy) Validate() error {
 	var ps problems
 	p.validate(&ps)
@@ -450,7 +422,7 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 func ParseDraftPolicy(s string) ([]Endpoint, error) {
 	list, err := httpsfv.UnmarshalList([]string{s})
 	if err != nil {
-		return nil, fmt.Errorf("verify: --policy %q is not a RateLimit-Policy value (want \"name\";q=100;w=60): %w", s, err)
+		return nil, problem.New("verify", "", "--policy %q is not a RateLimit-Policy value (want \"name\";q=100;w=60): %v", s, err)
 	}
 	var ps problems
 	var out []Endpoint

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/problem"
 )
 
 func TestParsePolicyFile(t *testing.T) {
@@ -69,12 +70,14 @@ func TestParsePolicyFileProblems(t *testing.T) {
 		{"not a mapping", "- 1\n- 2\n", []string{"must be a mapping"}},
 		{"JSON with an unknown key", `{"version": 1, "endpoints": [{"limit": 5, "window": "1s", "limt": 3}]}`, []string{"line 1: endpoints[0].limt: unknown key"}},
 		{"quoted number", "version: 1\nendpoints:\n  - limit: \"5\"\n    window: 1s\n", []string{"limit: must be a whole number"}},
+		{"bad penalty: limiter's problem under the field", "version: 1\nendpoints:\n  - limit: 5\n    window: 1s\n    penalty: sometimes\n",
+			[]string{`verify: invalid policy in p.yaml: line 5: endpoints[0].penalty: penalty "sometimes": one of block:DURATION, extend, restart`}},
 	}
 	for _, tt := range tests {
 		_, err := ParsePolicyFile([]byte(tt.file), "p.yaml")
-		var pe *PolicyError
-		if !errors.As(err, &pe) {
-			t.Errorf("%s: error %v, want a *PolicyError", tt.name, err)
+		var pe *problem.Error
+		if !errors.As(err, &pe) || pe.Source != "p.yaml" {
+			t.Errorf("%s: error %v, want a *problem.Error in p.yaml", tt.name, err)
 			continue
 		}
 		msg := err.Error()

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/units"
 )
 
@@ -31,7 +32,8 @@ func (p *Policy) UnmarshalJSON(data []byte) error {
 // ParsePolicyFile reads a policy file (YAML or JSON: `version: 1`,
 // `endpoints: [...]`), validates it and returns it normalized. Unknown keys,
 // bad values and invalid rules are reported together, with line numbers,
-// as a *PolicyError; name is the file name used in messages.
+// as a *problem.Error (see Policy.Validate); name is the file name used in
+// messages.
 func ParsePolicyFile(data []byte, name string) (Policy, error) {
 	p, ps := decodePolicy(data, name)
 	if p == nil {
@@ -49,7 +51,7 @@ func ParsePolicyFile(data []byte, name string) (Policy, error) {
 			ps.list = append(ps.list, q)
 		}
 	}
-	slices.SortStableFunc(ps.list, func(a, b Problem) int { return lineOrder(a.Line) - lineOrder(b.Line) })
+	slices.SortStableFunc(ps.list, func(a, b problem.Problem) int { return lineOrder(a.Line) - lineOrder(b.Line) })
 	if err := ps.err(name); err != nil {
 		return Policy{}, err
 	}
@@ -234,7 +236,7 @@ func decodeEndpoint(n *yaml.Node, prefix string, ps *problems) Endpoint {
 			if s := scalarString(v, field, ps); s != "" {
 				pen, err := limiter.ParsePenalty(s)
 				if err != nil {
-					ps.add(field, v.Line, "%s", strings.TrimPrefix(err.Error(), "limiter: "))
+					ps.addErr(field, v.Line, err)
 				}
 				e.Penalty = pen
 			}

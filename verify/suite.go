@@ -12,6 +12,7 @@ import (
 	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/units"
 )
@@ -67,11 +68,12 @@ func (o SuiteOptions) forRule(e *Endpoint) SuiteOptions {
 	return o
 }
 
-// ValidateChecks reports check names that are not the contract's.
+// ValidateChecks reports the first check name that is not the contract's,
+// as a *problem.Error.
 func ValidateChecks(names []string) error {
 	for _, n := range names {
 		if !slices.Contains(Checks, n) {
-			return fmt.Errorf("verify: unknown check %q (want %s)", n, strings.Join(Checks, ", "))
+			return problem.New("verify", "", "unknown check %q (want %s)", n, strings.Join(Checks, ", "))
 		}
 	}
 	return nil

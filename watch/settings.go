@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/rlprobe/rlprobe/problem"
 	"github.com/rlprobe/rlprobe/session"
 )
 
@@ -36,24 +37,19 @@ type Settings struct {
 // when MetricsListen is set; the caller adds the session, policy and
 // sinks. metricsAddr is MetricsAddr's answer for MetricsListen ("" when
 // unset), to give ServeMetrics. problems lists every bad setting at once,
-// in the flags' words, in a fixed order; when it is not empty the Config
-// is not to be used.
-func (s Settings) Config() (cfg Config, metricsAddr string, problems []string) {
+// in the flags' words, in a fixed order (session.Problems makes them the
+// usage error); when it is not empty the Config is not to be used.
+func (s Settings) Config() (cfg Config, metricsAddr string, problems []problem.Problem) {
 	share, err := ParseShare(s.Budget)
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
+	problems = append(problems, problem.From(err)...)
 	failOn, err := session.ParseFailOn(s.FailOn)
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
+	problems = append(problems, problem.From(err)...)
 	if s.Every < 0 {
-		problems = append(problems, "--every must be positive")
+		problems = append(problems, problem.Problem{Message: "--every must be positive"})
 	}
 	if s.MetricsListen != "" {
-		if metricsAddr, err = MetricsAddr(s.MetricsListen, s.Public); err != nil {
-			problems = append(problems, err.Error())
-		}
+		metricsAddr, err = MetricsAddr(s.MetricsListen, s.Public)
+		problems = append(problems, problem.From(err)...)
 	}
 	cfg = Config{Every: s.Every, Share: share, FailOn: failOn, Once: s.Once, Infer: s.Infer,
 		Dir: Dir{Path: s.Dir, Keep: s.Keep, KeepBytes: s.KeepBytes}}

@@ -39,7 +39,7 @@ func TestSettingsConfig(t *testing.T) {
 				t.Fatalf("problems %q, want %d like %q", probs, len(tc.wantProbs), tc.wantProbs)
 			}
 			for i, want := range tc.wantProbs {
-				if !strings.Contains(probs[i], want) {
+				if !strings.Contains(probs[i].String(), want) {
 					t.Errorf("problem %d %q, want it to say %q", i, probs[i], want)
 				}
 			}
