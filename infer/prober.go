@@ -291,7 +291,7 @@ func (s *prober) conclude(f *fit) *Inference {
 	}
 	inf := conclude(s.fitted(), s.opts.Origin, o, f, key, s.opts)
 	s.over.report(inf)
-	if w, ok := s.answer(); ok && inf.Fit == FitApproximate && s.validated != nil && *s.validated == w.h.v && w.miss <= s.f.slack {
+	if w, ok := s.answer(); ok && inf.Fit == FitApproximate && s.validated != nil && *s.validated == w.h.v && w.miss <= s.f.slack && s.validation != "" {
 		inf.Fit, inf.Validation = FitExact, s.validation
 	}
 	return inf
