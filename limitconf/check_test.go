@@ -37,7 +37,7 @@ func TestLiveCheck(t *testing.T) {
 		{ID: verify.IDNoLimitingObserved, Severity: verify.SeverityError, Certainty: verify.Certain, Endpoint: "/login", Message: "no rejection at all"},
 		{ID: verify.IDRetryAfterMissing, Severity: verify.SeverityWarning, Certainty: verify.Certain, Endpoint: "/items/7", Message: "a rejection without Retry-After"},
 	}}
-	c.Judge(&rep)
+	c.Judge(&rep, nil)
 	if rep.Verdict != verify.VerdictFail || rep.Complete {
 		t.Errorf("verdict %s complete %v, want fail, incomplete (a location was not checked)", rep.Verdict, rep.Complete)
 	}
