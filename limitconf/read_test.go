@@ -65,7 +65,7 @@ func TestUnknownDirectives(t *testing.T) {
 	if hasFinding(im, IDNotInterpreted, verify.Certain, 9) {
 		t.Errorf("more_set_headers is a known module's directive: %v", findingsOf(im))
 	}
-	if err := im.Importable(); err == nil || !strings.Contains(err.Error(), "1 limits were not read") {
+	if err := im.Importable(); err == nil || !strings.Contains(err.Error(), "1 limit was not read") {
 		t.Errorf("Importable = %v", err)
 	}
 	// --set FLAG='#' comments the limit out (as envsubst would); FLAG=''
