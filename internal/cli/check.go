@@ -13,6 +13,7 @@ import (
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/report"
 	"github.com/rlprobe/rlprobe/session"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -94,6 +95,12 @@ func (o *CheckOptions) options() (*verify.Policy, session.CheckOptions, error) {
 		for _, n := range live.Notes() {
 			if !o.g.Quiet || strings.Contains(n, "not checked") {
 				fmt.Fprintf(o.f.IO.ErrOut, "rlprobe: %s\n", n)
+			}
+		}
+		if !o.g.Quiet {
+			for _, e := range live.Policy.Endpoints {
+				fmt.Fprintf(o.f.IO.ErrOut, "rlprobe: after the suites, %s is inferred within --max-duration: up to %s (%s for its quota to be whole, then 6 × its period %s + 30 s)\n",
+					e.Path, units.HumanDuration(session.InferNeeds(e)), units.HumanDuration(session.IdleWait(e)), units.HumanDuration(e.Period()))
 			}
 		}
 	}
