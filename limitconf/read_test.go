@@ -252,3 +252,20 @@ func TestEnvoyReads(t *testing.T) {
 		}
 	}
 }
+
+// TestCondText: an if's condition is written back as a config writes it.
+func TestCondText(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"($request_method", "=", "OPTIONS", ")"}, "($request_method = OPTIONS)"},
+		{[]string{"($http_x", "=", "", ")"}, "($http_x = '')"},
+		{[]string{"($http_x", "~*", "a b", ")"}, "($http_x ~* 'a b')"},
+		{[]string{"($bad)"}, "($bad)"},
+	} {
+		if got := condText(tt.args); got != tt.want {
+			t.Errorf("condText(%q) = %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}
