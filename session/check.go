@@ -158,7 +158,13 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	}
 	budget, cancel := context.WithDeadline(ctx, start.Add(maxDur))
 	defer cancel()
-	s.started(start, min(planned, maxDur), patterns.Schedule{})
+	progress := planned
+	if opts.Infer {
+		for _, e := range pol.Endpoints {
+			progress += InferNeeds(e)
+		}
+	}
+	s.started(start, min(progress, maxDur), patterns.Schedule{})
 	var runErr error
 	for i := range pol.Endpoints {
 		done, _ := s.rec.counts()
