@@ -1,6 +1,7 @@
 package limitconf
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"strings"
@@ -105,7 +106,8 @@ func (c *LiveCheck) Notes() []string {
 }
 
 // Inferred is what inference made of one rule of a LiveCheck's Policy:
-// Observed, or why there is none (Skipped).
+// Observed, or why there is none (Skipped); beside an incomplete
+// Observed, Skipped may say what ended it.
 type Inferred struct {
 	Observed *Observed
 	Skipped  string
@@ -141,7 +143,8 @@ func (c *LiveCheck) Judge(rep *verify.Report, inferred []Inferred) []string {
 				notes = append(notes, fmt.Sprintf("%s: not inferred (no config-mismatch judged): %s", at, inferred[k].Skipped))
 			case obs.Incomplete:
 				rep.Complete = false
-				notes = append(notes, fmt.Sprintf("%s: the inference was cut short by the budget: any config-mismatch is possible, not certain", at))
+				why := cmp.Or(inferred[k].Skipped, "the budget cut it short")
+				notes = append(notes, fmt.Sprintf("%s: the inference is incomplete (%s): any config-mismatch is possible, not certain", at, why))
 			}
 		}
 		sub := *rep

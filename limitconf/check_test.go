@@ -139,7 +139,7 @@ func TestLiveCheckJudgeInferred(t *testing.T) {
 	}{
 		{"nothing inferred", nil, "", true, ""},
 		{"complete exact fit", []Inferred{{Observed: wrong}}, verify.Certain, true, ""},
-		{"cut short", []Inferred{{Observed: &cut}}, verify.Possible, false, "cut short"},
+		{"cut short", []Inferred{{Observed: &cut}}, verify.Possible, false, "incomplete"},
 		{"not inferred", []Inferred{{Skipped: "not inferred: no time left"}}, "", false, "no time left"},
 	}
 	for _, tt := range tests {

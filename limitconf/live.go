@@ -261,7 +261,7 @@ func Judge(t Target, rep *verify.Report, obs *Observed) []verify.Finding {
 	if obs.Family == "none" {
 		if !absorbed {
 			out = append(out, verify.Finding{ID: verify.IDConfigNotEnforced, Severity: verify.SeverityError, Certainty: verify.Possible,
-				Endpoint: endpoint, Message: fmt.Sprintf("%s limits %s (%s), but inference observed no limiting at all", at, t.Location, bind.Describe()),
+				Endpoint: endpoint, Evidence: verify.Evidence{Refs: []string{}}, Message: fmt.Sprintf("%s limits %s (%s), but inference observed no limiting at all", at, t.Location, bind.Describe()),
 				Hint: hintFor(bind)})
 		}
 		return out
@@ -272,7 +272,7 @@ func Judge(t Target, rep *verify.Report, obs *Observed) []verify.Finding {
 	}
 	mismatch := func(msg string) {
 		out = append(out, verify.Finding{ID: verify.IDConfigMismatch, Severity: verify.SeverityError, Certainty: cert,
-			Endpoint: endpoint, Message: fmt.Sprintf("%s declares %s, but %s", at, bind.Describe(), msg),
+			Endpoint: endpoint, Evidence: verify.Evidence{Refs: []string{}}, Message: fmt.Sprintf("%s declares %s, but %s", at, bind.Describe(), msg),
 			Hint: "the live limiter is not the one this config describes: a config not deployed, another limiter in front, or a different version"})
 	}
 	if obs.Family == "" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
@@ -20,7 +21,8 @@ type Inferred struct {
 	Inference *infer.Inference
 	// Skipped says why the rule was not inferred ("" when it was): what
 	// was left of --max-duration or --max-requests could not hold it, or
-	// the suites did not finish.
+	// the suites did not finish; beside an Inference, the error that
+	// ended it early.
 	Skipped string
 }
 
@@ -73,7 +75,13 @@ func (s *Session) inferRules(ctx context.Context, pol *verify.Policy, zero time.
 		inf, err := s.inferRule(ctx, rule, i+1, zero, left-IdleWait(rule), reqLeft)
 		out[i].Inference = inf
 		if err != nil {
-			return err
+			if inf == nil || ctx.Err() != nil || errors.Is(err, probe.ErrUsage) {
+				return err
+			}
+			// The suites' verdict stands: an inference an engine error
+			// ended early is kept as it is (complete false), and the
+			// next rule is inferred.
+			out[i].Skipped = "the inference stopped early: " + err.Error()
 		}
 	}
 	return nil
@@ -97,7 +105,10 @@ func (s *Session) inferRule(ctx context.Context, rule verify.Endpoint, id int, z
 		return nil, err
 	}
 	defer eng.close()
-	o := s.inferOptions(InferOptions{}, opt, zero, nil)
+	// The session's lead rather than infer's shorter default: after a
+	// suite, on a busy machine, a schedule planned 20 ms ahead may be
+	// due before the engine is ready.
+	o := s.inferOptions(InferOptions{Lead: defaultLead}, opt, zero, nil)
 	o.MaxDuration, o.MaxRequests = maxDur, maxReq
 	if identities == 1 {
 		o.Clients = 1

@@ -129,7 +129,7 @@ func TestCheckFromConfigInfers(t *testing.T) {
 	}
 	results := make([]result, len(tests))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 3) // infer's timing wants a machine not too busy
+	sem := make(chan struct{}, 2) // infer's timing wants a machine not too busy
 	for i, tt := range tests {
 		if tt.name == "real nginx, another file" {
 			continue // after its own file, on the same nginx
@@ -151,6 +151,7 @@ func TestCheckFromConfigInfers(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	sch := compileDocSchema(t, "check.schema.json")
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := results[i]
@@ -158,6 +159,7 @@ func TestCheckFromConfigInfers(t *testing.T) {
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 				t.Fatalf("exit %d, not a check document: %v\n%s%s", r.code, err, r.stdout, r.stderr)
 			}
+			mustValidate(t, sch, "check --from-config --json", r.stdout)
 			var mismatch []verify.Finding
 			for _, f := range rep.Findings {
 				if f.ID == verify.IDConfigMismatch {
