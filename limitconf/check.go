@@ -1,6 +1,7 @@
 package limitconf
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"strings"
@@ -12,7 +13,8 @@ import (
 // --from-config): the limited locations of an import as one policy to
 // check at a base URL, one rule each, and the judgement of the verdict
 // as findings about the config. Build it with NewLiveCheck, check
-// Policy (session.Check, with Judge as its CheckOptions.Judge).
+// Policy (session.Check, with Infer set and Judge called from its
+// CheckOptions.Judge, each inference read by ParseObserved).
 type LiveCheck struct {
 	// Targets are the import's locations (see Targets), in config order.
 	Targets []Target
@@ -103,18 +105,47 @@ func (c *LiveCheck) Notes() []string {
 	return append(out, c.Skipped()...)
 }
 
+// Inferred is what inference made of one rule of a LiveCheck's Policy:
+// Observed, or why there is none (Skipped); beside an incomplete
+// Observed, Skipped may say what ended it.
+type Inferred struct {
+	Observed *Observed
+	Skipped  string
+}
+
 // Judge turns the verdict of a check of Policy into the verdict about
 // the config: each target's findings go through the package's Judge
-// (no-limiting-observed becomes config-not-enforced), and each names the
-// config line of the binding rule; a target not probed makes the verdict
-// incomplete. The verdict is given again (verify.Report.Rejudge).
-func (c *LiveCheck) Judge(rep *verify.Report) {
+// (no-limiting-observed becomes config-not-enforced) with its inference
+// (inferred holds one entry per rule of Policy, or is nil when nothing
+// was inferred), and each names the config line of the binding rule. A
+// target not probed, or not inferred when inferred is given, makes the
+// verdict incomplete, as an inference the budget ended does; Judge
+// returns one line per such inference, saying why. The verdict is given
+// again (verify.Report.Rejudge).
+func (c *LiveCheck) Judge(rep *verify.Report, inferred []Inferred) []string {
 	used := make([]bool, len(rep.Findings))
 	out := []verify.Finding{}
+	var notes []string
+	k := -1 // the rule of Policy
 	for i, t := range c.Targets {
 		if c.paths[i] == "" {
 			rep.Complete = false
 			continue
+		}
+		k++
+		var obs *Observed
+		if k < len(inferred) {
+			obs = inferred[k].Observed
+			at := fmt.Sprintf("%s (%s)", t.Location, t.Rules[0].Source)
+			switch {
+			case obs == nil:
+				rep.Complete = false
+				notes = append(notes, fmt.Sprintf("%s: not inferred (no config-mismatch judged): %s", at, inferred[k].Skipped))
+			case obs.Incomplete:
+				rep.Complete = false
+				why := cmp.Or(inferred[k].Skipped, "the budget cut it short")
+				notes = append(notes, fmt.Sprintf("%s: the inference is incomplete (%s): any config-mismatch is possible, not certain", at, why))
+			}
 		}
 		sub := *rep
 		sub.Findings = nil
@@ -124,7 +155,7 @@ func (c *LiveCheck) Judge(rep *verify.Report) {
 			}
 		}
 		at := t.Rules[0].Source.String()
-		for _, f := range Judge(t, &sub, nil) {
+		for _, f := range Judge(t, &sub, obs) {
 			if !strings.Contains(f.Message, at) {
 				f.Message = at + ": " + f.Message
 			}
@@ -138,4 +169,5 @@ func (c *LiveCheck) Judge(rep *verify.Report) {
 	}
 	rep.Findings = out
 	rep.Rejudge()
+	return notes
 }

@@ -1,6 +1,7 @@
 package limitconf
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -163,11 +164,54 @@ type Observed struct {
 	// certain only against an exact fit, never by a share of outcomes.
 	Fit string
 	// Closest is the family closest to the outcomes (infer's closest).
-	Closest  string
-	Rate     *Bound // requests per second
-	Capacity *Bound
-	Limit    *Bound
-	WindowS  *Bound
+	Closest string
+	// Incomplete is set when the budget ended the inference before the
+	// candidates were told apart (infer's complete: false): nothing it
+	// shows is certain.
+	Incomplete bool
+	Rate       *Bound // requests per second
+	Capacity   *Bound
+	Limit      *Bound
+	WindowS    *Bound
+}
+
+// ParseObserved reads an infer document (rlprobe.infer/v1, as `rlprobe
+// infer --json` prints it and a record file keeps it) into an Observed:
+// algorithm (null: no family fits), fit, closest, complete and the
+// params limit, window_s, rate_per_s and capacity. It is an error when
+// the document is not JSON or names no fit.
+func ParseObserved(doc []byte) (*Observed, error) {
+	type param struct{ Value, Low, High float64 }
+	var d struct {
+		Algorithm *string `json:"algorithm"`
+		Fit       string  `json:"fit"`
+		Closest   string  `json:"closest"`
+		Complete  bool    `json:"complete"`
+		Params    struct {
+			Limit    *param `json:"limit"`
+			WindowS  *param `json:"window_s"`
+			RatePerS *param `json:"rate_per_s"`
+			Capacity *param `json:"capacity"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("limitconf: an infer document: %w", err)
+	}
+	if d.Fit == "" {
+		return nil, fmt.Errorf("limitconf: an infer document without a fit")
+	}
+	b := func(p *param) *Bound {
+		if p == nil {
+			return nil
+		}
+		return &Bound{Value: p.Value, Low: p.Low, High: p.High}
+	}
+	o := &Observed{Fit: d.Fit, Closest: d.Closest, Incomplete: !d.Complete,
+		Rate: b(d.Params.RatePerS), Capacity: b(d.Params.Capacity), Limit: b(d.Params.Limit), WindowS: b(d.Params.WindowS)}
+	if d.Algorithm != nil {
+		o.Family = *d.Algorithm
+	}
+	return o, nil
 }
 
 // allowedFamilies lists what inference may answer for a rule without
@@ -184,8 +228,10 @@ func allowedFamilies(r *Rule) []string {
 // (obs, may be nil) into the check document's findings about the config:
 // no-limiting-observed becomes config-not-enforced, naming the config
 // line (it absorbs it, with its certainty and evidence), and a family or
-// parameter outside what the config declares is config-mismatch. It
-// returns rep's findings with these changes; rep is not modified.
+// parameter outside what the config declares is config-mismatch: certain
+// only when obs's fit is exact and the inference complete, possible
+// otherwise. It returns rep's findings with these changes; rep is not
+// modified.
 func Judge(t Target, rep *verify.Report, obs *Observed) []verify.Finding {
 	if len(t.Rules) == 0 {
 		return nil
@@ -215,18 +261,18 @@ func Judge(t Target, rep *verify.Report, obs *Observed) []verify.Finding {
 	if obs.Family == "none" {
 		if !absorbed {
 			out = append(out, verify.Finding{ID: verify.IDConfigNotEnforced, Severity: verify.SeverityError, Certainty: verify.Possible,
-				Endpoint: endpoint, Message: fmt.Sprintf("%s limits %s (%s), but inference observed no limiting at all", at, t.Location, bind.Describe()),
+				Endpoint: endpoint, Evidence: verify.Evidence{Refs: []string{}}, Message: fmt.Sprintf("%s limits %s (%s), but inference observed no limiting at all", at, t.Location, bind.Describe()),
 				Hint: hintFor(bind)})
 		}
 		return out
 	}
 	cert := verify.Possible
-	if obs.Fit == "exact" {
+	if obs.Fit == "exact" && !obs.Incomplete {
 		cert = verify.Certain
 	}
 	mismatch := func(msg string) {
 		out = append(out, verify.Finding{ID: verify.IDConfigMismatch, Severity: verify.SeverityError, Certainty: cert,
-			Endpoint: endpoint, Message: fmt.Sprintf("%s declares %s, but %s", at, bind.Describe(), msg),
+			Endpoint: endpoint, Evidence: verify.Evidence{Refs: []string{}}, Message: fmt.Sprintf("%s declares %s, but %s", at, bind.Describe(), msg),
 			Hint: "the live limiter is not the one this config describes: a config not deployed, another limiter in front, or a different version"})
 	}
 	if obs.Family == "" {

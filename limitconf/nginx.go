@@ -328,12 +328,25 @@ func answers(ds []*directive) []answer {
 			out = append(out, answer{d: d, cond: cond, what: "rewrite " + strings.Join(d.args, " ")})
 		case d.name == "if" && d.hasBlock:
 			for _, a := range answers(d.block) {
-				a.cond = "if " + strings.Join(d.args, " ") + " holds"
+				a.cond = "if " + condText(d.args) + " holds"
 				out = append(out, a)
 			}
 		}
 	}
 	return out
+}
+
+// condText writes an if's condition as a config would: an argument that
+// is empty or holds a space quoted, no space before the closing ")".
+func condText(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "" || strings.ContainsAny(a, " \t") {
+			out[i] = "'" + a + "'"
+		}
+	}
+	return strings.ReplaceAll(strings.Join(out, " "), " )", ")")
 }
 
 // redirects reports whether d is a rewrite that answers with a redirect:

@@ -126,7 +126,7 @@ func (c *nginxConf) zone(d *directive) error {
 			v := a[len("rate="):]
 			if _, ph := placeholderIn(v); ph {
 				c.addf(d.server, placeholderFinding(d.src(), "limit_req_zone's rate", v))
-				z.unread = true
+				z.unread, z.rateSrc = true, v+", not read"
 				continue
 			}
 			r, err := nginxRate(v)

@@ -181,7 +181,11 @@ func (im *Import) Importable() error {
 		}
 	}
 	if len(unread) > 0 {
-		return fmt.Errorf("limitconf: %s: %d limits were not read, so a policy would miss them:\n  %s", im.File, len(unread), strings.Join(unread, "\n  "))
+		what := fmt.Sprintf("%d limits were", len(unread))
+		if len(unread) == 1 {
+			what = "1 limit was"
+		}
+		return fmt.Errorf("limitconf: %s: %s not read, so a policy would miss them:\n  %s", im.File, what, strings.Join(unread, "\n  "))
 	}
 	if len(im.Rules) > 0 {
 		return nil

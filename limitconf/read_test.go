@@ -65,7 +65,7 @@ func TestUnknownDirectives(t *testing.T) {
 	if hasFinding(im, IDNotInterpreted, verify.Certain, 9) {
 		t.Errorf("more_set_headers is a known module's directive: %v", findingsOf(im))
 	}
-	if err := im.Importable(); err == nil || !strings.Contains(err.Error(), "1 limits were not read") {
+	if err := im.Importable(); err == nil || !strings.Contains(err.Error(), "1 limit was not read") {
 		t.Errorf("Importable = %v", err)
 	}
 	// --set FLAG='#' comments the limit out (as envsubst would); FLAG=''
@@ -249,6 +249,23 @@ func TestEnvoyReads(t *testing.T) {
 	for _, f := range im.Findings {
 		if f.ID == verify.IDConfigNotEnforced && f.Certainty == verify.Certain {
 			t.Errorf("Istio's patch inserts the filter: %s", f.Message)
+		}
+	}
+}
+
+// TestCondText: an if's condition is written back as a config writes it.
+func TestCondText(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"($request_method", "=", "OPTIONS", ")"}, "($request_method = OPTIONS)"},
+		{[]string{"($http_x", "=", "", ")"}, "($http_x = '')"},
+		{[]string{"($http_x", "~*", "a b", ")"}, "($http_x ~* 'a b')"},
+		{[]string{"($bad)"}, "($bad)"},
+	} {
+		if got := condText(tt.args); got != tt.want {
+			t.Errorf("condText(%q) = %q, want %q", tt.args, got, tt.want)
 		}
 	}
 }

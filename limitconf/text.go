@@ -34,7 +34,11 @@ func WriteLint(w io.Writer, d *LintDocument) error {
 			fmt.Fprintf(&b, "          hint: %s\n", fd.Hint)
 		}
 	}
-	fmt.Fprintf(&b, "%s (%s): %d limits\n", d.File, d.Format, len(d.Rules))
+	noun := "limits"
+	if len(d.Rules) == 1 {
+		noun = "limit"
+	}
+	fmt.Fprintf(&b, "%s (%s): %d %s\n", d.File, d.Format, len(d.Rules), noun)
 	for _, r := range d.Rules {
 		where := r.Location
 		if r.Server != "" {

@@ -36,8 +36,13 @@ type CheckOptions struct {
 	// Judge, when set, adjusts the report before it is appended to the
 	// record file and its exit class is decided: check --from-config turns
 	// findings into findings about the config there (and calls
-	// verify.Report.Rejudge).
-	Judge func(*verify.Report)
+	// verify.Report.Rejudge). inferred holds one entry per rule of the
+	// policy when Infer is set, nil otherwise.
+	Judge func(rep *verify.Report, inferred []Inferred)
+	// Infer, when set, has Check infer the algorithm behind each rule's
+	// URLs once the suites are done, within what is left of the caps (see
+	// Inferred), and hand the inferences to Judge.
+	Infer bool
 }
 
 // spoofValues are the addresses the key-spoof check claims (TEST-NET-3).
@@ -153,7 +158,13 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	}
 	budget, cancel := context.WithDeadline(ctx, start.Add(maxDur))
 	defer cancel()
-	s.started(start, min(planned, maxDur), patterns.Schedule{})
+	progress := planned
+	if opts.Infer {
+		for _, e := range pol.Endpoints {
+			progress += InferNeeds(e)
+		}
+	}
+	s.started(start, min(progress, maxDur), patterns.Schedule{})
 	var runErr error
 	for i := range pol.Endpoints {
 		done, _ := s.rec.counts()
@@ -161,11 +172,26 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 			break
 		}
 	}
+	var inferred []Inferred
+	var docs []any
+	if opts.Infer {
+		inferred = make([]Inferred, len(pol.Endpoints))
+		if runErr == nil {
+			runErr = s.inferRules(budget, pol, base.zero, inferred)
+		}
+		for i := range inferred {
+			if inf := inferred[i].Inference; inf != nil {
+				docs = append(docs, inf)
+			} else if inferred[i].Skipped == "" {
+				inferred[i].Skipped = "the suites did not finish"
+			}
+		}
+	}
 	reason, err := s.suiteError(ctx, runErr)
 	if s.counts.tooManyOther.Load() {
 		reason, err = record.ReasonAborted, s.otherError(true)
 	}
-	if cerr := s.close(reason); cerr != nil && err == nil {
+	if cerr := s.close(reason, docs...); cerr != nil && err == nil {
 		err = cerr
 	}
 	if errors.Is(runErr, probe.ErrUsage) {
@@ -177,7 +203,7 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 		Targets: run.Header.Targets, RecordFile: s.rec.path, Incomplete: reason != record.ReasonCompleted, Time: time.Now(),
 	})
 	if opts.Judge != nil {
-		opts.Judge(&rep)
+		opts.Judge(&rep, inferred)
 	}
 	s.appendDoc(rep)
 	return &rep, VerdictError(&rep, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/units"
 )
@@ -98,7 +99,7 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 		prior = []record.Result{pre}
 	}
 	s.started(time.Now(), c.MaxDuration, patterns.Schedule{})
-	inf, inferErr := infer.Infer(ctx, eng, s.inferOptions(opts, zero, prior))
+	inf, inferErr := infer.Infer(ctx, eng, s.inferOptions(opts, s.cfg.Probe, zero, prior))
 	scheduled, sent := s.rec.counts()
 	reason, err := s.endError(inferErr, sent, scheduled)
 	var docs []any
@@ -167,9 +168,8 @@ func (s *Session) InferPlan(expect infer.Family) InferPlan {
 		Clients: s.cfg.clients(), Expect: string(expect)}
 }
 
-// inferOptions are infer's options for this session.
-func (s *Session) inferOptions(opts InferOptions, zero time.Time, prior []record.Result) infer.Options {
-	p := s.cfg.Probe
+// inferOptions are infer's options for this session, probing with p.
+func (s *Session) inferOptions(opts InferOptions, p probe.Options, zero time.Time, prior []record.Result) infer.Options {
 	key := opts.KeyName
 	switch {
 	case key != "":

@@ -126,7 +126,7 @@ func TestCheckOneSeqSpace(t *testing.T) {
 	p := verify.Policy{Version: verify.PolicyVersion, Endpoints: []verify.Endpoint{
 		{Path: "/a", Limit: 3, Window: time.Second, Status: 429}, {Path: "/b", Limit: 3, Window: time.Second, Status: 429}}}.Normalize()
 	// Judge's findings are in the stored verdict and decide the exit class.
-	judge := func(r *verify.Report) {
+	judge := func(r *verify.Report, _ []Inferred) {
 		r.Findings = append(r.Findings, verify.Finding{ID: verify.IDConfigNotEnforced, Severity: verify.SeverityError, Certainty: verify.Certain, Message: "judged"})
 		r.Rejudge()
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/report"
 	"github.com/rlprobe/rlprobe/session"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -89,10 +91,16 @@ func (o *CheckOptions) options() (*verify.Policy, session.CheckOptions, error) {
 	}
 	opts, err := o.Policy.CheckOptions(o.Verdict.failOn, o.Only, o.Skip)
 	if live != nil {
-		opts.Judge = live.Judge
+		opts.Infer, opts.Judge = true, o.judge(live)
 		for _, n := range live.Notes() {
 			if !o.g.Quiet || strings.Contains(n, "not checked") {
 				fmt.Fprintf(o.f.IO.ErrOut, "rlprobe: %s\n", n)
+			}
+		}
+		if !o.g.Quiet {
+			for _, e := range live.Policy.Endpoints {
+				fmt.Fprintf(o.f.IO.ErrOut, "rlprobe: after the suites, %s is inferred within --max-duration: up to %s (%s for its quota to be whole, then 6 × its period %s + 30 s)\n",
+					e.Path, units.HumanDuration(session.InferNeeds(e)), units.HumanDuration(session.IdleWait(e)), units.HumanDuration(e.Period()))
 			}
 		}
 	}
@@ -121,6 +129,31 @@ func (o *CheckOptions) policy() (*verify.Policy, *limitconf.LiveCheck, error) {
 		return nil, nil, UsageErr(err)
 	}
 	return &live.Policy, live, nil
+}
+
+// judge is the session's Judge of a check --from-config: the verdict
+// about the config, with each rule's inference read as limitconf's
+// observation; the rules not inferred are printed.
+func (o *CheckOptions) judge(live *limitconf.LiveCheck) func(*verify.Report, []session.Inferred) {
+	return func(rep *verify.Report, inferred []session.Inferred) {
+		obs := make([]limitconf.Inferred, len(inferred))
+		for i, in := range inferred {
+			obs[i].Skipped = in.Skipped
+			if in.Inference == nil {
+				continue
+			}
+			doc, err := json.Marshal(in.Inference)
+			if err == nil {
+				obs[i].Observed, err = limitconf.ParseObserved(doc)
+			}
+			if err != nil {
+				obs[i].Skipped = err.Error()
+			}
+		}
+		for _, n := range live.Judge(rep, obs) {
+			fmt.Fprintf(o.f.IO.ErrOut, "rlprobe: %s\n", n)
+		}
+	}
 }
 
 func checkRun(ctx context.Context, o *CheckOptions) error {

@@ -14,9 +14,10 @@ import (
 // TestCheckFromConfigNginx is `check BASE_URL --from-config
 // examples/nginx.conf` against the real nginx: /trap comes out
 // config-not-enforced (absorbing no-limiting-observed), certain, naming
-// its limit_req line, and no other location has a certain error. The
-// whole config is checked one location after the other (about three
-// minutes); here each location is a command of its own (--location), all
+// its limit_req line, and no other location has a certain error — the
+// inference that follows each suite finds no certain config-mismatch on
+// any of them. The whole config is checked one location after the other
+// (several minutes); here each location is a command of its own (--location), all
 // at once against one nginx (every location has its own zone), which is
 // the same import, plan and judgement in a sixth of the time.
 func TestCheckFromConfigNginx(t *testing.T) {

@@ -69,7 +69,7 @@ func TestPolicyServerBlocks(t *testing.T) {
 func TestPolicyIncludes(t *testing.T) {
 	conf := realistic + "etc-root.conf"
 	code, out, _ := runCLI(t, nil, "policy", "lint", conf)
-	if code != ExitOK || !strings.Contains(out, "include-missing") || !strings.Contains(out, ": 1 limits") {
+	if code != ExitOK || !strings.Contains(out, "include-missing") || !strings.Contains(out, ": 1 limit\n") {
 		t.Errorf("lint = exit %d:\n%s", code, out)
 	}
 	if code, _, errOut := runCLI(t, nil, "policy", "lint", conf, "--strict-includes"); code != ExitUsage || !strings.Contains(errOut, "1 includes cannot be read") {

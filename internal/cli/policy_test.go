@@ -46,7 +46,7 @@ func TestPolicyLintExample(t *testing.T) {
 
 	// --location keeps one location: / lints clean (exit 0).
 	code, out, _ = runCLI(t, nil, "policy", "lint", exampleNginx, "--location", "/")
-	if code != ExitOK || !strings.HasPrefix(out, "PASS") || !strings.Contains(out, ": 1 limits") {
+	if code != ExitOK || !strings.HasPrefix(out, "PASS") || !strings.Contains(out, ": 1 limit\n") {
 		t.Errorf("policy lint --location / = exit %d:\n%s", code, out)
 	}
 }
