@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,10 +31,35 @@ type Parsed struct {
 	// RetryAfter is the delay Retry-After asks for, counted from the
 	// received time given to Parse; nil when absent or malformed.
 	RetryAfter *time.Duration
+	// Partitions are the RateLimit-Partition items (draft-12): per policy,
+	// the dimensions its quota is partitioned by. Recorded, not yet checked.
+	Partitions []Partition
 	// Problems lists each value that breaks its grammar, with what was
 	// still extracted from it kept in Policies and Limits. Clients MUST
 	// ignore malformed RateLimit fields; a verifier reports them.
 	Problems []Problem
+}
+
+// Partition is one RateLimit-Partition item: the policy it names and the
+// dimensions (user_id, client_id, method, …) its quota is partitioned by.
+type Partition struct {
+	// Policy is the policy name, the item String.
+	Policy string
+	// Dimensions are the item's parameters, in field order.
+	Dimensions []Dimension
+}
+
+// Dimension is one partition dimension: a Boolean parameter (user_id)
+// varies per request; a valued one (method=GET) restricts the policy to
+// requests with that value.
+type Dimension struct {
+	// Name is the dimension's key.
+	Name string
+	// Value is the fixed value a valued dimension restricts the policy to,
+	// formatted as a string; "" when !Fixed.
+	Value string
+	// Fixed reports whether the dimension carries a value.
+	Fixed bool
 }
 
 // Policy is one advertised quota policy. The zero value is a nameless policy
@@ -72,8 +98,8 @@ type Limit struct {
 	// Draft-8 and OpenAI carry it in the policy of the same Name instead.
 	Limit    int64
 	HasLimit bool
-	// Remaining is r / remaining: quota units left (for Shopify, the size
-	// less the calls used); valid when HasRemaining.
+	// Remaining is r / remaining / draft-12's a: quota units left (for
+	// Shopify, the size less the calls used); valid when HasRemaining.
 	Remaining    int64
 	HasRemaining bool
 	// Used is what the server says was used of the quota:
@@ -81,17 +107,24 @@ type Limit struct {
 	// HasUsed.
 	Used    int64
 	HasUsed bool
-	// Reset is, for draft-8, t: the delay until more quota is available;
-	// for draft-6, draft-7, X-RateLimit-* and OpenAI, the delay until the
-	// quota resets (is full again). An epoch reset is converted to a delay
+	// Reset is, for draft-8, t: the delay until more quota is available
+	// (under draft-11, whose syntax is draft-8's, t is the effective window
+	// instead); for draft-12, w: the effective window, within which no more
+	// than Remaining is available; for draft-6, draft-7, X-RateLimit-* and
+	// OpenAI, the delay until the quota resets (is full again). An epoch reset is converted to a delay
 	// from the received time given to Parse (never negative) and
 	// ResetIsEpoch is set. Valid when HasReset. Shopify gives none.
 	Reset        time.Duration
 	HasReset     bool
 	ResetIsEpoch bool
+	// Cost is draft-12's c: the quota units this request consumed; valid
+	// when HasCost. Recorded, not yet checked.
+	Cost    int64
+	HasCost bool
 	// PartitionKey is draft-8's pk; nil when absent.
 	PartitionKey []byte
-	// Dialect is the dialect the state was written in.
+	// Dialect is the dialect the state was written in: draft-8 for r/t
+	// items (draft-11 shares their syntax), draft-12 for a/w items.
 	Dialect Dialect
 }
 
@@ -104,6 +137,11 @@ type Problem struct {
 	Value string
 	// Message says what is wrong, in lower case without a trailing period.
 	Message string
+	// Before, when set, is the first dialect under which the value is no
+	// longer wrong: q inside RateLimit breaks drafts -08…-10 and is an
+	// unknown parameter, ignored, from -11 on (Before = draft-11). A reader
+	// that knows the run speaks Before or later drops the Problem.
+	Before Dialect
 }
 
 // String formats p as `Field: "Value": Message`.
@@ -112,7 +150,7 @@ func (p Problem) String() string {
 }
 
 // Speaks reports whether the response speaks dialect d: d was detected;
-// for XRateLimit, x-ratelimit, x-ratelimit-epoch or github was (a policy
+// for Draft8 and Draft11, either was (they share one syntax); for XRateLimit, x-ratelimit, x-ratelimit-epoch or github was (a policy
 // declaring x-ratelimit accepts both resets); for XRateLimitEpoch,
 // x-ratelimit-epoch or github was (GitHub's fields are that triple and
 // more); for None, nothing was.
@@ -130,6 +168,8 @@ func (p Parsed) Speaks(d Dialect) bool {
 			slices.Contains(p.Dialects, GitHub)
 	case XRateLimitEpoch:
 		return slices.Contains(p.Dialects, XRateLimitEpoch) || slices.Contains(p.Dialects, GitHub)
+	case Draft8, Draft11:
+		return slices.Contains(p.Dialects, Draft8) || slices.Contains(p.Dialects, Draft11)
 	}
 	return slices.Contains(p.Dialects, d)
 }
@@ -150,6 +190,7 @@ func Parse(h http.Header, received time.Time) Parsed {
 	p.retryAfter()
 	p.policy()
 	p.rateLimit()
+	p.partition()
 	p.draft6()
 	p.legacy()
 	p.openai()
@@ -167,6 +208,16 @@ func Parse(h http.Header, received time.Time) Parsed {
 				"two policies with quota %d; draft-6/-7 policies MUST NOT share a quota units value", pol.Quota)
 		}
 		seen[pol.Quota] = true
+	}
+	// Policies of a response whose states are all draft-12 are draft-12's
+	// (RateLimit-Policy did not change).
+	if slices.ContainsFunc(p.out.Limits, func(l Limit) bool { return l.Dialect == Draft12 }) &&
+		!slices.ContainsFunc(p.out.Limits, func(l Limit) bool { return l.Dialect == Draft8 }) {
+		for i := range p.out.Policies {
+			if p.out.Policies[i].Dialect == Draft8 {
+				p.out.Policies[i].Dialect = Draft12
+			}
+		}
 	}
 	for _, v := range Dialects {
 		if slices.ContainsFunc(p.out.Policies, func(x Policy) bool { return x.Dialect == v }) ||
@@ -401,6 +452,11 @@ func (p *parser) policy8(value, name string, params *httpsfv.Params) {
 		default:
 			p.problem(fieldPolicy, value, "%s: qu must be a String, not %s", what, describe(v))
 		}
+		if pol.Unit == "request" {
+			// -11's IANA table registers "request" while its text says
+			// "requests": the same unit.
+			pol.Unit = "requests"
+		}
 		if _, isInt := v.(int64); !isInt && !slices.Contains(registeredUnits, pol.Unit) {
 			p.problem(fieldPolicy, value, "%s: qu %q is not a registered quota unit (%s)", what, pol.Unit, strings.Join(registeredUnits, ", "))
 		}
@@ -538,7 +594,9 @@ func (p *parser) draft7Dict(value string, d *httpsfv.Dictionary) {
 	}
 }
 
-// draft8Limits reads RateLimit: "default";r=50;t=30, "daily";r=900.
+// draft8Limits reads RateLimit: "default";r=50;t=30, "daily";r=900 (drafts
+// -08…-11) and "default";a=50;w=30;c=1 (-12). An item with a or w is
+// draft-12's; one with neither is draft-8's.
 func (p *parser) draft8Limits(vals []string, l httpsfv.List, err error) {
 	value := strings.Join(vals, ", ")
 	for _, m := range p.salvage(fieldRateLimit, vals, l, err) {
@@ -553,6 +611,12 @@ func (p *parser) draft8Limits(vals []string, l httpsfv.List, err error) {
 			continue
 		}
 		what := fmt.Sprintf("limit %q", name)
+		_, hasA := it.Params.Get("a")
+		_, hasW := it.Params.Get("w")
+		if hasA || hasW {
+			p.out.Limits = append(p.out.Limits, p.limit12(value, what, name, it.Params))
+			continue
+		}
 		lim := Limit{Name: name, Dialect: Draft8}
 		if r, ok := p.intParam(fieldRateLimit, value, what, it.Params, "r", false); ok {
 			lim.Remaining, lim.HasRemaining = r, true
@@ -564,12 +628,78 @@ func (p *parser) draft8Limits(vals []string, l httpsfv.List, err error) {
 		}
 		if _, present := it.Params.Get("q"); present {
 			p.problem(fieldRateLimit, value, "%s: q belongs in RateLimit-Policy, not RateLimit", what)
+			p.out.Problems[len(p.out.Problems)-1].Before = Draft11
 			if q, ok := p.intParam(fieldRateLimit, value, what, it.Params, "q", false); ok {
 				lim.Limit, lim.HasLimit = q, true
 			}
 		}
 		lim.PartitionKey = p.bytesParam(fieldRateLimit, value, what, it.Params)
 		p.out.Limits = append(p.out.Limits, lim)
+	}
+}
+
+// limit12 reads a draft-12 service limit: a (required), w, c, pk. Other
+// parameters, q among them, are unknown ones, ignored.
+func (p *parser) limit12(value, what, name string, params *httpsfv.Params) Limit {
+	lim := Limit{Name: name, Dialect: Draft12}
+	if a, ok := p.intParam(fieldRateLimit, value, what, params, "a", false); ok {
+		lim.Remaining, lim.HasRemaining = a, true
+	} else if _, present := params.Get("a"); !present {
+		p.problem(fieldRateLimit, value, "%s: a is required", what)
+	}
+	if w, ok := p.intParam(fieldRateLimit, value, what, params, "w", false); ok {
+		lim.Reset, lim.HasReset = secondsDuration(w), true
+	}
+	if c, ok := p.intParam(fieldRateLimit, value, what, params, "c", false); ok {
+		lim.Cost, lim.HasCost = c, true
+	}
+	lim.PartitionKey = p.bytesParam(fieldRateLimit, value, what, params)
+	return lim
+}
+
+// partition reads RateLimit-Partition: "api";user_id;method=GET, a List of
+// String items whose Boolean parameters are per-request dimensions and
+// whose valued parameters restrict the policy.
+func (p *parser) partition() {
+	vals := Values(p.h, fieldPartition)
+	if len(vals) == 0 {
+		return
+	}
+	value := strings.Join(vals, ", ")
+	for _, m := range p.list(fieldPartition, vals) {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			p.problem(fieldPartition, value, "an Inner List is not a partitioned policy")
+			continue
+		}
+		name, ok := p.name(fieldPartition, value, it.Value)
+		if !ok {
+			p.problem(fieldPartition, value, "a partitioned policy must be a String naming it, not %s", describe(it.Value))
+			continue
+		}
+		part := Partition{Policy: name}
+		for _, k := range it.Params.Names() {
+			v, _ := it.Params.Get(k)
+			d := Dimension{Name: k}
+			switch v := v.(type) {
+			case bool:
+				if !v {
+					p.problem(fieldPartition, value, "policy %q: dimension %s=?0; a dimension is a bare key or has a value", name, k)
+					continue
+				}
+			case string:
+				d.Value, d.Fixed = v, true
+			case httpsfv.Token:
+				d.Value, d.Fixed = string(v), true
+			case int64:
+				d.Value, d.Fixed = strconv.FormatInt(v, 10), true
+			default:
+				p.problem(fieldPartition, value, "policy %q: dimension %s: %s is not a value", name, k, describe(v))
+				continue
+			}
+			part.Dimensions = append(part.Dimensions, d)
+		}
+		p.out.Partitions = append(p.out.Partitions, part)
 	}
 }
 
