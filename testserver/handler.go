@@ -405,6 +405,8 @@ func (rt *route) quota(dec limiter.Decision, elapsed time.Duration) headers.Quot
 		Remaining: dec.Remaining,
 		UntilMore: max(0, dec.UntilMore-elapsed),
 		UntilFull: max(0, dec.UntilFull-elapsed),
+		Effective: max(0, dec.UntilGain-elapsed),
+		Cost:      1,
 	}
 	if rt.faults[FaultRemainingStuck] {
 		q.Remaining = max(0, rt.limit-1)
@@ -419,7 +421,7 @@ func (rt *route) quota(dec limiter.Decision, elapsed time.Duration) headers.Quot
 		q.Limit, q.Window = rt.rate, time.Second
 	}
 	if rt.faults[FaultConstantReset] {
-		q.UntilMore, q.UntilFull = rt.window, rt.window
+		q.UntilMore, q.UntilFull, q.Effective = rt.window, rt.window, rt.window
 	}
 	return q
 }
@@ -449,7 +451,7 @@ func (rt *route) writeRateLimit(h http.Header, dec limiter.Decision, now time.Ti
 // FaultMalformedRateLimit breaks.
 func stateFields(d headers.Dialect) []string {
 	switch d {
-	case headers.Draft7, headers.Draft8:
+	case headers.Draft7, headers.Draft8, headers.Draft11, headers.Draft12:
 		return []string{"RateLimit"}
 	case headers.Draft6:
 		return []string{"RateLimit-Remaining"}

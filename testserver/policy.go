@@ -114,9 +114,9 @@ type Policy struct {
 	Status int
 	// Dialects are the header dialects emitted on every response; nil
 	// means DefaultDialects, and []headers.Dialect{headers.None} emits no
-	// rate-limit header. At most one of draft-6, draft-7, draft-8 and one
-	// of x-ratelimit, x-ratelimit-epoch: dialects of a group share field
-	// names.
+	// rate-limit header. At most one of draft-6, draft-7, draft-8,
+	// draft-11, draft-12 and one of x-ratelimit, x-ratelimit-epoch:
+	// dialects of a group share field names.
 	Dialects []headers.Dialect
 	// RetryAfter says how honest Retry-After is on rejections; "" means
 	// RetryAccurate.
@@ -208,12 +208,12 @@ func validateDialects(ds []headers.Dialect) error {
 	var ietf, x []headers.Dialect
 	for _, d := range ds {
 		switch d {
-		case headers.Draft6, headers.Draft7, headers.Draft8:
+		case headers.Draft6, headers.Draft7, headers.Draft8, headers.Draft11, headers.Draft12:
 			ietf = append(ietf, d)
 		case headers.XRateLimit, headers.XRateLimitEpoch:
 			x = append(x, d)
 		case headers.OpenAI, headers.GitHub, headers.Shopify:
-			errs = append(errs, fmt.Errorf("testserver: header dialect %s is read from real APIs, not served (serve: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8)", d))
+			errs = append(errs, fmt.Errorf("testserver: header dialect %s is read from real APIs, not served (serve: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8, draft-11, draft-12)", d))
 		case headers.None:
 			if len(ds) > 1 {
 				errs = append(errs, errors.New("testserver: header dialect none cannot be combined with others"))

@@ -74,7 +74,7 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 	fl.StringVar(&o.Route.Refill, "refill", "", "token-bucket, gcra: whole (a token per tick of the key's grid) or interval (the whole capacity every capacity/rate, on a timer started with the server)")
 	fl.StringVar(&o.Route.Key, "key", "global", "what shares a quota: global, ip or header:NAME")
 	fl.IntVar(&o.Route.Status, "status", 429, "status of a rejection")
-	fl.StringVar(&headersFlag, "headers", "draft-8", "header dialects: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8 (comma-separated)")
+	fl.StringVar(&headersFlag, "headers", "draft-8", "header dialects: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8, draft-11, draft-12 (comma-separated)")
 	fl.StringVar(&o.Route.RetryAfter, "retry-after", "accurate", "Retry-After on rejections: accurate, missing, early (half the wait) or late (wait + a window)")
 	fl.StringVar(&o.Route.RetryAfterFormat, "retry-after-format", "seconds", "Retry-After format: seconds or http-date")
 	fl.StringSliceVar(&faults, "fault", nil, "header defects: malformed-ratelimit, malformed-retry-after, remaining-stuck, policy-lie, cacheable-reject, advertise-rate, constant-reset")
