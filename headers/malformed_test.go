@@ -24,6 +24,8 @@ func TestParseMalformed(t *testing.T) {
 		{"RateLimit-Policy", `"default";q=10;qu="reqs"`, "not a registered quota unit"},
 		{"RateLimit", `"default";a=-1;w=3`, "a must not be negative"},
 		{"RateLimit", `"default";w=3`, "a is required"},
+		{"RateLimit", `"default";r=0;t=1800000000`, "looks like a Unix time"},
+		{"RateLimit", `"default";a=0;w=1800000000`, "looks like a Unix time"},
 		{"RateLimit", `"default";a=1;c=1.5`, "c must be an Integer"},
 		{"RateLimit-Partition", `"api";user_id=?0`, "a dimension is a bare key or has a value"},
 		{"RateLimit-Partition", `api;user_id`, "must be a String"},

@@ -625,6 +625,9 @@ func (p *parser) draft8Limits(vals []string, l httpsfv.List, err error) {
 		}
 		if t, ok := p.intParam(fieldRateLimit, value, what, it.Params, "t", false); ok {
 			lim.Reset, lim.HasReset = secondsDuration(t), true
+			if t >= epochSecondsAtLeast {
+				p.problem(fieldRateLimit, value, "%s: t=%d looks like a Unix time; t is delay seconds", what, t)
+			}
 		}
 		if _, present := it.Params.Get("q"); present {
 			p.problem(fieldRateLimit, value, "%s: q belongs in RateLimit-Policy, not RateLimit", what)
@@ -649,6 +652,9 @@ func (p *parser) limit12(value, what, name string, params *httpsfv.Params) Limit
 	}
 	if w, ok := p.intParam(fieldRateLimit, value, what, params, "w", false); ok {
 		lim.Reset, lim.HasReset = secondsDuration(w), true
+		if w >= epochSecondsAtLeast {
+			p.problem(fieldRateLimit, value, "%s: w=%d looks like a Unix time; w is delay seconds", what, w)
+		}
 	}
 	if c, ok := p.intParam(fieldRateLimit, value, what, params, "c", false); ok {
 		lim.Cost, lim.HasCost = c, true

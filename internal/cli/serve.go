@@ -77,7 +77,7 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 	fl.StringVar(&headersFlag, "headers", "draft-8", "header dialects: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8, draft-11, draft-12 (comma-separated)")
 	fl.StringVar(&o.Route.RetryAfter, "retry-after", "accurate", "Retry-After on rejections: accurate, missing, early (half the wait) or late (wait + a window)")
 	fl.StringVar(&o.Route.RetryAfterFormat, "retry-after-format", "seconds", "Retry-After format: seconds or http-date")
-	fl.StringSliceVar(&faults, "fault", nil, "header defects: malformed-ratelimit, malformed-retry-after, remaining-stuck, policy-lie, cacheable-reject, advertise-rate, constant-reset")
+	fl.StringSliceVar(&faults, "fault", nil, "header defects: malformed-ratelimit, malformed-retry-after, remaining-stuck, policy-lie, cacheable-reject, advertise-rate, constant-reset, retry-after-ms, retry-after-unix, retry-after-zero, retry-after-window, retry-after-on-success, remaining-off-by-one, remaining-random, reset-epoch, reset-delta")
 	fl.StringVar(&o.Backend, "backend", "memory", "where limiter state lives: memory or redis")
 	fl.StringVar(&o.RedisURL, "redis", testserver.DefaultRedisURL, "Redis URL (--backend redis)")
 	fl.StringVar(&o.RedisPrefix, "redis-prefix", testserver.DefaultRedisPrefix, "prefix of every Redis key (--backend redis)")
