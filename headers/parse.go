@@ -150,7 +150,8 @@ func (p Problem) String() string {
 }
 
 // Speaks reports whether the response speaks dialect d: d was detected;
-// for Draft8 and Draft11, either was (they share one syntax); for XRateLimit, x-ratelimit, x-ratelimit-epoch or github was (a policy
+// for Draft8 and Draft11, either was (they share one syntax); for Draft12,
+// draft-12 was, or draft-8 policies without a draft-8 state; for XRateLimit, x-ratelimit, x-ratelimit-epoch or github was (a policy
 // declaring x-ratelimit accepts both resets); for XRateLimitEpoch,
 // x-ratelimit-epoch or github was (GitHub's fields are that triple and
 // more); for None, nothing was.
@@ -170,6 +171,12 @@ func (p Parsed) Speaks(d Dialect) bool {
 		return slices.Contains(p.Dialects, XRateLimitEpoch) || slices.Contains(p.Dialects, GitHub)
 	case Draft8, Draft11:
 		return slices.Contains(p.Dialects, Draft8) || slices.Contains(p.Dialects, Draft11)
+	case Draft12:
+		// RateLimit-Policy did not change in -12: a response whose only
+		// draft-8-syntax field is RateLimit-Policy (its RateLimit broken
+		// or absent) speaks draft-12 as well.
+		return slices.Contains(p.Dialects, Draft12) || (slices.Contains(p.Dialects, Draft8) &&
+			!slices.ContainsFunc(p.Limits, func(l Limit) bool { return l.Dialect == Draft8 }))
 	}
 	return slices.Contains(p.Dialects, d)
 }

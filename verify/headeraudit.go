@@ -15,11 +15,12 @@ import (
 // long r holds, ratelimit-header-inconsistent when more is admitted within
 // it).
 
-// implausibleFactor is how many times the wait a later acceptance bounds
-// (at least 1 s) a Retry-After must ask for to be implausible: an honest
-// value, rounded up to whole seconds, is at most the wait + 1 s; one in
-// milliseconds is 1000× the wait, a Unix time 10⁹ s and more.
-const implausibleFactor = 100
+// implausibleFactor bounds a plausible Retry-After: an honest value,
+// rounded up to whole seconds, is at most g + 1 s, g being the longest the
+// true wait can have been; one at least implausibleFactor × (g + 1 s) is
+// in other units — milliseconds are 1000× the wait, a Unix time 10⁹ s and
+// more — rather than merely late.
+const implausibleFactor = 30
 
 // effectiveWindow reports whether the rule's r/t states carry -11's
 // meaning (t an effective window): draft-11 or draft-12 declared, or the
@@ -101,9 +102,9 @@ func (r *rule) retryAfterAudits(t *traffic) []Finding {
 }
 
 // implausible raises retry-after-implausible: a rejection's Retry-After
-// asks for at least implausibleFactor × max(g, 1 s), g being the longest
-// the true wait can have been — until a request surely decided after it
-// was accepted.
+// asks for at least implausibleFactor × (g + 1 s), g being the longest the
+// true wait can have been — until a request surely decided after it was
+// accepted.
 func (r *rule) implausible(t *traffic) []Finding {
 	var ev []*obs
 	var first string
@@ -117,7 +118,7 @@ func (r *rule) implausible(t *traffic) []Finding {
 				continue
 			}
 			g := time.Duration(o.iv.Hi - x.iv.Lo)
-			if d/implausibleFactor >= max(g, time.Second) {
+			if d >= implausibleFactor*(g+time.Second) {
 				if first == "" {
 					first = fmt.Sprintf("Retry-After: %s asked for %s, yet a request was accepted %s later",
 						headers.Get(x.res.Headers, "Retry-After"), d, dur(int64(g)))

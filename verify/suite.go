@@ -405,7 +405,8 @@ func hiOf(x *record.Result) int64 { return arrival(x, 0).Hi }
 
 // hint returns when rejection x says quota returns: Retry-After (ra true),
 // else a remaining-0 state's t or reset; ok false when x says nothing. A
-// hint beyond 100 × the policy's Fresh time (at least 1 s) is not one.
+// hint of implausibleFactor × (the policy's Fresh time + 1 s) or more is
+// not one.
 func (r *suiteRun) hint(x *record.Result) (moment, delay int64, ra, ok bool) {
 	recv := recvOf(x)
 	ph := headers.Parse(x.Headers, r.Zero.Add(time.Duration(recv)))
@@ -413,7 +414,7 @@ func (r *suiteRun) hint(x *record.Result) (moment, delay int64, ra, ok bool) {
 	// Unix time where seconds belong: retry-after-implausible, or a Unix
 	// reset) is not followed: the probes poll instead, which also gives
 	// the acceptance that shows it wrong.
-	plausible := func(d int64) bool { return d <= implausibleFactor*max(int64(r.e.Fresh()), int64(time.Second)) }
+	plausible := func(d int64) bool { return d < implausibleFactor*(int64(r.e.Fresh())+int64(time.Second)) }
 	if ph.RetryAfter != nil && plausible(int64(*ph.RetryAfter)) {
 		d := int64(*ph.RetryAfter)
 		return recv + d, d, true, true
