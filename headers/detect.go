@@ -70,8 +70,9 @@ func readsAsDraft11(samples []Sample) bool {
 }
 
 // admittedWithin counts the admitted samples certainly decided after s's
-// response and before s.Sent + d: sent at or after s arrived, answered
-// before s.Sent + d.
+// response and before s.Sent + d: sent after s arrived (a request sent
+// the instant s arrived may have been decided with s), answered before
+// s.Sent + d.
 func admittedWithin(samples []Sample, s Sample, d time.Duration) int64 {
 	if d <= 0 {
 		return 0
@@ -79,7 +80,7 @@ func admittedWithin(samples []Sample, s Sample, d time.Duration) int64 {
 	end := s.Sent.Add(d)
 	var n int64
 	for _, x := range samples {
-		if x.Admitted && !x.Sent.Before(s.Received) && x.Received.Before(end) {
+		if x.Admitted && x.Sent.After(s.Received) && x.Received.Before(end) {
 			n++
 		}
 	}

@@ -39,6 +39,15 @@ func TestDetect(t *testing.T) {
 		{"rounding: an admission in the last second of t is no contradiction", []Sample{
 			rl(0, true, `"d";r=0;t=2`), rl(1, true, `"d";r=3;t=1`)},
 			nil, []Dialect{Draft11}},
+		{"a burst answered at one instant is no contradiction (its order is open)", func() []Sample {
+			var b []Sample
+			for range 5 {
+				x := rl(0, true, `"d";r=4;t=2`)
+				x.Received = x.Sent
+				b = append(b, x)
+			}
+			return b
+		}(), nil, []Dialect{Draft11}},
 		{"declared draft-11", []Sample{rl(0, true, `"d";r=2;t=0`)}, []Dialect{Draft11}, []Dialect{Draft11}},
 		{"draft-12 on a/w", []Sample{rl(0, true, `"d";a=2;w=10`)}, nil, []Dialect{Draft12}},
 		{"other dialects kept", []Sample{rl(0, true, `"d";r=2;t=10`), resp(1, true, fieldXRemaining, "3")},

@@ -3,6 +3,8 @@ package verify
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
@@ -182,8 +184,11 @@ func (r *rule) constantRetryAfter(t *traffic) []Finding {
 }
 
 // beforeWindow raises retry-after-before-window: a rejection whose
-// effective window (r or a = 0) ends more than 1 s (the rounding of
-// both) after its Retry-After, which draft -11 says SHOULD NOT be.
+// effective window (r or a = 0) surely ends after its Retry-After — by
+// more than 1 s (the rounding of both) for delay-seconds, which count from
+// the response as t does; for an HTTP-date, by more than 1 s and the time
+// between the request's earliest decision and the receipt — which draft
+// -11 says SHOULD NOT be.
 func (r *rule) beforeWindow(t *traffic) []Finding {
 	var ev []*obs
 	var first string
@@ -191,8 +196,15 @@ func (r *rule) beforeWindow(t *traffic) []Finding {
 		if o.class != record.ClassRejected || o.cached || o.ph.RetryAfter == nil {
 			continue
 		}
+		// delay-seconds count from the response, as t does; an HTTP-date
+		// is read as a delay from the receipt, later than the response by
+		// up to the request's whole round trip.
+		lag := time.Duration(0)
+		if _, err := strconv.ParseUint(strings.TrimSpace(headers.Get(o.res.Headers, "Retry-After")), 10, 64); err != nil {
+			lag = time.Duration(max(0, o.recv-o.iv.Lo))
+		}
 		for _, l := range limitsFor(&o.ph, r.e) {
-			if l.HasReset && l.Remaining == 0 && r.windowMeaning(l) && *o.ph.RetryAfter+time.Second < l.Reset {
+			if l.HasReset && l.Remaining == 0 && r.windowMeaning(l) && *o.ph.RetryAfter+lag+time.Second < l.Reset {
 				if first == "" {
 					first = fmt.Sprintf("Retry-After: %s before the effective window's end (%s)", headers.Get(o.res.Headers, "Retry-After"), l.Reset)
 				}
