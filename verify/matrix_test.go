@@ -445,3 +445,35 @@ func (e probeEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Res
 	}
 	return e.p.Run(ctx, e.zero, begin, sends, nil)
 }
+
+// TestEffectiveWindowAsUpperBound: under draft-11 and draft-12 t (w) is an
+// upper bound on how long r (a) holds. A bucket that advertises its whole
+// window as t while it refills (--fault constant-reset) admits more than r
+// within t: ratelimit-header-inconsistent, certain, naming the effective
+// window; the honest server does not raise it.
+func TestEffectiveWindowAsUpperBound(t *testing.T) {
+	tb := limiter.Config{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 4}
+	for _, d := range []headers.Dialect{headers.Draft11, headers.Draft12} {
+		for _, faulty := range []bool{true, false} {
+			p := testserver.Policy{Limiter: tb, Dialects: []headers.Dialect{d}}
+			if faulty {
+				p.Faults = []testserver.Fault{testserver.FaultConstantReset}
+			}
+			e := bucket(2, 4)
+			e.Headers = []string{string(d)}
+			rep := runCheck(t, matrixCase{name: string(d), server: p, rule: e})
+			var msg string
+			for _, f := range rep.Findings {
+				if f.ID == verify.IDRateLimitHeaderInconsistent && f.Certainty == verify.Certain {
+					msg = f.Message
+				}
+			}
+			switch {
+			case faulty && !strings.Contains(msg, "effective window"):
+				t.Errorf("%s, constant t: no certain inconsistency naming the effective window:%s", d, describe(rep))
+			case !faulty && msg != "":
+				t.Errorf("%s, honest: %s", d, msg)
+			}
+		}
+	}
+}
