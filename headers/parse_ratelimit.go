@@ -237,4 +237,3 @@ func (p *parser) partition() {
 		p.out.Partitions = append(p.out.Partitions, part)
 	}
 }
-
