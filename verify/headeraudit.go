@@ -141,9 +141,10 @@ func (r *rule) implausible(t *traffic) []Finding {
 
 // constantRetryAfter raises retry-after-constant (possible): every
 // rejection's Retry-After (three or more) is the declared window, W ≥ 2 s,
-// under a window policy without penalty, and two of them lie surely 2 s
-// or more apart with no acceptance possibly between them — when no request
-// is admitted, the true wait shrinks with the time that passed.
+// under a window policy without penalty, and two of them lie surely more
+// than 1 s apart with no acceptance possibly between them — when no
+// request is admitted, the true wait shrinks with the time that passed,
+// and a wait shorter by more than 1 s rounds up to a smaller number.
 func (r *rule) constantRetryAfter(t *traffic) []Finding {
 	e := r.e
 	w := time.Duration((int64(e.Window) + int64(time.Second) - 1) / int64(time.Second) * int64(time.Second))
@@ -165,7 +166,7 @@ func (r *rule) constantRetryAfter(t *traffic) []Finding {
 	}
 	for i, x := range rej {
 		for _, y := range rej[i+1:] {
-			if !surelyAfter(x, y) || y.iv.Lo-x.iv.Hi < int64(2*time.Second) {
+			if !surelyAfter(x, y) || y.iv.Lo-x.iv.Hi <= int64(time.Second) {
 				continue
 			}
 			between := slices.ContainsFunc(t.os, func(a *obs) bool {
