@@ -43,7 +43,7 @@ func TestCacheable(t *testing.T) {
 }
 
 func TestCapturedCoversEveryParsedField(t *testing.T) {
-	for _, f := range []string{fieldRetryAfter, fieldRateLimit, fieldPolicy, fieldLimit6, fieldRemaining6, fieldReset6,
+	for _, f := range []string{fieldRetryAfter, fieldRateLimit, fieldPolicy, fieldPartition, fieldLimit6, fieldRemaining6, fieldReset6,
 		fieldXLimit, fieldXRemaining, fieldXReset, fieldXUsed, fieldXResource, fieldXAltLimit, fieldXAltRemaining, fieldXAltReset,
 		fieldOpenAILimitRequests, fieldOpenAIRemainingRequests, fieldOpenAIResetRequests,
 		fieldOpenAILimitTokens, fieldOpenAIRemainingTokens, fieldOpenAIResetTokens, fieldShopify,
@@ -56,7 +56,7 @@ func TestCapturedCoversEveryParsedField(t *testing.T) {
 			t.Errorf("Captured lacks %s, which Parse or Cacheable reads", f)
 		}
 	}
-	if len(Captured) != 27 {
-		t.Errorf("Captured has %d names, want 27: every dialect's fields, vendor ones included", len(Captured))
+	if len(Captured) != 28 {
+		t.Errorf("Captured has %d names, want 28: every dialect's fields, vendor ones included", len(Captured))
 	}
 }

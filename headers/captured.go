@@ -25,6 +25,7 @@ var Captured = []string{
 	fieldRetryAfter,
 	fieldRateLimit,
 	fieldPolicy,
+	fieldPartition,
 	fieldLimit6,
 	fieldRemaining6,
 	fieldReset6,

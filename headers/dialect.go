@@ -32,8 +32,24 @@ const (
 	// reset) and RateLimit-Policy with Integer items.
 	Draft7 Dialect = "draft-7"
 	// Draft8 is the syntax of drafts -08, -09 and -10: RateLimit and
-	// RateLimit-Policy as Lists of String items with parameters.
+	// RateLimit-Policy as Lists of String items with parameters, RateLimit's
+	// r the remaining quota and t the time until it resets.
 	Draft8 Dialect = "draft-8"
+	// Draft11 is draft -11 (May 2026): the syntax of [Draft8] with new
+	// meanings. RateLimit's r is the available quota and t the effective
+	// window, the seconds within which the client can use no more than r —
+	// an upper bound on how long r holds, no longer a reset. Retry-After
+	// SHOULD NOT end before the effective window. A single response cannot
+	// tell it from draft-8: [Parse] reports r/t items as draft-8 and
+	// [Detect] decides over a run; [Parsed.Speaks] treats the two alike.
+	Draft11 Dialect = "draft-11"
+	// Draft12 is draft -12 as the working group's open PR #166 writes it:
+	// RateLimit: "default";a=50;w=30;c=1 — a the available quota, w the
+	// effective window (the meaning of -11's r and t), c the quota units
+	// this request cost — with RateLimit-Policy unchanged (q, qu, w, pk)
+	// and a new RateLimit-Partition field naming each policy's partition
+	// dimensions ("api";user_id;method=GET).
+	Draft12 Dialect = "draft-12"
 	// OpenAI is OpenAI's pair of triples, read and never served by the
 	// reference server: x-ratelimit-limit-requests,
 	// x-ratelimit-remaining-requests, x-ratelimit-reset-requests (a Go-style
@@ -52,7 +68,15 @@ const (
 
 // Dialects lists every dialect in a stable order (the order of the
 // contract). Callers must not modify it.
-var Dialects = []Dialect{None, XRateLimit, XRateLimitEpoch, Draft6, Draft7, Draft8, OpenAI, GitHub, Shopify}
+var Dialects = []Dialect{None, XRateLimit, XRateLimitEpoch, Draft6, Draft7, Draft8, Draft11, Draft12, OpenAI, GitHub, Shopify}
+
+// EffectiveWindow reports whether d's RateLimit time parameter (t of
+// [Draft11], w of [Draft12]) is an effective window — an upper bound on how
+// long the available quota holds — rather than a reset, as in the drafts
+// before -11.
+func (d Dialect) EffectiveWindow() bool {
+	return d == Draft11 || d == Draft12
+}
 
 // Vendor reports whether d is a vendor dialect ([OpenAI], [GitHub],
 // [Shopify]): one rlprobe reads but the reference server does not serve.

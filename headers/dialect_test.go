@@ -21,7 +21,8 @@ func TestParseDialects(t *testing.T) {
 		{in: "openai, GitHub,shopify", want: []Dialect{OpenAI, GitHub, Shopify}},
 		{in: "", wantErr: "empty dialect list"},
 		{in: "draft-8,", wantErr: "empty dialect"},
-		{in: "draft-9", wantErr: `dialect "draft-9" (valid: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8, openai, github, shopify)`},
+		{in: "draft-9", wantErr: `dialect "draft-9" (valid: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8, draft-11, draft-12, openai, github, shopify)`},
+		{in: "Draft-11, draft-12", want: []Dialect{Draft11, Draft12}},
 		{in: "none,draft-8", wantErr: "cannot be combined"},
 	}
 	for _, tt := range tests {

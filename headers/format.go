@@ -14,6 +14,7 @@ const (
 	fieldRetryAfter     = "Retry-After"
 	fieldRateLimit      = "RateLimit"
 	fieldPolicy         = "RateLimit-Policy"
+	fieldPartition      = "RateLimit-Partition"
 	fieldLimit6         = "RateLimit-Limit"
 	fieldRemaining6     = "RateLimit-Remaining"
 	fieldReset6         = "RateLimit-Reset"
@@ -39,7 +40,7 @@ const (
 // value is a policy named "default" with a quota of 0, no window, nothing
 // remaining and nothing to wait for.
 type Quota struct {
-	// Policy is the policy name, the draft-8 item String. Bytes outside
+	// Policy is the policy name, the draft-8/-11/-12 item String. Bytes outside
 	// printable ASCII are formatted as '?'; "" is formatted as "default".
 	// Only draft-8 (and x-ratelimit with several quotas, as Envoy's name
 	// parameter) carries it.
@@ -59,6 +60,13 @@ type Quota struct {
 	// UntilFull is the delay until the quota is fully restored: reset in
 	// draft-6/-7 and X-RateLimit-Reset.
 	UntilFull time.Duration
+	// Effective is the effective window of draft-11 (t) and draft-12 (w):
+	// the time within which no more than Remaining is available — until
+	// Remaining would grow.
+	Effective time.Duration
+	// Cost is draft-12's c, the quota units the request consumed; 0 omits
+	// it.
+	Cost int64
 	// Unit is draft-8's qu (a registered quota unit such as
 	// "content-bytes"); "" omits it, meaning "requests".
 	Unit string
@@ -77,7 +85,9 @@ type Quota struct {
 // client is never told to come back too early; negative values are formatted
 // as 0 and Structured Field Integers are capped at 999,999,999,999,999.
 //
-// draft-8 carries every quota. draft-6, draft-7 and x-ratelimit carry one
+// draft-8, draft-11 and draft-12 carry every quota: RateLimit's r and t
+// are Remaining and UntilMore (draft-8), Remaining and Effective (draft-11);
+// draft-12 writes a=Remaining, w=Effective and c=Cost when positive. draft-6, draft-7 and x-ratelimit carry one
 // current state, that of the quota with the lowest Remaining (the first on a
 // tie), as the drafts' "expiring limit"; their RateLimit-Policy lists every
 // quota that has a Window (those drafts forbid two policies of the same
@@ -107,7 +117,7 @@ func Set(h http.Header, d Dialect, now time.Time, qs ...Quota) {
 // dialectFields lists the fields Set writes for d.
 func dialectFields(d Dialect) []string {
 	switch d {
-	case Draft8, Draft7:
+	case Draft8, Draft7, Draft11, Draft12:
 		return []string{fieldRateLimit, fieldPolicy}
 	case Draft6:
 		return []string{fieldLimit6, fieldRemaining6, fieldReset6, fieldPolicy}
@@ -143,7 +153,7 @@ func fromQuotas(d Dialect, qs []Quota) ([]Policy, []Limit) {
 	var pols []Policy
 	var lims []Limit
 	switch d {
-	case Draft8:
+	case Draft8, Draft11, Draft12:
 		for _, q := range qs {
 			name := q.Policy
 			if name == "" {
@@ -151,8 +161,15 @@ func fromQuotas(d Dialect, qs []Quota) ([]Policy, []Limit) {
 			}
 			pols = append(pols, Policy{Name: name, Quota: q.Limit, Window: q.Window, HasWindow: q.Window > 0,
 				Unit: q.Unit, PartitionKey: q.PartitionKey, Dialect: d})
-			lims = append(lims, Limit{Name: name, Remaining: q.Remaining, HasRemaining: true,
-				Reset: q.UntilMore, HasReset: true, PartitionKey: q.PartitionKey, Dialect: d})
+			l := Limit{Name: name, Remaining: q.Remaining, HasRemaining: true,
+				Reset: q.UntilMore, HasReset: true, PartitionKey: q.PartitionKey, Dialect: d}
+			if d.EffectiveWindow() {
+				l.Reset = q.Effective
+			}
+			if d == Draft12 && q.Cost > 0 {
+				l.Cost, l.HasCost = q.Cost, true
+			}
+			lims = append(lims, l)
 		}
 	case Draft6, Draft7, XRateLimit, XRateLimitEpoch:
 		x := d == XRateLimit || d == XRateLimitEpoch
@@ -214,7 +231,7 @@ func writeFields(h http.Header, now time.Time, pols []Policy, lims []Limit) {
 	var xpols []Policy
 	for _, p := range pols {
 		switch p.Dialect {
-		case Draft8:
+		case Draft8, Draft11, Draft12:
 			it := httpsfv.NewItem(sfString(p.Name))
 			it.Params.Add("q", sfInt(p.Quota))
 			if p.Unit != "" {
@@ -245,13 +262,20 @@ func writeFields(h http.Header, now time.Time, pols []Policy, lims []Limit) {
 	var six bool
 	for i, l := range lims {
 		switch l.Dialect {
-		case Draft8:
+		case Draft8, Draft11, Draft12:
+			avail, window := "r", "t"
+			if l.Dialect == Draft12 {
+				avail, window = "a", "w"
+			}
 			it := httpsfv.NewItem(sfString(l.Name))
 			if l.HasRemaining {
-				it.Params.Add("r", sfInt(l.Remaining))
+				it.Params.Add(avail, sfInt(l.Remaining))
 			}
 			if l.HasReset {
-				it.Params.Add("t", sfSeconds(l.Reset))
+				it.Params.Add(window, sfSeconds(l.Reset))
+			}
+			if l.HasCost {
+				it.Params.Add("c", sfInt(l.Cost))
 			}
 			if l.PartitionKey != nil {
 				it.Params.Add("pk", l.PartitionKey)

@@ -99,7 +99,7 @@ func sameParsed(a, b Parsed) string {
 		}
 		return x.Name == y.Name && x.Limit == y.Limit && x.HasLimit == y.HasLimit && x.Remaining == y.Remaining &&
 			x.HasRemaining == y.HasRemaining && x.Used == y.Used && x.HasUsed == y.HasUsed && reset && x.HasReset == y.HasReset && x.ResetIsEpoch == y.ResetIsEpoch &&
-			bytes.Equal(x.PartitionKey, y.PartitionKey) && x.Dialect == y.Dialect
+			bytes.Equal(x.PartitionKey, y.PartitionKey) && x.Dialect == y.Dialect && x.Cost == y.Cost && x.HasCost == y.HasCost
 	}):
 		return "limits differ"
 	}
@@ -135,6 +135,55 @@ func FuzzParseRetryAfter(f *testing.F) {
 			if err != nil || (d2 < d && d < time.Duration(1<<63-1)-time.Second) {
 				t.Fatalf("ParseRetryAfter(%q) = %v; formatted as %s %q → %v, %v", v, d, f, s, d2, err)
 			}
+		}
+	})
+}
+
+// FuzzParseDraft12 fuzzes the fields of drafts -11 and -12: RateLimit with
+// a/w/c (or r/t with q inside), RateLimit-Policy and RateLimit-Partition.
+// Parse must not panic, every partition must name its policy and carry
+// dimensions with names, and what parses without a Problem must format and
+// parse back the same.
+func FuzzParseDraft12(f *testing.F) {
+	for _, s := range [][3]string{
+		{`"burst";q=100;w=60`, `"burst";a=80;w=45`, ``},
+		{`"api";q=1000;w=3600;pk=:R0VUH2FsaWNl:`, `"api";a=950;w=1200;c=1;pk=:R0VUH2FsaWNl:`, `"api";user_id;method=GET, "search";client_id`},
+		{`"sliding";q=12;w=1`, `"sliding";q=12;a=6;w=1`, `"sliding";method=?0`},
+		{`"sliding";q=12;qu="request";w=1`, `"sliding";q=12;r=1;t=1`, `sliding;user_id`},
+		{`"a";q=1`, `"a";w=3`, `"a";n=1;d=1.5;b=:AA==:`},
+		{``, `"a";a=-1;c=x`, `("a")`},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, policy, rateLimit, partition string) {
+		h := http.Header{}
+		for i, v := range []string{policy, rateLimit, partition} {
+			for line := range strings.SplitSeq(v, "\n") {
+				if line != "" {
+					h.Add([]string{fieldPolicy, fieldRateLimit, fieldPartition}[i], line)
+				}
+			}
+		}
+		p := Parse(h, received)
+		for _, part := range p.Partitions {
+			for _, d := range part.Dimensions {
+				if d.Name == "" || (!d.Fixed && d.Value != "") {
+					t.Fatalf("partition %q has dimension %+v", part.Policy, d)
+				}
+			}
+		}
+		for _, l := range p.Limits {
+			if l.HasCost && (l.Dialect != Draft12 || l.Cost < 0) {
+				t.Fatalf("cost on %+v", l)
+			}
+		}
+		if len(p.Problems) != 0 {
+			return
+		}
+		h2 := http.Header{}
+		writeFields(h2, received, p.Policies, p.Limits)
+		if msg := sameParsed(p, Parse(h2, received)); msg != "" {
+			t.Fatalf("parse → format → parse is not stable: %s\ninput:\n%s\nparsed:\n%s\nformatted:\n%s", msg, formatHeader(h), dump(p), formatHeader(h2))
 		}
 	})
 }

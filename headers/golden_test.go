@@ -21,9 +21,10 @@ var goldenNow = time.Date(2026, 1, 2, 3, 4, 5, 500_000_000, time.UTC)
 // goldenQuotas is a per-minute and a daily policy; the daily one is the
 // expiring one (fewer remaining).
 var goldenQuotas = []Quota{
-	{Policy: "burst", Limit: 100, Window: time.Minute, Remaining: 50, UntilMore: 1200 * time.Millisecond, UntilFull: 29500 * time.Millisecond},
+	{Policy: "burst", Limit: 100, Window: time.Minute, Remaining: 50, UntilMore: 1200 * time.Millisecond, UntilFull: 29500 * time.Millisecond,
+		Effective: 400 * time.Millisecond, Cost: 1},
 	{Policy: "daily", Limit: 1000, Window: 24 * time.Hour, Remaining: 10, UntilMore: 86 * time.Second, UntilFull: 3 * time.Hour,
-		Unit: "requests", PartitionKey: []byte("user-42")},
+		Effective: 86 * time.Second, Unit: "requests", PartitionKey: []byte("user-42")},
 }
 
 // formatHeader writes h as wire lines sorted by name.
@@ -66,14 +67,24 @@ func dump(p Parsed) string {
 		if x.HasUsed {
 			used = fmt.Sprintf(" used=%d", x.Used)
 		}
+		if x.HasCost {
+			used += fmt.Sprintf(" cost=%d", x.Cost)
+		}
 		fmt.Fprintf(&b, "limit %s name=%q limit=%s remaining=%s%s reset=%s pk=%q\n",
 			x.Dialect, x.Name, opt(x.HasLimit, x.Limit), opt(x.HasRemaining, x.Remaining), used, reset, x.PartitionKey)
+	}
+	for _, x := range p.Partitions {
+		fmt.Fprintf(&b, "partition name=%q dimensions=%+v\n", x.Policy, x.Dimensions)
 	}
 	if p.RetryAfter != nil {
 		fmt.Fprintf(&b, "retry-after %s\n", *p.RetryAfter)
 	}
 	for _, x := range p.Problems {
-		fmt.Fprintf(&b, "problem %s\n", x)
+		before := ""
+		if x.Before != "" {
+			before = fmt.Sprintf(" (not from %s)", x.Before)
+		}
+		fmt.Fprintf(&b, "problem %s%s\n", x, before)
 	}
 	return b.String()
 }
@@ -158,6 +169,33 @@ var parseSamples = []struct {
 		{"RateLimit-Policy", "quota;q=100;w=1"}, {"RateLimit", "quota;t=1"}}},
 	{"draft-10-faq-q-in-ratelimit", [][2]string{
 		{"RateLimit-Policy", `"sliding";q=12;w=1`}, {"RateLimit", `"sliding";q=12;r=6;t=1`}}},
+	// -08 §3/§4 examples.
+	{"draft-08-fields", [][2]string{
+		{"RateLimit-Policy", `"burst";q=100;w=60,"daily";q=1000;w=86400`}, {"RateLimit", `"default";r=50;t=30`}}},
+	// -11 (May 2026): the same syntax, r the available quota, t the
+	// effective window; its examples, its unit slip (qu "request", the
+	// IANA table's spelling) and its FAQ's q inside RateLimit.
+	{"draft-11-effective-window", [][2]string{
+		{"RateLimit-Policy", `"basic";q=100;w=60`}, {"RateLimit", `"basic";r=60;t=58`}}},
+	{"draft-11-throttled", [][2]string{
+		{"Date", "Mon, 05 Aug 2019 09:27:00 GMT"}, {"Retry-After", "Mon, 05 Aug 2019 09:27:05 GMT"},
+		{"RateLimit", `"default";r=0;t=5`}}},
+	{"draft-11-partition-key", [][2]string{
+		{"RateLimit-Policy", `"peruser";q=65535;qu="content-bytes";w=10;pk=:sdfjLJUOUH==:`},
+		{"RateLimit", `"default";r=300000000;t=60;pk=:QXBwLTk5OQ==:`}}},
+	{"draft-11-unit-request", [][2]string{
+		{"RateLimit-Policy", `"default";q=100;qu="request";w=60`}, {"RateLimit", `"default";r=99;t=60`}}},
+	{"draft-11-faq-q-in-ratelimit", [][2]string{
+		{"RateLimit-Policy", `"sliding";q=12;w=1`}, {"RateLimit", `"sliding";q=12;r=1;t=1`}}},
+	// -12 as PR #166 writes it: a, w, c and RateLimit-Partition.
+	{"draft-12-fields", [][2]string{
+		{"RateLimit-Policy", `"burst";q=100;w=60`}, {"RateLimit", `"burst";a=80;w=45`}}},
+	{"draft-12-cost-partition", [][2]string{
+		{"RateLimit-Policy", `"api";q=1000;w=3600;pk=:R0VUH2FsaWNl:`},
+		{"RateLimit", `"api";a=950;w=1200;c=1;pk=:R0VUH2FsaWNl:`},
+		{"RateLimit-Partition", `"api";user_id;method=GET, "search";client_id`}}},
+	{"draft-12-q-in-ratelimit", [][2]string{
+		{"RateLimit-Policy", `"sliding";q=12;w=1`}, {"RateLimit", `"sliding";q=12;a=6;w=1`}}},
 	{"draft-06-invalid-same-unit", [][2]string{
 		{"RateLimit-Policy", "10;w=1, 10;w=60"}, {"RateLimit-Limit", "10"}, {"RateLimit-Reset", "1"}}},
 	{"polli-list-limit", [][2]string{

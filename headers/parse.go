@@ -30,10 +30,35 @@ type Parsed struct {
 	// RetryAfter is the delay Retry-After asks for, counted from the
 	// received time given to Parse; nil when absent or malformed.
 	RetryAfter *time.Duration
+	// Partitions are the RateLimit-Partition items (draft-12): per policy,
+	// the dimensions its quota is partitioned by. Recorded, not yet checked.
+	Partitions []Partition
 	// Problems lists each value that breaks its grammar, with what was
 	// still extracted from it kept in Policies and Limits. Clients MUST
 	// ignore malformed RateLimit fields; a verifier reports them.
 	Problems []Problem
+}
+
+// Partition is one RateLimit-Partition item: the policy it names and the
+// dimensions (user_id, client_id, method, …) its quota is partitioned by.
+type Partition struct {
+	// Policy is the policy name, the item String.
+	Policy string
+	// Dimensions are the item's parameters, in field order.
+	Dimensions []Dimension
+}
+
+// Dimension is one partition dimension: a Boolean parameter (user_id)
+// varies per request; a valued one (method=GET) restricts the policy to
+// requests with that value.
+type Dimension struct {
+	// Name is the dimension's key.
+	Name string
+	// Value is the fixed value a valued dimension restricts the policy to,
+	// formatted as a string; "" when !Fixed.
+	Value string
+	// Fixed reports whether the dimension carries a value.
+	Fixed bool
 }
 
 // Policy is one advertised quota policy. The zero value is a nameless policy
@@ -72,8 +97,8 @@ type Limit struct {
 	// Draft-8 and OpenAI carry it in the policy of the same Name instead.
 	Limit    int64
 	HasLimit bool
-	// Remaining is r / remaining: quota units left (for Shopify, the size
-	// less the calls used); valid when HasRemaining.
+	// Remaining is r / remaining / draft-12's a: quota units left (for
+	// Shopify, the size less the calls used); valid when HasRemaining.
 	Remaining    int64
 	HasRemaining bool
 	// Used is what the server says was used of the quota:
@@ -81,17 +106,24 @@ type Limit struct {
 	// HasUsed.
 	Used    int64
 	HasUsed bool
-	// Reset is, for draft-8, t: the delay until more quota is available;
-	// for draft-6, draft-7, X-RateLimit-* and OpenAI, the delay until the
-	// quota resets (is full again). An epoch reset is converted to a delay
+	// Reset is, for draft-8, t: the delay until more quota is available
+	// (under draft-11, whose syntax is draft-8's, t is the effective window
+	// instead); for draft-12, w: the effective window, within which no more
+	// than Remaining is available; for draft-6, draft-7, X-RateLimit-* and
+	// OpenAI, the delay until the quota resets (is full again). An epoch reset is converted to a delay
 	// from the received time given to Parse (never negative) and
 	// ResetIsEpoch is set. Valid when HasReset. Shopify gives none.
 	Reset        time.Duration
 	HasReset     bool
 	ResetIsEpoch bool
+	// Cost is draft-12's c: the quota units this request consumed; valid
+	// when HasCost. Recorded, not yet checked.
+	Cost    int64
+	HasCost bool
 	// PartitionKey is draft-8's pk; nil when absent.
 	PartitionKey []byte
-	// Dialect is the dialect the state was written in.
+	// Dialect is the dialect the state was written in: draft-8 for r/t
+	// items (draft-11 shares their syntax), draft-12 for a/w items.
 	Dialect Dialect
 }
 
@@ -104,6 +136,11 @@ type Problem struct {
 	Value string
 	// Message says what is wrong, in lower case without a trailing period.
 	Message string
+	// Before, when set, is the first dialect under which the value is no
+	// longer wrong: q inside RateLimit breaks drafts -08…-10 and is an
+	// unknown parameter, ignored, from -11 on (Before = draft-11). A reader
+	// that knows the run speaks Before or later drops the Problem.
+	Before Dialect
 }
 
 // String formats p as `Field: "Value": Message`.
@@ -112,7 +149,8 @@ func (p Problem) String() string {
 }
 
 // Speaks reports whether the response speaks dialect d: d was detected;
-// for XRateLimit, x-ratelimit, x-ratelimit-epoch or github was (a policy
+// for Draft8 and Draft11, either was (they share one syntax); for Draft12,
+// draft-12 was, or draft-8 policies without a draft-8 state; for XRateLimit, x-ratelimit, x-ratelimit-epoch or github was (a policy
 // declaring x-ratelimit accepts both resets); for XRateLimitEpoch,
 // x-ratelimit-epoch or github was (GitHub's fields are that triple and
 // more); for None, nothing was.
@@ -130,6 +168,14 @@ func (p Parsed) Speaks(d Dialect) bool {
 			slices.Contains(p.Dialects, GitHub)
 	case XRateLimitEpoch:
 		return slices.Contains(p.Dialects, XRateLimitEpoch) || slices.Contains(p.Dialects, GitHub)
+	case Draft8, Draft11:
+		return slices.Contains(p.Dialects, Draft8) || slices.Contains(p.Dialects, Draft11)
+	case Draft12:
+		// RateLimit-Policy did not change in -12: a response whose only
+		// draft-8-syntax field is RateLimit-Policy (its RateLimit broken
+		// or absent) speaks draft-12 as well.
+		return slices.Contains(p.Dialects, Draft12) || (slices.Contains(p.Dialects, Draft8) &&
+			!slices.ContainsFunc(p.Limits, func(l Limit) bool { return l.Dialect == Draft8 }))
 	}
 	return slices.Contains(p.Dialects, d)
 }
@@ -150,6 +196,7 @@ func Parse(h http.Header, received time.Time) Parsed {
 	p.retryAfter()
 	p.policy()
 	p.rateLimit()
+	p.partition()
 	p.draft6()
 	p.legacy()
 	p.openai()
@@ -167,6 +214,16 @@ func Parse(h http.Header, received time.Time) Parsed {
 				"two policies with quota %d; draft-6/-7 policies MUST NOT share a quota units value", pol.Quota)
 		}
 		seen[pol.Quota] = true
+	}
+	// Policies of a response whose states are all draft-12 are draft-12's
+	// (RateLimit-Policy did not change).
+	if slices.ContainsFunc(p.out.Limits, func(l Limit) bool { return l.Dialect == Draft12 }) &&
+		!slices.ContainsFunc(p.out.Limits, func(l Limit) bool { return l.Dialect == Draft8 }) {
+		for i := range p.out.Policies {
+			if p.out.Policies[i].Dialect == Draft8 {
+				p.out.Policies[i].Dialect = Draft12
+			}
+		}
 	}
 	for _, v := range Dialects {
 		if slices.ContainsFunc(p.out.Policies, func(x Policy) bool { return x.Dialect == v }) ||
@@ -401,6 +458,11 @@ func (p *parser) policy8(value, name string, params *httpsfv.Params) {
 		default:
 			p.problem(fieldPolicy, value, "%s: qu must be a String, not %s", what, describe(v))
 		}
+		if pol.Unit == "request" {
+			// -11's IANA table registers "request" while its text says
+			// "requests": the same unit.
+			pol.Unit = "requests"
+		}
 		if _, isInt := v.(int64); !isInt && !slices.Contains(registeredUnits, pol.Unit) {
 			p.problem(fieldPolicy, value, "%s: qu %q is not a registered quota unit (%s)", what, pol.Unit, strings.Join(registeredUnits, ", "))
 		}
@@ -424,413 +486,4 @@ func (p *parser) policyInteger(value string, n int64, params *httpsfv.Params) {
 	}
 	p.intPolicies = append(p.intPolicies, len(p.out.Policies))
 	p.out.Policies = append(p.out.Policies, pol)
-}
-
-// draft7Keys are the keys of the draft-7 RateLimit dictionary.
-var draft7Keys = []string{"limit", "remaining", "reset"}
-
-func (p *parser) rateLimit() {
-	vals := Values(p.h, fieldRateLimit)
-	if len(vals) == 0 {
-		return
-	}
-	// A draft-7 dictionary cannot parse as a List (the list parser meets '='
-	// after the token), and a draft-8 list of Strings cannot parse as a
-	// Dictionary (keys start with a lower-case letter or '*'). A list of
-	// Tokens such as `quota;t=1` parses as both; it is a dictionary only when
-	// a draft-7 key has a value.
-	dict, derr := httpsfv.UnmarshalDictionary(vals)
-	if derr == nil && isDraft7(dict, true) {
-		p.draft7Dict(strings.Join(vals, ", "), dict)
-		return
-	}
-	list, lerr := httpsfv.UnmarshalList(vals)
-	if lerr != nil && derr == nil && isDraft7(dict, false) {
-		p.draft7Dict(strings.Join(vals, ", "), dict)
-		return
-	}
-	if lerr != nil && derr != nil && isDraft7Salvage(vals) {
-		value := strings.Join(vals, ", ")
-		salvaged := httpsfv.NewDictionary()
-		for _, m := range splitMembers(value) {
-			md, err := httpsfv.UnmarshalDictionary([]string{m})
-			if err != nil {
-				continue
-			}
-			for _, k := range md.Names() {
-				v, _ := md.Get(k)
-				salvaged.Add(k, v)
-			}
-		}
-		p.problem(fieldRateLimit, value, "not a Structured Field Dictionary (%v); clients MUST ignore it; the valid members were read", derr)
-		p.draft7Dict(value, salvaged)
-		return
-	}
-	p.draft8Limits(vals, list, lerr)
-}
-
-// isDraft7 reports whether d has a draft-7 key; with valued, only a key
-// given a value (key=…) counts.
-func isDraft7(d *httpsfv.Dictionary, valued bool) bool {
-	for _, k := range draft7Keys {
-		m, ok := d.Get(k)
-		if !ok {
-			continue
-		}
-		if it, isItem := m.(httpsfv.Item); !valued || !isItem || it.Value != true {
-			return true
-		}
-	}
-	return false
-}
-
-// isDraft7Salvage reports whether a field that parses as neither List nor
-// Dictionary has a member key=value with a draft-7 key.
-func isDraft7Salvage(vals []string) bool {
-	for _, m := range splitMembers(strings.Join(vals, ", ")) {
-		if d, err := httpsfv.UnmarshalDictionary([]string{m}); err == nil && isDraft7(d, true) {
-			return true
-		}
-	}
-	return false
-}
-
-// draft7Dict reads RateLimit: limit=100, remaining=50, reset=30.
-func (p *parser) draft7Dict(value string, d *httpsfv.Dictionary) {
-	p.draft7 = true
-	lim := Limit{Dialect: Draft7}
-	for _, k := range draft7Keys {
-		m, ok := d.Get(k)
-		if !ok {
-			if k != "remaining" {
-				p.problem(fieldRateLimit, value, "%s is required", k)
-			}
-			continue
-		}
-		it, isItem := m.(httpsfv.Item)
-		if !isItem {
-			p.problem(fieldRateLimit, value, "%s must be an Integer, not an Inner List", k)
-			continue
-		}
-		n, isInt := it.Value.(int64)
-		switch {
-		case !isInt:
-			p.problem(fieldRateLimit, value, "%s must be an Integer, not %s", k, describe(it.Value))
-			continue
-		case n < 0:
-			p.problem(fieldRateLimit, value, "%s must not be negative", k)
-			continue
-		}
-		switch k {
-		case "limit":
-			lim.Limit, lim.HasLimit = n, true
-		case "remaining":
-			lim.Remaining, lim.HasRemaining = n, true
-		case "reset":
-			lim.Reset, lim.HasReset = secondsDuration(n), true
-			if n >= epochSecondsAtLeast {
-				p.problem(fieldRateLimit, value, "reset %d looks like a Unix time; draft-7 reset is delay seconds", n)
-			}
-		}
-	}
-	if lim.HasLimit || lim.HasRemaining || lim.HasReset {
-		p.out.Limits = append(p.out.Limits, lim)
-	}
-}
-
-// draft8Limits reads RateLimit: "default";r=50;t=30, "daily";r=900.
-func (p *parser) draft8Limits(vals []string, l httpsfv.List, err error) {
-	value := strings.Join(vals, ", ")
-	for _, m := range p.salvage(fieldRateLimit, vals, l, err) {
-		it, ok := m.(httpsfv.Item)
-		if !ok {
-			p.problem(fieldRateLimit, value, "an Inner List is not a service limit")
-			continue
-		}
-		name, ok := p.name(fieldRateLimit, value, it.Value)
-		if !ok {
-			p.problem(fieldRateLimit, value, "a service limit must be a String naming its policy, not %s", describe(it.Value))
-			continue
-		}
-		what := fmt.Sprintf("limit %q", name)
-		lim := Limit{Name: name, Dialect: Draft8}
-		if r, ok := p.intParam(fieldRateLimit, value, what, it.Params, "r", false); ok {
-			lim.Remaining, lim.HasRemaining = r, true
-		} else if _, present := it.Params.Get("r"); !present {
-			p.problem(fieldRateLimit, value, "%s: r is required", what)
-		}
-		if t, ok := p.intParam(fieldRateLimit, value, what, it.Params, "t", false); ok {
-			lim.Reset, lim.HasReset = secondsDuration(t), true
-		}
-		if _, present := it.Params.Get("q"); present {
-			p.problem(fieldRateLimit, value, "%s: q belongs in RateLimit-Policy, not RateLimit", what)
-			if q, ok := p.intParam(fieldRateLimit, value, what, it.Params, "q", false); ok {
-				lim.Limit, lim.HasLimit = q, true
-			}
-		}
-		lim.PartitionKey = p.bytesParam(fieldRateLimit, value, what, it.Params)
-		p.out.Limits = append(p.out.Limits, lim)
-	}
-}
-
-// item6 reads one draft-6 Integer item field.
-func (p *parser) item6(field string) (n int64, ok, present bool) {
-	vals := Values(p.h, field)
-	if len(vals) == 0 {
-		return 0, false, false
-	}
-	value := strings.Join(vals, ", ")
-	it, err := httpsfv.UnmarshalItem(vals)
-	if err != nil {
-		if field == fieldLimit6 {
-			if n, ok := p.limitList6(value, vals); ok {
-				return n, true, true
-			}
-		}
-		p.problem(field, value, "not a Structured Field Integer (%v)", err)
-		return 0, false, true
-	}
-	return p.nonNegative(field, value, it.Value)
-}
-
-// limitList6 reads the list form RateLimit-Limit: 100, 100;w=60 of drafts
-// before -06: the first bare Integer is the limit, members with w are
-// policies.
-func (p *parser) limitList6(value string, vals []string) (int64, bool) {
-	l, err := httpsfv.UnmarshalList(vals)
-	if err != nil || len(l) < 2 {
-		return 0, false
-	}
-	p.problem(fieldLimit6, value, "a List (the quota-policy syntax of drafts before -06); RateLimit-Limit is a single Integer")
-	limit, has := int64(0), false
-	for _, m := range l {
-		it, ok := m.(httpsfv.Item)
-		if !ok {
-			continue
-		}
-		n, isInt := it.Value.(int64)
-		if !isInt || n < 0 {
-			continue
-		}
-		if _, hasW := it.Params.Get("w"); hasW {
-			if w, ok := p.intParam(fieldLimit6, value, fmt.Sprintf("policy %d", n), it.Params, "w", true); ok {
-				p.out.Policies = append(p.out.Policies, Policy{Quota: n, Window: secondsDuration(w), HasWindow: true, Dialect: Draft6})
-			}
-			continue
-		}
-		if !has {
-			limit, has = n, true
-		}
-	}
-	return limit, has
-}
-
-// nonNegative checks that an item's value is a non-negative Integer.
-func (p *parser) nonNegative(field, value string, v any) (int64, bool, bool) {
-	n, isInt := v.(int64)
-	switch {
-	case !isInt:
-		p.problem(field, value, "must be an Integer, not %s", describe(v))
-	case n < 0:
-		p.problem(field, value, "must not be negative")
-	default:
-		return n, true, true
-	}
-	return 0, false, true
-}
-
-func (p *parser) draft6() {
-	lim := Limit{Dialect: Draft6}
-	var limitPresent, resetPresent, remainingPresent bool
-	lim.Limit, lim.HasLimit, limitPresent = p.item6(fieldLimit6)
-	lim.Remaining, lim.HasRemaining, remainingPresent = p.item6(fieldRemaining6)
-	var reset int64
-	reset, lim.HasReset, resetPresent = p.item6(fieldReset6)
-	if lim.HasReset {
-		lim.Reset = secondsDuration(reset)
-		if reset >= epochSecondsAtLeast {
-			p.problem(fieldReset6, strings.Join(Values(p.h, fieldReset6), ", "),
-				"%d looks like a Unix time; RateLimit-Reset is delay seconds", reset)
-		}
-	}
-	switch {
-	case limitPresent && !resetPresent:
-		p.problem(fieldReset6, "", "missing; a response with RateLimit-Limit must include RateLimit-Reset")
-	case !limitPresent && (resetPresent || remainingPresent):
-		p.problem(fieldLimit6, "", "missing; RateLimit-Remaining and RateLimit-Reset come with RateLimit-Limit")
-	}
-	if lim.HasLimit || lim.HasRemaining || lim.HasReset {
-		p.out.Limits = append(p.out.Limits, lim)
-	}
-}
-
-// firstOf returns the field lines of the first of names present, and which.
-func (p *parser) firstOf(names ...string) ([]string, string) {
-	for _, n := range names {
-		if v := Values(p.h, n); len(v) > 0 {
-			return v, n
-		}
-	}
-	return nil, ""
-}
-
-// legacy reads X-RateLimit-* (or X-Rate-Limit-*, field by field), with
-// X-RateLimit-Used and X-RateLimit-Resource: GitHub's when the reset is a
-// Unix time and either of those is given.
-func (p *parser) legacy() {
-	limVals, limField := p.firstOf(fieldXLimit, fieldXAltLimit)
-	remVals, remField := p.firstOf(fieldXRemaining, fieldXAltRemaining)
-	resVals, resField := p.firstOf(fieldXReset, fieldXAltReset)
-	if limVals == nil && remVals == nil && resVals == nil {
-		return
-	}
-	lim := Limit{Dialect: XRateLimit}
-	if resVals != nil {
-		value := strings.Join(resVals, ", ")
-		d, epoch, ok := parseLegacyReset(value, p.received)
-		if ok {
-			lim.Reset, lim.HasReset, lim.ResetIsEpoch = d, true, epoch
-			if epoch {
-				lim.Dialect = XRateLimitEpoch
-			}
-		} else {
-			p.problem(resField, value, "neither delay seconds, a Unix time in seconds or milliseconds, nor a date")
-		}
-	}
-	if remVals != nil {
-		value := strings.Join(remVals, ", ")
-		if n, ok := parseDigits(strings.Trim(value, " \t")); ok {
-			lim.Remaining, lim.HasRemaining = n, true
-		} else {
-			p.problem(remField, value, "not a non-negative integer")
-		}
-	}
-	var pols []Policy
-	if limVals != nil {
-		lim.Limit, lim.HasLimit, pols = p.legacyLimit(limField, limVals)
-	}
-	if v := Values(p.h, fieldXResource); len(v) > 0 {
-		lim.Name = strings.Trim(strings.Join(v, ", "), " \t")
-	}
-	if v := Values(p.h, fieldXUsed); len(v) > 0 {
-		value := strings.Join(v, ", ")
-		if n, ok := parseDigits(strings.Trim(value, " \t")); ok {
-			lim.Used, lim.HasUsed = n, true
-		} else {
-			p.problem(fieldXUsed, value, "not a non-negative integer")
-		}
-	}
-	if lim.ResetIsEpoch && (lim.HasUsed || lim.Name != "") {
-		lim.Dialect = GitHub
-	}
-	for i := range pols {
-		pols[i].Dialect = lim.Dialect
-	}
-	p.out.Policies = append(p.out.Policies, pols...)
-	if lim.HasLimit || lim.HasRemaining || lim.HasReset {
-		p.out.Limits = append(p.out.Limits, lim)
-	}
-}
-
-// legacyLimit reads X-RateLimit-Limit: a plain integer, or Envoy's list
-// 10, 10;w=1;name="per-ip", 1000;w=3600 whose first bare member is the
-// current limit and whose members with w are policies.
-func (p *parser) legacyLimit(field string, vals []string) (int64, bool, []Policy) {
-	value := strings.Join(vals, ", ")
-	l, err := httpsfv.UnmarshalList(vals)
-	if err != nil {
-		if n, ok := parseDigits(strings.Trim(value, " \t")); ok {
-			return n, true, nil
-		}
-		p.problem(field, value, "neither an integer nor a list of quota policies (%v)", err)
-		return 0, false, nil
-	}
-	if len(l) == 0 {
-		p.problem(field, value, "empty")
-		return 0, false, nil
-	}
-	var limit int64
-	var has bool
-	var pols []Policy
-	for i, m := range l {
-		it, ok := m.(httpsfv.Item)
-		if !ok {
-			p.problem(field, value, "member %d: an Inner List is not a limit", i+1)
-			continue
-		}
-		n, isInt := it.Value.(int64)
-		if !isInt || n < 0 {
-			p.problem(field, value, "member %d: must be a non-negative Integer, not %s", i+1, describe(it.Value))
-			continue
-		}
-		if _, hasW := it.Params.Get("w"); hasW {
-			what := fmt.Sprintf("member %d", i+1)
-			w, ok := p.intParam(field, value, what, it.Params, "w", true)
-			if !ok {
-				continue
-			}
-			pol := Policy{Quota: n, Window: secondsDuration(w), HasWindow: true}
-			switch v, _ := it.Params.Get("name"); v := v.(type) {
-			case string:
-				pol.Name = v
-			case httpsfv.Token:
-				pol.Name = string(v)
-			}
-			pols = append(pols, pol)
-			continue
-		}
-		if i == 0 {
-			limit, has = n, true
-			continue
-		}
-		p.problem(field, value, "member %d: only the first member may be a bare limit; quota policies need w", i+1)
-	}
-	return limit, has, pols
-}
-
-// parseLegacyReset reads X-RateLimit-Reset: a number (with an optional
-// fraction) that is epoch milliseconds from 1e12, epoch seconds from 1e9 and
-// delay seconds below; or an HTTP-date or RFC 3339 time. Epoch values become
-// a delay from received, at least 0.
-func parseLegacyReset(v string, received time.Time) (time.Duration, bool, bool) {
-	s := strings.Trim(v, " \t")
-	if whole, frac, ok := parseDecimal(s); ok {
-		var t time.Time
-		switch {
-		case whole >= epochMillisAtLeast:
-			t = time.Unix(whole/1000, (whole%1000)*int64(time.Millisecond)+frac/1000)
-		case whole >= epochSecondsAtLeast:
-			t = time.Unix(whole, frac)
-		default:
-			return time.Duration(whole)*time.Second + time.Duration(frac), false, true
-		}
-		return max(0, t.Sub(received)), true, true
-	}
-	if t, ok := parseHTTPDate(s, received); ok {
-		return max(0, t.Sub(received)), true, true
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return max(0, t.Sub(received)), true, true
-	}
-	return 0, false, false
-}
-
-// parseDecimal parses 1*DIGIT [ "." 1*DIGIT ] into its whole part
-// (saturating) and its fraction in billionths (digits past the ninth are
-// dropped).
-func parseDecimal(s string) (whole, frac int64, ok bool) {
-	w, f, hasDot := strings.Cut(s, ".")
-	whole, ok = parseDigits(w)
-	if !ok {
-		return 0, 0, false
-	}
-	if !hasDot {
-		return whole, 0, true
-	}
-	if _, ok := parseDigits(f); !ok {
-		return 0, 0, false
-	}
-	f = (f + "000000000")[:9]
-	frac, _ = parseDigits(f)
-	return whole, frac, true
 }

@@ -38,6 +38,8 @@ func randomQuotas(r *rand.Rand) []Quota {
 		q.Remaining = r.Int64N(q.Limit + 1)
 		q.UntilMore = time.Duration(r.Int64N(int64(time.Hour)))
 		q.UntilFull = time.Duration(r.Int64N(int64(48 * time.Hour)))
+		q.Effective = time.Duration(r.Int64N(int64(time.Hour)))
+		q.Cost = r.Int64N(3)
 		if r.IntN(3) == 0 {
 			q.Unit = registeredUnits[r.IntN(len(registeredUnits))]
 		}
@@ -68,7 +70,11 @@ func TestRoundTrip(t *testing.T) {
 	for iter := range 400 {
 		qs := randomQuotas(r)
 		now := time.Unix(1_700_000_000+r.Int64N(100_000_000), r.Int64N(1e9))
-		for _, d := range []Dialect{Draft8, Draft7, Draft6, XRateLimit, XRateLimitEpoch} {
+		for _, d := range []Dialect{Draft8, Draft11, Draft12, Draft7, Draft6, XRateLimit, XRateLimitEpoch} {
+			read := d // the dialect Parse reports: draft-11 is written in draft-8's syntax
+			if d == Draft11 {
+				read = Draft8
+			}
 			h := http.Header{}
 			Set(h, d, now, qs...)
 			p := Parse(h, now)
@@ -79,8 +85,8 @@ func TestRoundTrip(t *testing.T) {
 			if len(p.Problems) != 0 {
 				fail("want no problems")
 			}
-			if len(p.Dialects) != 1 || p.Dialects[0] != d {
-				fail("want dialects [%s]", d)
+			if len(p.Dialects) != 1 || p.Dialects[0] != read {
+				fail("want dialects [%s]", read)
 			}
 			wantPols, wantLims := expectRoundTrip(d, now, qs)
 			if len(p.Policies) != len(wantPols) {
@@ -88,7 +94,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 			for i, want := range wantPols {
 				if got := p.Policies[i]; got.Name != want.Name || got.Quota != want.Quota || got.Window != want.Window ||
-					got.HasWindow != want.HasWindow || got.Unit != want.Unit || !bytes.Equal(got.PartitionKey, want.PartitionKey) || got.Dialect != d {
+					got.HasWindow != want.HasWindow || got.Unit != want.Unit || !bytes.Equal(got.PartitionKey, want.PartitionKey) || got.Dialect != read {
 					fail("policy %d: want %+v", i, want)
 				}
 			}
@@ -98,7 +104,8 @@ func TestRoundTrip(t *testing.T) {
 			for i, want := range wantLims {
 				if got := p.Limits[i]; got.Name != want.Name || got.HasLimit != want.HasLimit || got.Limit != want.Limit ||
 					!got.HasRemaining || got.Remaining != want.Remaining || !got.HasReset || got.Reset != want.Reset ||
-					got.ResetIsEpoch != want.ResetIsEpoch || !bytes.Equal(got.PartitionKey, want.PartitionKey) || got.Dialect != d {
+					got.ResetIsEpoch != want.ResetIsEpoch || !bytes.Equal(got.PartitionKey, want.PartitionKey) || got.Dialect != read ||
+					got.HasCost != want.HasCost || got.Cost != want.Cost {
 					fail("limit %d: want %+v", i, want)
 				}
 			}
@@ -118,11 +125,18 @@ func expectRoundTrip(d Dialect, now time.Time, qs []Quota) ([]Policy, []Limit) {
 	var pols []Policy
 	var lims []Limit
 	switch d {
-	case Draft8:
+	case Draft8, Draft11, Draft12:
 		for _, q := range qs {
 			pols = append(pols, Policy{Name: clean(q.Policy), Quota: q.Limit, Window: up(q.Window), HasWindow: q.Window > 0,
 				Unit: q.Unit, PartitionKey: q.PartitionKey})
-			lims = append(lims, Limit{Name: clean(q.Policy), Remaining: q.Remaining, Reset: up(q.UntilMore), PartitionKey: q.PartitionKey})
+			l := Limit{Name: clean(q.Policy), Remaining: q.Remaining, Reset: up(q.UntilMore), PartitionKey: q.PartitionKey}
+			if d != Draft8 {
+				l.Reset = up(q.Effective) // the effective window
+			}
+			if d == Draft12 && q.Cost > 0 {
+				l.Cost, l.HasCost = q.Cost, true
+			}
+			lims = append(lims, l)
 		}
 		return pols, lims
 	}

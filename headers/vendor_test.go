@@ -242,7 +242,11 @@ func TestParseAnySpelling(t *testing.T) {
 		Set(h, d, now, Quota{Policy: "requests", Limit: 10, Window: time.Minute, Remaining: 3, UntilMore: time.Second, UntilFull: 20 * time.Second})
 		setField(h, fieldRetryAfter, "7")
 		want := dump(Parse(h, now))
-		if !strings.Contains(want, "dialects: ["+string(d)+"]") {
+		read := d
+		if d == Draft11 { // draft-8's syntax; Detect tells them apart over a run
+			read = Draft8
+		}
+		if !strings.Contains(want, "dialects: ["+string(read)+"]") {
 			t.Fatalf("%s: written as\n%sparsed as\n%s", d, formatHeader(h), want)
 		}
 		for name, f := range spellings {

@@ -87,10 +87,12 @@ func claims(results []record.Result, origin time.Time, o *observations, w scored
 				// 2001 (headers.Parse reads such a number as a delay):
 				// not a claim about the wait either.
 				if l.HasReset && !l.ResetIsEpoch && l.Reset < implausibleReset && !ob.accepted && !d.Allowed {
-					// draft-8's t is the wait for more quota; the other
-					// dialects' reset the wait until it is full again.
+					// draft-8's t (and on a rejection -11's t and -12's
+					// w, the effective window of r = 0) is the wait for
+					// more quota; the other dialects' reset the wait until
+					// it is full again.
 					model := d.UntilFull
-					if l.Dialect == headers.Draft8 {
+					if l.Dialect == headers.Draft8 || l.Dialect == headers.Draft12 {
 						model = max(d.UntilMore, d.RetryAfter)
 					}
 					resets = append(resets, reset{l.Reset, model})

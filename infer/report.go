@@ -23,7 +23,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		Schema:       Schema,
 		Tool:         opts.Tool,
 		Key:          key,
-		Headers:      dialects(results, origin),
+		Headers:      dialects(results, origin, opts.RejectStatus),
 		Alternatives: []Alternative{},
 		Misses:       []Miss{},
 		Complete:     true,
@@ -268,29 +268,23 @@ func ruledOut(b scored, origin time.Time, o *observations) string {
 		where, b.h, m.modelAccepted, m.size, m.observedAccept, b.miss, len(o.list))
 }
 
-// dialects lists the header dialects seen on any response, "none" when
-// there were none.
-func dialects(results []record.Result, origin time.Time) []string {
-	seen := map[headers.Dialect]bool{}
+// dialects lists the header dialects the responses speak (headers.Detect:
+// r/t responses are draft-11 when their values read so), "none" when
+// there were none. status is the declared reject status (0: none).
+func dialects(results []record.Result, origin time.Time, status int) []string {
+	var samples []headers.Sample
 	for _, r := range results {
 		if r.Outcome != record.OutcomeResponse || len(r.Headers) == 0 {
 			continue
 		}
-		p := headers.Parse(r.Headers, origin.Add(time.Duration(r.TTFB)))
-		for _, d := range p.Dialects {
-			if d != headers.None {
-				seen[d] = true
-			}
-		}
+		received := origin.Add(time.Duration(r.TTFB))
+		c, _ := record.Classify(r, status)
+		samples = append(samples, headers.Sample{Sent: origin.Add(time.Duration(r.Sent)), Received: received,
+			Admitted: c == record.ClassAccepted, Parsed: headers.Parse(r.Headers, received)})
 	}
 	var out []string
-	for _, d := range headers.Dialects {
-		if seen[d] {
-			out = append(out, string(d))
-		}
-	}
-	if len(out) == 0 {
-		out = []string{string(headers.None)}
+	for _, d := range headers.Detect(samples, nil) {
+		out = append(out, string(d))
 	}
 	return out
 }

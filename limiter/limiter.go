@@ -138,7 +138,8 @@ type Config struct {
 //
 //	Limit       RateLimit-Policy q, RateLimit-Limit (-06), limit (-07), X-RateLimit-Limit
 //	Remaining   RateLimit r (-08+), RateLimit-Remaining (-06), remaining (-07), X-RateLimit-Remaining
-//	UntilMore   RateLimit t (-08+): seconds until additional quota is available
+//	UntilMore   RateLimit t (-08…-10): seconds until additional quota is available
+//	UntilGain   RateLimit t (-11), w (-12): the effective window
 //	UntilFull   RateLimit-Reset (-06), reset (-07), X-RateLimit-Reset: until quota is fully restored
 //	RetryAfter  Retry-After on a rejection
 //
@@ -170,6 +171,15 @@ type Decision struct {
 	// UntilFull is the time until the quota is fully restored (Remaining =
 	// Limit) if no further request arrives.
 	UntilFull time.Duration `json:"until_full"`
+	// UntilGain is the time until Remaining would grow if no further
+	// request for the key arrived: the effective window of draft -11
+	// (RateLimit t) and -12 (w), within which no more than Remaining
+	// requests are admitted. It equals UntilMore when Remaining is 0, and is
+	// 0 when nothing is used (Remaining = Limit, nothing to regain). For a
+	// window it runs to the window's end (fixed window), until the oldest
+	// logged request leaves (sliding log) or until the estimate drops
+	// (sliding-window counter); for a bucket, to the next token.
+	UntilGain time.Duration `json:"until_gain,omitempty"`
 	// RetryAfter is, for a rejected request, the time until a retry is
 	// really admitted (never earlier); zero for admitted requests.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`

@@ -72,6 +72,9 @@ func checkStep(cfg Config, pre State, now time.Time, post State, d Decision, max
 			return fmt.Errorf("admitted at now+UntilMore−1µs (%v): %+v", d.UntilMore, d2)
 		}
 	}
+	if err := checkGain(cfg, post, now, d); err != nil {
+		return err
+	}
 	full := func(d Decision) bool { return d.Allowed && d.Remaining == lim-1 }
 	if _, d2 := at(d.UntilFull); !full(d2) {
 		return fmt.Errorf("not full at now+UntilFull (%v): %+v", d.UntilFull, d2)
@@ -411,4 +414,37 @@ func FuzzStep(f *testing.F) {
 			st = post
 		}
 	})
+}
+
+// checkGain checks UntilGain by stepping post: one microsecond before it
+// no more than Remaining is available, at it more is (available at x being
+// what a request at x finds: its own Remaining + 1 when admitted, 0 when
+// refused). Under a penalty that moves the limit on every request the
+// probe itself changes what it measures, so only the relations are checked.
+func checkGain(cfg Config, post State, now time.Time, d Decision) error {
+	lim := cfg.Quota()
+	switch {
+	case d.Remaining == 0 && d.UntilGain != d.UntilMore:
+		return fmt.Errorf("UntilGain = %v ≠ UntilMore = %v with Remaining 0", d.UntilGain, d.UntilMore)
+	case (d.UntilGain == 0) != (d.Remaining == lim):
+		return fmt.Errorf("UntilGain = %v with Remaining = %d of %d", d.UntilGain, d.Remaining, lim)
+	case d.UntilGain > d.UntilFull:
+		return fmt.Errorf("UntilGain = %v > UntilFull = %v", d.UntilGain, d.UntilFull)
+	}
+	if d.UntilGain == 0 || cfg.Penalty.Kind == PenaltyExtend {
+		return nil
+	}
+	avail := func(x time.Duration) int64 {
+		if _, d2 := cfg.Step(post, now.Add(x)); d2.Allowed {
+			return d2.Remaining + 1
+		}
+		return 0
+	}
+	if a := avail(d.UntilGain - us); a > d.Remaining {
+		return fmt.Errorf("%d available at now+UntilGain−1µs (%v), more than Remaining %d", a, d.UntilGain, d.Remaining)
+	}
+	if a := avail(d.UntilGain); a <= d.Remaining {
+		return fmt.Errorf("only %d available at now+UntilGain (%v), Remaining %d", a, d.UntilGain, d.Remaining)
+	}
+	return nil
 }

@@ -129,6 +129,9 @@ func (m *model) fixedWindow(st State, now int64) (State, Decision) {
 	if d.Remaining == 0 {
 		d.UntilMore = d.UntilFull
 	}
+	if d.Remaining < m.limit {
+		d.UntilGain = d.UntilFull
+	}
 	if !ok {
 		d.RetryAfter = d.UntilMore
 	}
@@ -173,6 +176,7 @@ func (m *model) slidingLog(st State, now int64, inPlace bool) (State, Decision) 
 	d := Decision{Allowed: ok, Limit: m.limit, Remaining: m.limit - int64(len(live))}
 	if len(live) > 0 {
 		d.UntilFull = usDur(sat(live[len(live)-1], m.w) - now)
+		d.UntilGain = usDur(sat(live[0], m.w) - now)
 	}
 	if d.Remaining == 0 {
 		d.UntilMore = usDur(sat(live[0], m.w) - now)
@@ -215,6 +219,9 @@ func (m *model) slidingWindowCounter(st State, now int64) (State, Decision) {
 	d := Decision{Allowed: ok, Limit: m.limit, Remaining: max(m.limit-est, 0)}
 	d.UntilMore = usDur(m.swcUntilBelow(m.limit, at, curr, prev, e, now))
 	d.UntilFull = usDur(m.swcUntilBelow(1, at, curr, prev, e, now))
+	if est > 0 {
+		d.UntilGain = usDur(m.swcUntilBelow(min(est, m.limit), at, curr, prev, e, now))
+	}
 	if !ok {
 		d.RetryAfter = d.UntilMore
 	}
@@ -259,6 +266,9 @@ func (m *model) tokenBucket(st State, now int64) (State, Decision) {
 	if d.Remaining == 0 {
 		d.UntilMore = usDur(ahead - slack)
 	}
+	if used := min(ceilDiv(ahead, m.interval), m.limit); used > 0 {
+		d.UntilGain = usDur(ahead - satMul(used-1, m.interval)) // until ⌈ahead/I⌉ drops below used
+	}
 	if !ok {
 		d.RetryAfter = d.UntilMore
 	}
@@ -293,10 +303,16 @@ func (m *model) nginx(st State, nowUS int64) (State, Decision) {
 	next, _ := m.nginxExcess(st, ms)
 	if next <= m.burstM {
 		d.Remaining = (m.burstM-next)/1000 + 1
+		// Remaining grows once the excess falls to burst − 1000·Remaining.
+		if target := m.burstM - 1000*d.Remaining; target >= 0 {
+			at := sat(st.At, ceilDiv(satMul(st.Count+1000-target, 1000), m.rateM))
+			d.UntilGain = usDur(satMul(at, 1000) - nowUS)
+		}
 	} else {
 		need := st.Count + 1000 - m.burstM // milli-requests to leak first
 		at := sat(st.At, ceilDiv(satMul(need, 1000), m.rateM))
 		d.UntilMore = usDur(satMul(at, 1000) - nowUS)
+		d.UntilGain = d.UntilMore
 	}
 	if next > 0 {
 		at := sat(st.At, ceilDiv(satMul(st.Count+1000, 1000), m.rateM))

@@ -36,6 +36,9 @@ func (m *model) step(st State, now int64, inPlace bool) (State, Decision) {
 		if d.UntilFull > left {
 			d.UntilFull = left
 		}
+		if d.UntilGain > left {
+			d.UntilGain = left
+		}
 		if !d.Allowed {
 			d.RetryAfter = d.UntilMore
 		}
@@ -47,7 +50,7 @@ func (m *model) step(st State, now int64, inPlace bool) (State, Decision) {
 // (> now): nothing is admitted before end, everything is at end.
 func (m *model) blocked(end, now int64) Decision {
 	left := usDur(end - now)
-	return Decision{Limit: m.limit, UntilMore: left, UntilFull: left, RetryAfter: left}
+	return Decision{Limit: m.limit, UntilMore: left, UntilFull: left, UntilGain: left, RetryAfter: left}
 }
 
 // idleAt returns the Unix µs from which st is equivalent to the zero State
@@ -122,6 +125,9 @@ func (m *model) wholeBucket(st State, nowUS int64) (State, Decision) {
 	tick := func(k int64) int64 { return satMul(sat(st.At, m.tickAt(k)), unit) - nowUS }
 	if tokens == 0 {
 		d.UntilMore = usDur(tick(credited + 1))
+	}
+	if tokens < m.limit {
+		d.UntilGain = usDur(tick(credited + 1))
 	}
 	if tokens < m.limit {
 		d.UntilFull = usDur(tick(credited + m.limit - tokens))

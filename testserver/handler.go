@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -346,6 +347,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rt.writeRateLimit(w.Header(), dec, at.Add(dec.Delay), dec.Delay)
+	if rt.faults[FaultRetryAfterOnSuccess] {
+		w.Header().Set("Retry-After", headers.FormatRetryAfter(max(time.Second, dec.UntilFull-dec.Delay), headers.RetryAfterSeconds, at))
+	}
 	h.logf(r, arrival, key, http.StatusOK, fmt.Sprintf("remaining=%d delay=%v", dec.Remaining, dec.Delay))
 	writeBody(w, http.StatusOK, "ok\n")
 }
@@ -405,9 +409,17 @@ func (rt *route) quota(dec limiter.Decision, elapsed time.Duration) headers.Quot
 		Remaining: dec.Remaining,
 		UntilMore: max(0, dec.UntilMore-elapsed),
 		UntilFull: max(0, dec.UntilFull-elapsed),
+		Effective: max(0, dec.UntilGain-elapsed),
+		Cost:      1,
 	}
 	if rt.faults[FaultRemainingStuck] {
 		q.Remaining = max(0, rt.limit-1)
+	}
+	if rt.faults[FaultRemainingOffByOne] && dec.Allowed {
+		q.Remaining++
+	}
+	if rt.faults[FaultRemainingRandom] {
+		q.Remaining = rand.Int64N(max(rt.limit, 0) + 1)
 	}
 	if rt.faults[FaultPolicyLie] {
 		q.Limit = 2 * rt.limit
@@ -419,7 +431,7 @@ func (rt *route) quota(dec limiter.Decision, elapsed time.Duration) headers.Quot
 		q.Limit, q.Window = rt.rate, time.Second
 	}
 	if rt.faults[FaultConstantReset] {
-		q.UntilMore, q.UntilFull = rt.window, rt.window
+		q.UntilMore, q.UntilFull, q.Effective = rt.window, rt.window, rt.window
 	}
 	return q
 }
@@ -428,6 +440,18 @@ func (rt *route) quota(dec limiter.Decision, elapsed time.Duration) headers.Quot
 func (rt *route) writeRateLimit(h http.Header, dec limiter.Decision, now time.Time, elapsed time.Duration) {
 	q := rt.quota(dec, elapsed)
 	for _, d := range rt.dialect {
+		switch {
+		case rt.faults[FaultResetDelta] && d == headers.XRateLimitEpoch:
+			d = headers.XRateLimit
+		case rt.faults[FaultResetEpoch] && d != headers.XRateLimit && d != headers.XRateLimitEpoch:
+			// Each delay becomes the Unix time it names, which Set
+			// writes as that many seconds.
+			epoch := func(x time.Duration) time.Duration { return time.Duration(now.Add(x).Unix()) * time.Second }
+			eq := q
+			eq.UntilMore, eq.UntilFull, eq.Effective = epoch(q.UntilMore), epoch(q.UntilFull), epoch(q.Effective)
+			headers.Set(h, d, now, eq)
+			continue
+		}
 		headers.Set(h, d, now, q)
 	}
 	if rt.faults[FaultMalformedRateLimit] {
@@ -449,7 +473,7 @@ func (rt *route) writeRateLimit(h http.Header, dec limiter.Decision, now time.Ti
 // FaultMalformedRateLimit breaks.
 func stateFields(d headers.Dialect) []string {
 	switch d {
-	case headers.Draft7, headers.Draft8:
+	case headers.Draft7, headers.Draft8, headers.Draft11, headers.Draft12:
 		return []string{"RateLimit"}
 	case headers.Draft6:
 		return []string{"RateLimit-Remaining"}
@@ -470,6 +494,16 @@ func (rt *route) retryAfter(dec limiter.Decision, now time.Time) (string, bool) 
 		wait = (wait / 2).Truncate(time.Second)
 	case RetryLate:
 		wait += rt.window
+	}
+	switch {
+	case rt.faults[FaultRetryAfterZero]:
+		return "0", true
+	case rt.faults[FaultRetryAfterWindow]:
+		return strconv.FormatInt(int64((rt.window+time.Second-1)/time.Second), 10), true
+	case rt.faults[FaultRetryAfterMs]:
+		return strconv.FormatInt(wait.Milliseconds(), 10), true
+	case rt.faults[FaultRetryAfterUnix]:
+		return strconv.FormatInt(now.Add(wait+time.Second-1).Unix(), 10), true
 	}
 	format := rt.policy.RetryAfterFormat
 	if rt.faults[FaultMalformedRetryAfter] {

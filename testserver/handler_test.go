@@ -98,7 +98,7 @@ var (
 	fixed5  = limiter.Config{Algorithm: limiter.FixedWindow, Limit: 2, Window: 10 * time.Second, Align: limiter.AlignFirstRequest}
 	gcra1   = limiter.Config{Algorithm: limiter.GCRA, Rate: 1, Capacity: 3}
 	tokenB  = limiter.Config{Algorithm: limiter.TokenBucket, Rate: 0.5, Capacity: 3}
-	dialect = []headers.Dialect{headers.XRateLimit, headers.XRateLimitEpoch, headers.Draft6, headers.Draft7, headers.Draft8}
+	dialect = []headers.Dialect{headers.XRateLimit, headers.XRateLimitEpoch, headers.Draft6, headers.Draft7, headers.Draft8, headers.Draft11, headers.Draft12}
 )
 
 // dump formats the response's status and headers, sorted, without the
@@ -243,7 +243,7 @@ func checkRoundTrip(where string, resp *http.Response, d headers.Dialect, now ti
 	if len(got.Problems) > 0 {
 		return fmt.Errorf("%s: problems %v in\n%s", where, got.Problems, dump(resp))
 	}
-	if !got.Speaks(d) || len(got.Dialects) != 1 {
+	if !got.Speaks(d) || len(got.Dialects) != 1 || (d == headers.Draft12) != (got.Dialects[0] == headers.Draft12) {
 		return fmt.Errorf("%s: dialects %v, want [%s]", where, got.Dialects, d)
 	}
 	untilMore, untilFull := max(0, dec.UntilMore-dec.Delay), max(0, dec.UntilFull-dec.Delay)
@@ -252,7 +252,7 @@ func checkRoundTrip(where string, resp *http.Response, d headers.Dialect, now ti
 			return fmt.Errorf("%s: policies %+v, want quota %d window %v", where, got.Policies, limit, ceilSec(window))
 		}
 	}
-	if d == headers.Draft8 && got.Policies[0].Name != name {
+	if (d == headers.Draft8 || d.EffectiveWindow()) && got.Policies[0].Name != name {
 		return fmt.Errorf("%s: policy name %q, want %q", where, got.Policies[0].Name, name)
 	}
 	if len(got.Limits) != 1 {
@@ -266,6 +266,17 @@ func checkRoundTrip(where string, resp *http.Response, d headers.Dialect, now ti
 	case headers.Draft8:
 		if l.Name != name || l.Reset != ceilSec(untilMore) {
 			return fmt.Errorf("%s: limit %+v, want name %q, t = %v", where, l, name, ceilSec(untilMore))
+		}
+	case headers.Draft11, headers.Draft12:
+		// The effective window: t > 0 while r > 0 (something is used
+		// after a decision; a queued request may answer after it grew), as
+		// long as the time until Remaining grows.
+		gain := max(0, dec.UntilGain-dec.Delay)
+		if l.Name != name || l.Reset != ceilSec(gain) || (dec.Delay == 0 && l.Remaining > 0 && l.Remaining < limit && l.Reset == 0) {
+			return fmt.Errorf("%s: limit %+v, want name %q, effective window %v", where, l, name, ceilSec(gain))
+		}
+		if d == headers.Draft12 && (!l.HasCost || l.Cost != 1) {
+			return fmt.Errorf("%s: limit %+v, want c=1", where, l)
 		}
 	case headers.XRateLimitEpoch:
 		if !l.HasLimit || l.Limit != limit || l.Reset < untilFull || l.Reset >= untilFull+time.Second {

@@ -69,11 +69,50 @@ const (
 	// quota is full (reset), whatever the limiter's state. Retry-After
 	// stays honest.
 	FaultConstantReset Fault = "constant-reset"
+	// FaultRetryAfterMs writes Retry-After in milliseconds: the wait in ms
+	// as delay-seconds digits (2 s becomes "2000"). Finding:
+	// retry-after-implausible.
+	FaultRetryAfterMs Fault = "retry-after-ms"
+	// FaultRetryAfterUnix writes Retry-After as the Unix time (seconds,
+	// rounded up) of the moment a retry is admitted, as delay-seconds
+	// digits, as if copied from an epoch reset. Finding:
+	// retry-after-implausible.
+	FaultRetryAfterUnix Fault = "retry-after-unix"
+	// FaultRetryAfterZero writes Retry-After: 0 on every rejection.
+	// Finding: retry-after-early.
+	FaultRetryAfterZero Fault = "retry-after-zero"
+	// FaultRetryAfterWindow writes the advertised window (whole seconds,
+	// rounded up) as Retry-After on every rejection, whatever the time
+	// left. Finding: retry-after-constant.
+	FaultRetryAfterWindow Fault = "retry-after-window"
+	// FaultRetryAfterOnSuccess adds Retry-After (the time until the quota
+	// is full, at least 1 s) to admitted responses too. Finding:
+	// retry-after-on-success.
+	FaultRetryAfterOnSuccess Fault = "retry-after-on-success"
+	// FaultRemainingOffByOne advertises one more remaining than the limiter
+	// has left on admitted responses (the request counted after the
+	// answer: the first shows the full quota, none shows 0 before a
+	// rejection). Finding: ratelimit-header-inconsistent.
+	FaultRemainingOffByOne Fault = "remaining-off-by-one"
+	// FaultRemainingRandom advertises a uniformly random remaining in
+	// [0, quota] on every response, as a distributed store gone wrong.
+	// Finding: ratelimit-header-inconsistent.
+	FaultRemainingRandom Fault = "remaining-random"
+	// FaultResetEpoch writes the drafts' delay fields (RateLimit-Reset,
+	// reset, t, w) as the Unix time of the moment they name. x-ratelimit
+	// accepts either form and is left alone. Finding:
+	// ratelimit-header-malformed.
+	FaultResetEpoch Fault = "reset-epoch"
+	// FaultResetDelta writes x-ratelimit-epoch's X-RateLimit-Reset as a
+	// delay in seconds instead of a Unix time. Finding:
+	// ratelimit-header-malformed.
+	FaultResetDelta Fault = "reset-delta"
 )
 
 // Faults lists every fault.
 var Faults = []Fault{FaultMalformedRateLimit, FaultMalformedRetryAfter, FaultRemainingStuck, FaultPolicyLie, FaultCacheableReject,
-	FaultAdvertiseRate, FaultConstantReset}
+	FaultAdvertiseRate, FaultConstantReset, FaultRetryAfterMs, FaultRetryAfterUnix, FaultRetryAfterZero, FaultRetryAfterWindow,
+	FaultRetryAfterOnSuccess, FaultRemainingOffByOne, FaultRemainingRandom, FaultResetEpoch, FaultResetDelta}
 
 // Key kinds (serve --key): KeyGlobal, KeyIP, or KeyHeaderPrefix followed by
 // a header name.
@@ -114,9 +153,9 @@ type Policy struct {
 	Status int
 	// Dialects are the header dialects emitted on every response; nil
 	// means DefaultDialects, and []headers.Dialect{headers.None} emits no
-	// rate-limit header. At most one of draft-6, draft-7, draft-8 and one
-	// of x-ratelimit, x-ratelimit-epoch: dialects of a group share field
-	// names.
+	// rate-limit header. At most one of draft-6, draft-7, draft-8,
+	// draft-11, draft-12 and one of x-ratelimit, x-ratelimit-epoch:
+	// dialects of a group share field names.
 	Dialects []headers.Dialect
 	// RetryAfter says how honest Retry-After is on rejections; "" means
 	// RetryAccurate.
@@ -208,12 +247,12 @@ func validateDialects(ds []headers.Dialect) error {
 	var ietf, x []headers.Dialect
 	for _, d := range ds {
 		switch d {
-		case headers.Draft6, headers.Draft7, headers.Draft8:
+		case headers.Draft6, headers.Draft7, headers.Draft8, headers.Draft11, headers.Draft12:
 			ietf = append(ietf, d)
 		case headers.XRateLimit, headers.XRateLimitEpoch:
 			x = append(x, d)
 		case headers.OpenAI, headers.GitHub, headers.Shopify:
-			errs = append(errs, fmt.Errorf("testserver: header dialect %s is read from real APIs, not served (serve: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8)", d))
+			errs = append(errs, fmt.Errorf("testserver: header dialect %s is read from real APIs, not served (serve: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8, draft-11, draft-12)", d))
 		case headers.None:
 			if len(ds) > 1 {
 				errs = append(errs, errors.New("testserver: header dialect none cannot be combined with others"))

@@ -154,12 +154,12 @@ func (b *RedisBackend) Decide(ctx context.Context, key string, now time.Time) (l
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("testserver: redis: %w", err)
 	}
-	if len(res) != 7 {
-		return limiter.Decision{}, fmt.Errorf("testserver: redis script returned %d values, want 7", len(res))
+	if len(res) != 8 {
+		return limiter.Decision{}, fmt.Errorf("testserver: redis script returned %d values, want 8", len(res))
 	}
 	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 	return limiter.Decision{Allowed: res[0] == 1, Delay: us(res[1]), Limit: res[2], Remaining: res[3],
-		UntilMore: us(res[4]), UntilFull: us(res[5]), RetryAfter: us(res[6])}, nil
+		UntilMore: us(res[4]), UntilFull: us(res[5]), RetryAfter: us(res[6]), UntilGain: us(res[7])}, nil
 }
 
 // decideNonAtomic is the classic bug: read, decide, write back.
@@ -324,9 +324,11 @@ if remaining < 0 then remaining = 0 end
 local until_full = pos(at + w - now)
 local until_more = 0
 if remaining == 0 then until_more = until_full end
+local until_gain = 0
+if remaining < limit then until_gain = until_full end
 local retry = 0
 if not ok then retry = until_more end
-return {ok and 1 or 0, 0, limit, remaining, until_more, until_full, retry}
+return {ok and 1 or 0, 0, limit, remaining, until_more, until_full, retry, until_gain}
 `
 
 // luaSlidingLog ports limiter's slidingLog on a sorted set.
@@ -355,12 +357,12 @@ elseif live > 0 then
   oldest = tonumber(redis.call('ZRANGEBYSCORE', lkey, '(' .. fmt(lo), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
 end
 local remaining = limit - live
-local until_full, until_more = 0, 0
-if live > 0 then until_full = pos(newest + w - now) end
-if remaining == 0 then until_more = pos(oldest + w - now) end
+local until_full, until_more, until_gain = 0, 0, 0
+if live > 0 then until_full, until_gain = pos(newest + w - now), pos(oldest + w - now) end
+if remaining == 0 then until_more = until_gain end
 local retry = 0
 if not ok then retry = until_more end
-return {ok and 1 or 0, 0, limit, remaining, until_more, until_full, retry}
+return {ok and 1 or 0, 0, limit, remaining, until_more, until_full, retry, until_gain}
 `
 
 // luaSlidingWindowCounter ports limiter's slidingWindowCounter.
@@ -397,9 +399,15 @@ local function until_below(k)
   return at + w + x - now
 end
 local until_more, until_full = pos(until_below(limit)), pos(until_below(1))
+local until_gain = 0
+if est > 0 then
+  local k = est
+  if k > limit then k = limit end
+  until_gain = pos(until_below(k))
+end
 local retry = 0
 if not ok then retry = until_more end
-return {ok and 1 or 0, 0, limit, remaining, until_more, until_full, retry}
+return {ok and 1 or 0, 0, limit, remaining, until_more, until_full, retry, until_gain}
 `
 
 // luaTokenBucket ports limiter's tokenBucket (At = full-again instant).
@@ -417,9 +425,13 @@ local remaining = limit - cdiv(ahead, interval)
 if remaining < 0 then remaining = 0 end
 local until_more = 0
 if remaining == 0 then until_more = pos(ahead - slack) end
+local used = cdiv(ahead, interval)
+if used > limit then used = limit end
+local until_gain = 0
+if used > 0 then until_gain = pos(ahead - (used - 1) * interval) end
 local retry = 0
 if not ok then retry = until_more end
-return {ok and 1 or 0, 0, limit, remaining, until_more, pos(ahead), retry}
+return {ok and 1 or 0, 0, limit, remaining, until_more, pos(ahead), retry, until_gain}
 `
 
 // luaNginx ports limiter's nginx (GCRA, leaky bucket): At = last (ms),
@@ -455,17 +467,22 @@ if ok and delay_m >= 0 and excess > delay_m then
   delay = fdiv((excess - delay_m) * 1000, rate_m) * 1000
 end
 local nxt = excess_at(at, count)  -- first result only
-local remaining, until_more, until_full = 0, 0, 0
+local remaining, until_more, until_full, until_gain = 0, 0, 0, 0
 if nxt <= burst_m then
   remaining = fdiv(burst_m - nxt, 1000) + 1
+  local target = burst_m - 1000 * remaining
+  if target >= 0 then
+    until_gain = pos((at + cdiv((count + 1000 - target) * 1000, rate_m)) * 1000 - now)
+  end
 else
   local need = count + 1000 - burst_m
   until_more = pos((at + cdiv(need * 1000, rate_m)) * 1000 - now)
+  until_gain = until_more
 end
 if nxt > 0 then until_full = pos(full_at(at, count) - now) end
 local retry = 0
 if not ok then retry = until_more end
-return {ok and 1 or 0, delay, limit, remaining, until_more, until_full, retry}
+return {ok and 1 or 0, delay, limit, remaining, until_more, until_full, retry, until_gain}
 `
 
 // scripts are the atomic ports, one per algorithm.

@@ -176,6 +176,8 @@ type rule struct {
 	wins     []Window // fixed windows of the group being analyzed
 	// sp cuts the group's counts at refusals (penalty.go); nil: no cut.
 	sp *split
+	// late caches effectiveWindow; nil until asked.
+	late *bool
 }
 
 // traffic is the observations of one quota key, split the ways the checks
@@ -281,6 +283,7 @@ func (r *rule) group(t *traffic) []Finding {
 	out = append(out, r.underAdmission(t, witnesses)...)
 	out = append(out, r.statusMismatch(t)...)
 	out = append(out, r.retryAfter(t)...)
+	out = append(out, r.retryAfterAudits(t)...)
 	out = append(out, r.malformed(t)...)
 	out = append(out, r.cacheable(t)...)
 	if len(counts) == 0 {

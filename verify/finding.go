@@ -63,12 +63,16 @@ const (
 	IDRetryAfterMalformed         = "retry-after-malformed"
 	IDRateLimitHeaderMalformed    = "ratelimit-header-malformed"
 	IDRetryAfterEarly             = "retry-after-early"
+	IDRetryAfterImplausible       = "retry-after-implausible"
 	IDRateLimitHeaderInconsistent = "ratelimit-header-inconsistent"
 	IDRateLimitPolicyMismatch     = "ratelimit-policy-mismatch"
 	IDCacheable429                = "cacheable-429"
 	IDKeySpoofable                = "key-spoofable"
 	IDRetryAfterMissing           = "retry-after-missing"
 	IDRetryAfterLate              = "retry-after-late"
+	IDRetryAfterConstant          = "retry-after-constant"
+	IDRetryAfterBeforeWindow      = "retry-after-before-window"
+	IDRetryAfterOnSuccess         = "retry-after-on-success"
 	IDUnderAdmission              = "under-admission"
 	IDUndeclaredPenalty           = "undeclared-penalty"
 	IDRateLimitHeaderMissing      = "ratelimit-header-missing"
@@ -104,14 +108,18 @@ var findingTable = []findingSpec{
 	{IDRetryAfterMalformed, SeverityError, CheckHeaders, "Send Retry-After as whole seconds (1*DIGIT) or an IMF-fixdate HTTP-date (RFC 9110 §10.2.3)."},
 	{IDRateLimitHeaderMalformed, SeverityError, CheckHeaders, "Fix the header's syntax: clients must ignore malformed RateLimit fields (Structured Fields, RFC 9651)."},
 	{IDRetryAfterEarly, SeverityError, CheckRetryAfter, "Retry-After tells clients to come back before a retry can succeed: advertise the real wait, rounded up."},
+	{IDRetryAfterImplausible, SeverityError, CheckRetryAfter, "Retry-After is delay-seconds: send the wait in seconds, not milliseconds or a Unix time (use an HTTP-date for a moment)."},
 	{IDRateLimitHeaderInconsistent, SeverityError, CheckHeaders, "The advertised remaining/reset values contradict what the server did: compute them from the same state the decision uses."},
 	{IDRateLimitPolicyMismatch, SeverityError, CheckHeaders, "The advertised quota or window differs from the declared or observed policy: advertise what is enforced (buckets: q=capacity, w=ceil(capacity/rate))."},
 	{IDCacheable429, SeverityError, CheckHeaders, "Rejections must not be cached (RFC 6585): send Cache-Control: no-store on them."},
 	{IDKeySpoofable, SeverityError, CheckKeySpoof, "The per-IP limit trusts client-supplied headers: key on the connection's address, or on X-Forwarded-For only as set by your own proxy."},
 	{IDRetryAfterMissing, SeverityWarning, CheckRetryAfter, "Send Retry-After on rejections so that clients know when to retry."},
 	{IDRetryAfterLate, SeverityWarning, CheckRetryAfter, "Retry-After asks clients to wait much longer than needed: advertise the real wait."},
+	{IDRetryAfterConstant, SeverityWarning, CheckRetryAfter, "Retry-After is always the window length: advertise the time left until a retry is admitted."},
+	{IDRetryAfterBeforeWindow, SeverityWarning, CheckRetryAfter, "Under draft -11 Retry-After SHOULD NOT end before the effective window (RateLimit t): advertise the same moment or later."},
 	{IDUnderAdmission, SeverityWarning, CheckBurst, "Requests were rejected well below the declared limit: check for rejected requests counting against the quota, a smaller configured limit, or a key shared with other traffic; a sliding-window counter also rejects early after a busy window, as it weighs in the previous window's traffic."},
 	{IDUndeclaredPenalty, SeverityWarning, CheckRecovery, "The key stayed refused long after its quota returned: the limiter penalises clients that exceed it (a block, or a window that refusals or requests extend); declare it with --penalty (penalty: in a policy file) if it is intended, and send a Retry-After that says when a retry is admitted."},
+	{IDRetryAfterOnSuccess, SeverityInfo, CheckHeaders, "Retry-After belongs on 429/503 and redirects: admitted responses should not tell clients to wait."},
 	{IDRateLimitHeaderMissing, SeverityInfo, CheckHeaders, "Send rate-limit headers (e.g. RateLimit and RateLimit-Policy) so that clients can pace themselves."},
 	// Raised beside the check suite: by limitconf (a config held against
 	// the live target) and by watch (drift).

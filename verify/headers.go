@@ -47,8 +47,16 @@ func (r *rule) malformed(t *traffic) []Finding {
 		value string
 	}
 	byID := map[string]*agg{}
+	epochDeclared := slices.Contains(r.e.Headers, string(headers.XRateLimitEpoch))
 	for _, o := range t.os {
-		for _, p := range o.ph.Problems {
+		problems := o.ph.Problems
+		if epochDeclared && !o.cached {
+			problems = append(slices.Clip(problems), deltaResets(&o.ph)...)
+		}
+		for _, p := range problems {
+			if p.Before != "" && r.effectiveWindow() {
+				continue // an unknown parameter from -11 on: ignored
+			}
 			id := IDRateLimitHeaderMalformed
 			if strings.EqualFold(p.Field, "Retry-After") {
 				id = IDRetryAfterMalformed
@@ -76,6 +84,18 @@ func (r *rule) malformed(t *traffic) []Finding {
 		}))
 	}
 	return out
+}
+
+// deltaResets returns a Problem for an X-RateLimit-Reset given as a delay
+// where the declared dialect x-ratelimit-epoch says a Unix time.
+func deltaResets(ph *headers.Parsed) []headers.Problem {
+	for _, l := range ph.Limits {
+		if l.Dialect == headers.XRateLimit && l.HasReset && !l.ResetIsEpoch {
+			return []headers.Problem{{Field: "X-RateLimit-Reset", Value: fmt.Sprint(int64(l.Reset / time.Second)),
+				Message: "a delay in seconds where the declared x-ratelimit-epoch says a Unix time"}}
+		}
+	}
+	return nil
 }
 
 // inconsistency collects the contradictions of one check into one
@@ -143,17 +163,19 @@ func (r *rule) consistency(t *traffic) []Finding {
 
 // resets checks each response's time until more (draft-8 t) or until full
 // (reset of the other dialects), given with remaining 0, against the
-// recovery measured afterwards. Like retryAfter, it leaves out the race
+// recovery measured afterwards; an effective window (draft-11 t, draft-12
+// w) is checked as the upper bound it is instead (effectiveWindows). Like retryAfter, it leaves out the race
 // and key-spoof probes, and never takes an order the evidence leaves open
 // for a contradiction.
 func (r *rule) resets(t *traffic) []Finding {
 	c := &inconsistency{}
+	r.effectiveWindows(t, c)
 	for _, o := range t.judged {
 		if o.cached || !o.class.Counts() {
 			continue
 		}
 		for _, l := range limitsFor(&o.ph, r.e) {
-			if !l.HasReset || l.Remaining != 0 {
+			if !l.HasReset || l.Remaining != 0 || r.windowMeaning(l) {
 				continue
 			}
 			if r.resetContradicted(t, o, l, c) {
@@ -216,7 +238,11 @@ func (r *rule) headerPresence() []Finding {
 	}
 	var out []Finding
 	for _, d := range declared {
-		missing := filter(resp, func(o *obs) bool { return !o.ph.Speaks(headers.Dialect(d)) })
+		missing := filter(resp, func(o *obs) bool {
+			// An x-ratelimit-epoch triple with a delay reset is there,
+			// malformed (deltaResets), not missing.
+			return !o.ph.Speaks(headers.Dialect(d)) && !(d == string(headers.XRateLimitEpoch) && o.ph.Speaks(headers.XRateLimit))
+		})
 		if len(missing) > 0 {
 			out = append(out, r.finding(IDRateLimitHeaderMissing, Certain, "", missing, Finding{
 				Severity: SeverityError,
@@ -252,11 +278,42 @@ func (r *rule) policyMismatch() []Finding {
 	if len(bad) == 0 {
 		return nil
 	}
+	msg := fmt.Sprintf("%d responses advertise %s, but the policy is q=%d; w=%d", len(bad), seen, q, int64(w/time.Second))
+	if rate, ok := advertisesRate(&bad[0].ph, e); ok {
+		msg = fmt.Sprintf("%d responses advertise %s: the rate (%d per second), not the quota; the policy is q=%d; w=%d",
+			len(bad), seen, rate, q, int64(w/time.Second))
+	}
 	return []Finding{r.finding(IDRateLimitPolicyMismatch, Certain, "", bad, Finding{
 		Check:    CheckHeaders,
-		Message:  fmt.Sprintf("%d responses advertise %s, but the policy is q=%d; w=%d", len(bad), seen, q, int64(w/time.Second)),
+		Message:  msg,
 		Evidence: Evidence{Headers: bad[0].res.Headers},
 	})}
+}
+
+// advertisesRate reports whether a response advertises rule e's rate per
+// second (rounded, at least 1) as its quota — a policy of that quota over
+// 1 s, or a limit field of it — where e's quota is another number; and
+// the rate.
+func advertisesRate(ph *headers.Parsed, e *Endpoint) (int64, bool) {
+	rate := e.Rate
+	if !e.IsBucket() && e.Window > 0 {
+		rate = float64(e.Quota()) / e.Window.Seconds()
+	}
+	n := max(1, int64(math.Round(rate)))
+	if n == e.Quota() {
+		return 0, false
+	}
+	for _, p := range ph.Policies {
+		if p.Quota == n && (!p.HasWindow || p.Window == time.Second) {
+			return n, true
+		}
+	}
+	for _, l := range ph.Limits {
+		if l.HasLimit && l.Limit == n {
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // advertisesPolicy reports whether a response advertises nothing about

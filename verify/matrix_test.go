@@ -193,48 +193,61 @@ func TestFindingMatrix(t *testing.T) {
 		return limiter.Config{Algorithm: limiter.TokenBucket, Rate: rate, Capacity: c}
 	}
 	none := []headers.Dialect{headers.None}
+	fault := func(f ...testserver.Fault) []testserver.Fault { return f }
+	draft11 := []headers.Dialect{headers.Draft11}
 	rows := []struct {
 		id   string
 		c    matrixCase
 		want verify.Certainty
+		also []string // findings the configuration raises as well, by nature
 	}{
 		{verify.IDWindowLimitExceeded, matrixCase{name: "fixed window (epoch) vs 5 in any 2 s",
-			server: testserver.Policy{Limiter: fixedWindow(5, w2, limiter.AlignEpoch)}, rule: sliding(5, w2)}, verify.Certain},
+			server: testserver.Policy{Limiter: fixedWindow(5, w2, limiter.AlignEpoch)}, rule: sliding(5, w2)}, verify.Certain, nil},
 		{verify.IDBurstLimitExceeded, matrixCase{name: "bucket of 10 vs declared capacity 5",
-			server: testserver.Policy{Limiter: tb(2, 10), Dialects: none}, rule: noHeaders(bucket(2, 5))}, verify.Certain},
+			server: testserver.Policy{Limiter: tb(2, 10), Dialects: none}, rule: noHeaders(bucket(2, 5))}, verify.Certain, nil},
 		{verify.IDRateLimitExceeded, matrixCase{name: "bucket refilled at 4/s vs declared 2/s",
-			server: testserver.Policy{Limiter: tb(4, 5), Dialects: none}, rule: noHeaders(bucket(2, 5))}, verify.Certain},
+			server: testserver.Policy{Limiter: tb(4, 5), Dialects: none}, rule: noHeaders(bucket(2, 5))}, verify.Certain, nil},
 		{verify.IDNoLimitingObserved, matrixCase{name: "limit 1000 vs declared 5 in any 2 s",
-			server: testserver.Policy{Limiter: slog(1000, w2), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(1000, w2), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain, nil},
 		{verify.IDRaceOverAdmission, matrixCase{name: "non-atomic check-then-act, race gap 5 ms",
-			server: testserver.Policy{Limiter: slog(5, w2)}, gap: 5 * time.Millisecond, echo: true, rule: sliding(5, w2)}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w2)}, gap: 5 * time.Millisecond, echo: true, rule: sliding(5, w2)}, verify.Certain, nil},
 		{verify.IDRejectStatusMismatch, matrixCase{name: "rejects with 503, declared 429",
-			server: testserver.Policy{Limiter: slog(5, w2), Status: 503}, rule: withStatus(sliding(5, w2), 429)}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w2), Status: 503}, rule: withStatus(sliding(5, w2), 429)}, verify.Certain, nil},
 		{verify.IDRetryAfterMalformed, matrixCase{name: "--fault malformed-retry-after",
-			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultMalformedRetryAfter}}, rule: sliding(5, w2)}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultMalformedRetryAfter}}, rule: sliding(5, w2)}, verify.Certain, nil},
 		{verify.IDRateLimitHeaderMalformed, matrixCase{name: "--fault malformed-ratelimit",
-			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultMalformedRateLimit}}, rule: sliding(5, w2)}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultMalformedRateLimit}}, rule: sliding(5, w2)}, verify.Certain, nil},
 		{verify.IDRetryAfterEarly, matrixCase{name: "--retry-after early, window 4 s",
-			server: testserver.Policy{Limiter: slog(5, w4), RetryAfter: testserver.RetryEarly}, rule: sliding(5, w4)}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w4), RetryAfter: testserver.RetryEarly}, rule: sliding(5, w4)}, verify.Certain, nil},
 		{verify.IDRateLimitHeaderInconsistent, matrixCase{name: "--fault remaining-stuck, fixed window",
 			server: testserver.Policy{Limiter: fixedWindow(5, w2, limiter.AlignEpoch), Faults: []testserver.Fault{testserver.FaultRemainingStuck}},
-			rule:   fixed(5, w2, limiter.AlignEpoch)}, verify.Certain},
+			rule:   fixed(5, w2, limiter.AlignEpoch)}, verify.Certain, nil},
 		{verify.IDRateLimitPolicyMismatch, matrixCase{name: "--fault policy-lie",
-			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultPolicyLie}}, rule: sliding(5, w2)}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultPolicyLie}}, rule: sliding(5, w2)}, verify.Certain, nil},
 		{verify.IDCacheable429, matrixCase{name: "--fault cacheable-reject",
-			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultCacheableReject}}, rule: sliding(5, w2)}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w2), Faults: []testserver.Fault{testserver.FaultCacheableReject}}, rule: sliding(5, w2)}, verify.Certain, nil},
 		{verify.IDKeySpoofable, matrixCase{name: "--key header:X-Forwarded-For vs declared --key ip",
-			server: testserver.Policy{Limiter: slog(5, w2), Key: "header:X-Forwarded-For"}, rule: withKey(sliding(5, w2), verify.KeyIP), spoof: true}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w2), Key: "header:X-Forwarded-For"}, rule: withKey(sliding(5, w2), verify.KeyIP), spoof: true}, verify.Certain, nil},
 		{verify.IDRetryAfterMissing, matrixCase{name: "--retry-after missing",
-			server: testserver.Policy{Limiter: slog(5, w2), RetryAfter: testserver.RetryMissing}, rule: sliding(5, w2)}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w2), RetryAfter: testserver.RetryMissing}, rule: sliding(5, w2)}, verify.Certain, nil},
 		{verify.IDRetryAfterLate, matrixCase{name: "--retry-after late, window 4 s",
-			server: testserver.Policy{Limiter: slog(5, w4), RetryAfter: testserver.RetryLate}, rule: sliding(5, w4)}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w4), RetryAfter: testserver.RetryLate}, rule: sliding(5, w4)}, verify.Certain, nil},
 		{verify.IDUnderAdmission, matrixCase{name: "limit 3 vs declared 5 in any 2 s",
-			server: testserver.Policy{Limiter: slog(3, w2), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(3, w2), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain, nil},
 		{verify.IDUndeclaredPenalty, matrixCase{name: "block:10s undeclared, 5 in any 2 s",
-			server: testserver.Policy{Limiter: withBlock(slog(5, w2), 10*time.Second), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain},
+			server: testserver.Policy{Limiter: withBlock(slog(5, w2), 10*time.Second), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain, nil},
+		{verify.IDRetryAfterImplausible, matrixCase{name: "--fault retry-after-ms, window 4 s",
+			server: testserver.Policy{Limiter: slog(5, w4), Faults: fault(testserver.FaultRetryAfterMs)}, rule: sliding(5, w4)}, verify.Certain, nil},
+		{verify.IDRetryAfterConstant, matrixCase{name: "--fault retry-after-window, fixed window 4 s",
+			server: testserver.Policy{Limiter: fixedWindow(5, w4, limiter.AlignEpoch), Faults: fault(testserver.FaultRetryAfterWindow)},
+			rule:   fixed(5, w4, limiter.AlignEpoch)}, verify.Possible, []string{verify.IDRetryAfterLate}},
+		{verify.IDRetryAfterBeforeWindow, matrixCase{name: "--headers draft-11 --retry-after early, window 4 s",
+			server: testserver.Policy{Limiter: slog(5, w4), Dialects: draft11, RetryAfter: testserver.RetryEarly},
+			rule:   withHeaders(sliding(5, w4), "draft-11")}, verify.Certain, []string{verify.IDRetryAfterEarly}},
+		{verify.IDRetryAfterOnSuccess, matrixCase{name: "--fault retry-after-on-success",
+			server: testserver.Policy{Limiter: slog(5, w2), Faults: fault(testserver.FaultRetryAfterOnSuccess)}, rule: sliding(5, w2)}, verify.Certain, nil},
 		{verify.IDRateLimitHeaderMissing, matrixCase{name: "no headers, draft-8 declared",
-			server: testserver.Policy{Limiter: slog(5, w2), Dialects: none}, rule: withHeaders(sliding(5, w2), "draft-8")}, verify.Certain},
+			server: testserver.Policy{Limiter: slog(5, w2), Dialects: none}, rule: withHeaders(sliding(5, w2), "draft-8")}, verify.Certain, nil},
 	}
 	seen := map[string]bool{}
 	for _, row := range rows {
@@ -251,6 +264,9 @@ func TestFindingMatrix(t *testing.T) {
 					t.Logf("%s: also possible: %s", row.c.name, id)
 					delete(got, id)
 				}
+			}
+			for _, id := range row.also {
+				delete(got, id)
 			}
 			if len(got) != 1 || got[row.id] != row.want {
 				t.Errorf("%s: want exactly %s (%s), got:%s", row.c.name, row.id, row.want, describe(rep))
@@ -428,4 +444,36 @@ func (e probeEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Res
 		sends[i] = probe.Send{At: snd.At, Client: snd.Client, Phase: snd.Phase, Batch: snd.Batch}
 	}
 	return e.p.Run(ctx, e.zero, begin, sends, nil)
+}
+
+// TestEffectiveWindowAsUpperBound: under draft-11 and draft-12 t (w) is an
+// upper bound on how long r (a) holds. A bucket that advertises its whole
+// window as t while it refills (--fault constant-reset) admits more than r
+// within t: ratelimit-header-inconsistent, certain, naming the effective
+// window; the honest server does not raise it.
+func TestEffectiveWindowAsUpperBound(t *testing.T) {
+	tb := limiter.Config{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 4}
+	for _, d := range []headers.Dialect{headers.Draft11, headers.Draft12} {
+		for _, faulty := range []bool{true, false} {
+			p := testserver.Policy{Limiter: tb, Dialects: []headers.Dialect{d}}
+			if faulty {
+				p.Faults = []testserver.Fault{testserver.FaultConstantReset}
+			}
+			e := bucket(2, 4)
+			e.Headers = []string{string(d)}
+			rep := runCheck(t, matrixCase{name: string(d), server: p, rule: e})
+			var msg string
+			for _, f := range rep.Findings {
+				if f.ID == verify.IDRateLimitHeaderInconsistent && f.Certainty == verify.Certain {
+					msg = f.Message
+				}
+			}
+			switch {
+			case faulty && !strings.Contains(msg, "effective window"):
+				t.Errorf("%s, constant t: no certain inconsistency naming the effective window:%s", d, describe(rep))
+			case !faulty && msg != "":
+				t.Errorf("%s, honest: %s", d, msg)
+			}
+		}
+	}
 }

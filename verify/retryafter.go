@@ -55,7 +55,9 @@ func (r *rule) retryAfter(t *traffic) []Finding {
 			Evidence: Evidence{Count: len(early), Headers: ev[0].res.Headers},
 		}))
 	}
-	if len(late) > 0 {
+	// A Retry-After in milliseconds or a Unix time is late by its unit:
+	// retry-after-implausible says so, and lateness would only repeat it.
+	if len(late) > 0 && len(r.implausible(t)) == 0 {
 		ev := late[0]
 		out = append(out, r.finding(IDRetryAfterLate, Certain, t.g, flatten(late), Finding{
 			Message: fmt.Sprintf("Retry-After: %s was late: a request was accepted %s before the advertised moment (%d times)",

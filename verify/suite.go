@@ -406,16 +406,23 @@ func loOf(x *record.Result) int64 { return arrival(x, 0).Lo }
 func hiOf(x *record.Result) int64 { return arrival(x, 0).Hi }
 
 // hint returns when rejection x says quota returns: Retry-After (ra true),
-// else a remaining-0 state's t or reset; ok false when x says nothing.
+// else a remaining-0 state's t or reset; ok false when x says nothing. A
+// hint of implausibleFactor × (the policy's Fresh time + 1 s) or more is
+// not one.
 func (r *suiteRun) hint(x *record.Result) (moment, delay int64, ra, ok bool) {
 	recv := recvOf(x)
 	ph := headers.Parse(x.Headers, r.Zero.Add(time.Duration(recv)))
-	if ph.RetryAfter != nil {
+	// A hint far beyond the declared policy's recovery (milliseconds or a
+	// Unix time where seconds belong: retry-after-implausible, or a Unix
+	// reset) is not followed: the probes poll instead, which also gives
+	// the acceptance that shows it wrong.
+	plausible := func(d int64) bool { return d < implausibleFactor*(int64(r.e.Fresh())+int64(time.Second)) }
+	if ph.RetryAfter != nil && plausible(int64(*ph.RetryAfter)) {
 		d := int64(*ph.RetryAfter)
 		return recv + d, d, true, true
 	}
 	for _, l := range limitsFor(&ph, r.e) {
-		if l.HasReset && l.Remaining == 0 {
+		if l.HasReset && l.Remaining == 0 && plausible(int64(l.Reset)) {
 			return recv + int64(l.Reset), int64(l.Reset), false, true
 		}
 	}

@@ -45,7 +45,7 @@ type Observation struct {
 // exhausting burst ("" when the cycle had none).
 func Observe(results []record.Result, declared int, start time.Time, exhaustPhase string) Observation {
 	var o Observation
-	dialects := map[string]bool{}
+	var samples []headers.Sample
 	var exhausted int64
 	exhaustLimited := false
 	for _, r := range results {
@@ -75,11 +75,8 @@ func Observe(results []record.Result, declared int, start time.Time, exhaustPhas
 			continue
 		}
 		received := start.Add(time.Duration(max(r.TTFB, r.Done)))
-		for _, d := range headers.Parse(r.Headers, received).Dialects {
-			if d != headers.None {
-				dialects[string(d)] = true
-			}
-		}
+		samples = append(samples, headers.Sample{Sent: start.Add(time.Duration(r.Sent)), Received: received,
+			Admitted: c == record.ClassAccepted, Parsed: headers.Parse(r.Headers, received)})
 		if o.Advertised == nil {
 			if adv := verify.Advertised(r.Headers, received); len(adv) > 0 {
 				o.Advertised = &adv[0]
@@ -89,8 +86,10 @@ func Observe(results []record.Result, declared int, start time.Time, exhaustPhas
 	if exhaustLimited {
 		o.Exhausted = &exhausted
 	}
-	for d := range dialects {
-		o.Dialects = append(o.Dialects, d)
+	for _, d := range headers.Detect(samples, nil) {
+		if d != headers.None {
+			o.Dialects = append(o.Dialects, string(d))
+		}
 	}
 	slices.Sort(o.Dialects)
 	return o
@@ -136,7 +135,7 @@ func Compare(b Baseline, now Observation) []Drift {
 	case prev.Responses > 0 && (pa == nil) != (na == nil):
 		out = append(out, Drift{Field: "headers", Before: advertised(pa), After: advertised(na), Source: "headers"})
 	}
-	if prev.Responses > 0 && !slices.Equal(prev.Dialects, now.Dialects) && (pa == nil) == (na == nil) {
+	if prev.Responses > 0 && !slices.Equal(syntaxes(prev.Dialects), syntaxes(now.Dialects)) && (pa == nil) == (na == nil) {
 		out = append(out, Drift{Field: "headers", Before: list(prev.Dialects), After: list(now.Dialects), Source: "headers"})
 	}
 	if prev.RetryAfter != nil && now.RetryAfter != nil && *prev.RetryAfter != *now.RetryAfter {
@@ -199,6 +198,23 @@ func (b Baseline) Update(now Observation) Baseline {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// syntaxes maps draft-11 to draft-8, the syntax both are written in: which
+// of the two a cycle reads depends on values a short cycle may not show
+// (t > 0 while r > 0), so draft-8 ↔ draft-11 is never a headers drift.
+func syntaxes(ds []string) []string {
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		if d == string(headers.Draft11) {
+			d = string(headers.Draft8)
+		}
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 func advertised(e *verify.Endpoint) string {
 	if e == nil {

@@ -96,8 +96,12 @@ func TestObserveAndCompare(t *testing.T) {
 	if base.Advertised == nil || base.Advertised.Limit != 10 || base.Advertised.Window != time.Minute {
 		t.Fatalf("advertised = %+v", base.Advertised)
 	}
-	if len(base.Dialects) != 1 || base.Dialects[0] != "draft-8" {
+	// r > 0 with t > 0, never contradicted: the values read as draft-11's.
+	if len(base.Dialects) != 1 || base.Dialects[0] != "draft-11" {
 		t.Fatalf("dialects = %v", base.Dialects)
+	}
+	rl := func(v string) []string {
+		return []string{"RateLimit-Policy", `"default";q=10;w=60`, "RateLimit", v}
 	}
 	five := func(n int64) *int64 { return &n }
 	tr, fa := true, false
@@ -113,6 +117,10 @@ func TestObserveAndCompare(t *testing.T) {
 		{"headers vanished", Baseline{Observation: base},
 			Observe([]record.Result{resp(200, 0, "watch")}, 0, start, ""), []string{"headers"}},
 		{"no answers, no drift", Baseline{Observation: base}, Observation{}, nil},
+		{"draft-11 read as draft-8 (t 0 while r > 0): one syntax, no drift", Baseline{Observation: base},
+			Observe([]record.Result{resp(200, 0, "watch", rl(`"default";r=9;t=0`)...)}, 0, start, ""), nil},
+		{"draft-11 to draft-12", Baseline{Observation: base},
+			Observe([]record.Result{resp(200, 0, "watch", rl(`"default";a=9;w=60`)...)}, 0, start, ""), []string{"headers"}},
 		{"retry-after vanished", Baseline{Observation: Observation{Responses: 3, RetryAfter: &tr}},
 			Observation{Responses: 3, RetryAfter: &fa}, []string{"retry-after"}},
 		{"exhaust within 10%", Baseline{Observation: Observation{Responses: 30, Exhausted: five(20)}},

@@ -20,7 +20,7 @@ func addPolicyFlags(cmd *cobra.Command, o *session.PolicySpec) {
 	fl.Int64Var(&o.Burst, "burst", 0, "declared policy: nginx's burst, capacity − 1 (give --capacity or --burst)")
 	fl.StringVar(&o.Key, "key", "", "who shares a quota: global (the default), ip or header:NAME")
 	fl.IntVar(&o.Status, "status", 0, "the declared reject status (default: 429 or 503)")
-	fl.StringVar(&o.Headers, "headers", "", "expected rate-limit header `DIALECTS`, comma-separated: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8")
+	fl.StringVar(&o.Headers, "headers", "", "expected rate-limit header `DIALECTS`, comma-separated: none, x-ratelimit, x-ratelimit-epoch, draft-6, draft-7, draft-8, draft-11, draft-12")
 	fl.StringVar(&o.RetryAfter, "retry-after", "", "required: a rejection without Retry-After is an error; optional (the default): a warning")
 	fl.StringVar(&o.Penalty, "penalty", "", "what a refusal does beyond counting, `PENALTY`: block:D (every request refused for D from the first refusal, then a fresh quota), extend (every request moves the window's end) or restart (every refusal does); extend and restart for windows only")
 	fl.StringVar(&o.Draft, "policy", "", "declared policy in the RateLimit-Policy syntax, e.g. '\"api\";q=100;w=60'")

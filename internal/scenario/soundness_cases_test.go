@@ -44,7 +44,7 @@ const (
 var soundFactors = [nFactors]soundFactor{
 	fAlg:       {"algorithm", []string{"fixed-window", "sliding-log", "sliding-window-counter", "token-bucket", "gcra", "leaky-bucket", "leaky-bucket-nodelay"}},
 	fAlign:     {"align", []string{"epoch", "first-request"}},
-	fDialect:   {"headers", []string{"none", "x-ratelimit", "x-ratelimit-epoch", "draft-6", "draft-7", "draft-8"}},
+	fDialect:   {"headers", []string{"none", "x-ratelimit", "x-ratelimit-epoch", "draft-6", "draft-7", "draft-8", "draft-11", "draft-12"}},
 	fStatus:    {"status", []string{"429", "503"}},
 	fRAFormat:  {"retry-after-format", []string{"seconds", "http-date"}},
 	fKey:       {"key", []string{"global", "ip", "header"}},
@@ -82,7 +82,9 @@ var soundFaults = []soundFault{
 	// Race probes are not judged for Retry-After: the run needs other
 	// rejections.
 	{name: "retry-after=missing", want: verify.IDRetryAfterMissing, fits: func(c *soundCase) bool { return rejects(c) && c.level(fPattern) != "race" }},
-	{name: "retry-after=early", want: verify.IDRetryAfterEarly, also: []string{verify.IDRateLimitHeaderInconsistent}, fits: func(c *soundCase) bool {
+	// Under draft-11/-12 an early Retry-After also ends before the
+	// effective window.
+	{name: "retry-after=early", want: verify.IDRetryAfterEarly, also: []string{verify.IDRateLimitHeaderInconsistent, verify.IDRetryAfterBeforeWindow}, fits: func(c *soundCase) bool {
 		return rejectsAtOnce(c) && suiteOr(verify.CheckRetryAfter)(c)
 	}},
 	{name: "retry-after=late", want: verify.IDRetryAfterLate, fits: func(c *soundCase) bool {
@@ -127,6 +129,28 @@ var soundFaults = []soundFault{
 			verify.IDWindowLimitExceeded, verify.IDBurstLimitExceeded, verify.IDRateLimitExceeded},
 		fits: func(c *soundCase) bool { return c.level(fKey) == "ip" && c.level(fChecks) == verify.CheckKeySpoof }},
 }
+
+// The header audits of issue 24 (the faults of servers in the wild).
+var _ = func() int {
+	soundFaults = append(soundFaults,
+		// Implausible needs an acceptance after the rejection: the
+		// suite's recovery (or retry-after) polls until one. A Retry-After
+		// in ms is also late, which implausible absorbs.
+		// A wait of milliseconds in ms ("10") only reads as late.
+		soundFault{name: "retry-after-ms", want: verify.IDRetryAfterImplausible, also: []string{verify.IDRetryAfterLate}, found: true,
+			fits: func(c *soundCase) bool {
+				ch := c.level(fChecks)
+				return rejectsAtOnce(c) && (ch == "all" || ch == verify.CheckRecovery || ch == verify.CheckRetryAfter)
+			}},
+		soundFault{name: "retry-after-zero", want: verify.IDRetryAfterEarly,
+			also: []string{verify.IDRateLimitHeaderInconsistent, verify.IDRetryAfterBeforeWindow},
+			fits: func(c *soundCase) bool { return rejectsAtOnce(c) && suiteOr(verify.CheckRetryAfter)(c) }},
+		soundFault{name: "retry-after-on-success", want: verify.IDRetryAfterOnSuccess, fits: func(*soundCase) bool { return true }},
+		soundFault{name: "remaining-off-by-one", want: verify.IDRateLimitHeaderInconsistent, optional: true,
+			fits: func(c *soundCase) bool { return withHeaders(c) && rejectsAtOnce(c) }},
+	)
+	return 0
+}()
 
 // rejects: the case's traffic surely meets rejections: a suite step that
 // exceeds the quota, or a pattern other than the edge (quota on each side).
@@ -247,7 +271,7 @@ func decodeCase(seed uint64) (*soundCase, error) {
 		// to accept a request 2 s before the advertised moment.
 		c.window = 3 * time.Second
 		c.capacity, c.rate = 4*c.capacity, 1
-	case "retry-after=early":
+	case "retry-after=early", "retry-after-zero":
 		// Half the wait, truncated, is visibly early only for waits of a
 		// few seconds: an HTTP date rounds a wait under a second up to the
 		// next whole second, which a 1 s epoch window ends at anyway (a
