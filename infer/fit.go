@@ -272,20 +272,29 @@ const (
 )
 
 // winner returns the best hypothesis: fewest misses, ties broken by the
-// order of allVariants.
+// order of allVariants — except that a behaviour beyond the plain models
+// must earn its place: the best plain hypothesis wins unless the best with
+// a behaviour misses more than slack fewer outcomes (what timing noise
+// explains is no evidence of a penalty or a quirk).
 func (f *fit) winner() (scored, bool) {
-	var w scored
-	found := false
+	var plain, beh scored
+	hasPlain, hasBeh := false, false
 	for _, v := range allVariants {
 		b, ok := f.best[v]
 		if !ok {
 			continue
 		}
-		if !found || b.miss < w.miss {
-			w, found = b, true
+		switch {
+		case v.beh == "" && (!hasPlain || b.miss < plain.miss):
+			plain, hasPlain = b, true
+		case v.beh != "" && (!hasBeh || b.miss < beh.miss):
+			beh, hasBeh = b, true
 		}
 	}
-	return w, found
+	if hasBeh && (!hasPlain || beh.miss+f.slack < plain.miss) {
+		return beh, true
+	}
+	return plain, hasPlain
 }
 
 // winnerFor is winner with an advertisement as evidence: among the

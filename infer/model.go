@@ -67,16 +67,18 @@ var plainVariants = []variant{
 // evidence needs it. Penalties apply to the window families (their plain,
 // not-counting-rejected shapes: a penalty already acts on refusals), block
 // also to the token bucket (which stands for gcra); the quirks to the
-// token bucket. Extend re-anchors the window at every request, so it has
+// token bucket. Penalties are modelled on windows started by the first
+// request only: epoch-aligned windows are fitted at every length of their
+// grid, which, times every penalty (and every block length), costs more
+// than the search can afford — an epoch-aligned window with a penalty is
+// outside the vocabulary (a known gap). Extend re-anchors the window at every request, so it has
 // no aligned shape, and a sliding log under it decides as a fixed window
 // (every logged time moves to the latest request): fixed-window stands for
 // both.
 var behaviourVariants = func() []variant {
 	fw := variant{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignFirstRequest}
-	fwEpoch := variant{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignEpoch}
 	sl := variant{fam: SlidingLog, alg: limiter.SlidingLog}
 	swc := variant{fam: SlidingWindowCounter, alg: limiter.SlidingWindowCounter, align: limiter.AlignFirstRequest}
-	swcEpoch := variant{fam: SlidingWindowCounter, alg: limiter.SlidingWindowCounter, align: limiter.AlignEpoch}
 	tb := variant{fam: TokenBucket, alg: limiter.TokenBucket}
 	with := func(b Behaviour, vs ...variant) []variant {
 		for i := range vs {
@@ -86,8 +88,8 @@ var behaviourVariants = func() []variant {
 	}
 	var vs []variant
 	vs = append(vs, with(BehaviourExtend, fw, swc)...)
-	vs = append(vs, with(BehaviourRestart, fw, fwEpoch, sl, swcEpoch, swc)...)
-	vs = append(vs, with(BehaviourBlock, tb, fw, fwEpoch, sl, swcEpoch, swc)...)
+	vs = append(vs, with(BehaviourRestart, fw, sl, swc)...)
+	vs = append(vs, with(BehaviourBlock, tb, fw, sl, swc)...)
 	vs = append(vs, with(BehaviourIdle, tb)...)
 	vs = append(vs, with(BehaviourWholeToken, tb)...)
 	return vs

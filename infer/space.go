@@ -120,11 +120,12 @@ func defaultSpace(o *observations, maxWindow time.Duration, perClient bool) spac
 
 // variantsFor returns the variants worth fitting: the leaky-bucket-queue only
 // when accepted requests were held (queueing), and no behaviour of
-// o.without.
+// o.without, nor any behaviour when queueing (a queue's penalties are not
+// in the vocabulary).
 func variantsFor(o *observations) []variant {
 	var vs []variant
 	for _, v := range allVariants {
-		if v.fam == LeakyBucketQueue && !o.queueing || v.beh != "" && slices.Contains(o.without, v.beh) {
+		if v.fam == LeakyBucketQueue && !o.queueing || v.beh != "" && (o.queueing || slices.Contains(o.without, v.beh)) {
 			continue
 		}
 		vs = append(vs, v)

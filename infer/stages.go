@@ -77,6 +77,10 @@ const (
 	// refuses some of it.
 	trickleFactor = 0.8
 	trickleScales = 2
+	// maxTrickleScale: an answer of a longer time scale is not trickled
+	// (two of its scales would double a run's length); a penalty that
+	// keeps a long window open goes unvalidated there (a known limit).
+	maxTrickleScale = 10 * time.Second
 )
 
 // infer runs the stages from opening to done and concludes.
@@ -269,6 +273,9 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		m := int(math.Ceil(trickleFactor * trickleScales * float64(w.h.n)))
 		if m > maxSustainedValidation || m < 2 {
 			return nil, fmt.Sprintf("%d requests would be needed", m)
+		}
+		if w.h.scale() > maxTrickleScale {
+			return nil, fmt.Sprintf("it would take %s", units.HumanDuration(trickleScales*w.h.scale()))
 		}
 		span := trickleScales * w.h.scale()
 		e := newBuilder("trickle").spread(s0.Add(margin), span, m).done()

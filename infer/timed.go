@@ -13,7 +13,7 @@ import (
 const (
 	// maxTimedCandidates bounds the lengths tried per (variant, count,
 	// continuous parameter): each multiplies the search.
-	maxTimedCandidates = 9
+	maxTimedCandidates = 7
 	// minTimed is the shortest length worth a candidate: below it, a block
 	// or an idle time is lost in the timing of one request.
 	minTimed = 10 * time.Millisecond
