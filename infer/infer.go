@@ -43,14 +43,15 @@ const (
 var Families = []Family{FixedWindow, SlidingLog, SlidingWindowCounter, TokenBucket, LeakyBucketQueue, None}
 
 // ParseFamily returns the Family spelled s, or an error naming the valid
-// spellings.
+// spellings. The error is the message alone (it names what it parsed), so
+// that a caller puts it under its own flag or field.
 func ParseFamily(s string) (Family, error) {
 	for _, f := range Families {
 		if string(f) == s {
 			return f, nil
 		}
 	}
-	return "", fmt.Errorf("infer: unknown family %q; one of %s", s, strings.Join(FamilyNames(), ", "))
+	return "", fmt.Errorf("unknown family %q; one of %s", s, strings.Join(FamilyNames(), ", "))
 }
 
 // MarshalJSON writes a Family as its spelling, and the empty Family (no

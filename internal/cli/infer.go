@@ -54,7 +54,7 @@ func inferRun(ctx context.Context, o *InferOptions) error {
 	if o.Expect != "" {
 		fam, err := infer.ParseFamily(o.Expect)
 		if err != nil {
-			return Usagef("--expect: %s", strings.TrimPrefix(err.Error(), "infer: "))
+			return Usagef("--expect: %v", err)
 		}
 		expect = fam
 	}
