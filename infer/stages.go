@@ -280,7 +280,9 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		span := trickleScales * w.h.scale()
 		e := newBuilder("trickle").spread(s0.Add(margin), span, m).done()
 		if !fits(&e) {
-			return nil, ""
+			// An extra test, not the one exactness rests on: the budget
+			// ends the validation here, with what passed so far.
+			return nil, "it does not fit the budget"
 		}
 		return &e, fmt.Sprintf("%d requests over %s, %g times its rate", m, units.HumanDuration(span), trickleFactor)
 	}
