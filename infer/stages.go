@@ -45,7 +45,7 @@ const (
 	// maxValidations bounds the validation experiments of one run: an
 	// answer that failed one is refitted, designed for and validated
 	// again, but not forever.
-	maxValidations = 3
+	maxValidations = 5
 	// budgetExtension is the factor by which an answer not yet exact
 	// extends the budget, once: 2·(6·W + 30 s).
 	budgetExtension = 2
@@ -146,7 +146,7 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 	for _, kind := range []validationKind{validateDisagreement, validateSustained, validateTrickle} {
 		w, ok := s.answer()
 		if !ok || s.validations >= maxValidations {
-			return s.afterValidation(), nil
+			break // what passed so far stands (see below)
 		}
 		if s.validated != nil && *s.validated == w.h.v && s.passed[kind] {
 			continue // this answer passed it before the budget was extended
@@ -192,7 +192,9 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		s.passedHow = append(s.passedHow, fmt.Sprintf("%s (%s at %s, %s)", validationPhase+e.phase,
 			plural(len(e.at), "request"), units.HumanDuration(start.Sub(s.start)), why))
 	}
-	s.validation = strings.Join(s.passedHow, " and ") + ": predicted and held"
+	if len(s.passedHow) > 0 {
+		s.validation = strings.Join(s.passedHow, " and ") + ": predicted and held"
+	}
 	return s.afterValidation(), nil
 }
 
