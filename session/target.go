@@ -136,9 +136,19 @@ type resolver struct {
 	t     Target
 	cfg   *Config
 	probs []string
+	// fixed is the last problem that suggests fixes, and its fixes: the
+	// error carries them when it is the only problem.
+	fixed string
+	fixes []Fix
 }
 
 func (r *resolver) bad(format string, a ...any) { r.probs = append(r.probs, fmt.Sprintf(format, a...)) }
+
+// suggest adds the problem msg, which fixes (each alone) would solve.
+func (r *resolver) suggest(msg string, fixes ...Fix) {
+	r.probs = append(r.probs, msg+"; "+Suggestion(fixes...))
+	r.fixed, r.fixes = msg, fixes
+}
 
 // Resolve validates t, reads the files it names and returns the Config of
 // a session at now (getenv expands $VAR in headers). Every problem is
@@ -155,6 +165,9 @@ func (t Target) Resolve(now time.Time, getenv func(string) string) (*Config, err
 	r.proxy(getenv)
 	r.caps()
 	r.startAndOutput(now)
+	if len(r.probs) == 1 && r.fixes != nil {
+		return nil, Suggest(Usage, r.fixed, r.fixes...)
+	}
 	if len(r.probs) > 0 {
 		return nil, problems(r.probs)
 	}
@@ -197,7 +210,7 @@ func (r *resolver) request(getenv func(string) string) {
 	if !httpguts.ValidHeaderFieldName(t.Method) { // a method is a token
 		r.bad("-X %q is not a valid method", t.Method)
 	} else if !slices.Contains(safeMethods, t.Method) && !t.AllowUnsafeMethod {
-		r.bad("-X %s may change state on the target: add --allow-unsafe-method if you mean it", t.Method)
+		r.suggest(fmt.Sprintf("-X %s may change state on the target (if you mean it to)", t.Method), Fix{Flag: "--allow-unsafe-method"})
 	}
 	p.Method = t.Method
 	if t.Body != "" {
@@ -384,7 +397,7 @@ func (r *resolver) startAndOutput(now time.Time) {
 	}
 	if !t.Force && !t.DryRun {
 		if _, err := os.Stat(c.Out); err == nil {
-			r.bad("--out %s exists: choose another file or add --force to overwrite it", c.Out)
+			r.suggest(fmt.Sprintf("--out %s exists: choose another file, or overwrite it", c.Out), Fix{Flag: "--force"})
 		}
 	}
 }
