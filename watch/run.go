@@ -98,7 +98,7 @@ type watcher struct {
 	targets  []string
 	started  bool // the mode is chosen and the start announced
 	planned  bool // the budget fits: a cycle's failure is no longer fatal
-	first    int // the first budgeted cycle
+	first    int  // the first budgeted cycle
 	// lastShared is when the last budgeted request went out: the next
 	// cycle starts Every after it at the earliest.
 	lastShared time.Time
