@@ -128,7 +128,7 @@ func (o *targetOptions) confirm(f *Factory, summary string) error {
 	case "y", "yes":
 		return nil
 	}
-	return Usagef("not confirmed: nothing sent (add --yes to skip this question)")
+	return session.Suggest(session.Usage, "not confirmed: nothing sent (to skip this question)", session.Fix{Flag: "--yes"})
 }
 
 // isTerminal reports whether r is a terminal.
