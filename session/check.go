@@ -89,7 +89,7 @@ func (s *Session) Check(ctx context.Context, policy *verify.Policy, opts CheckOp
 	}
 	c := &s.cfg.Caps
 	if c.MaxRequests <= 0 {
-		c.MaxRequests = SuiteMaxRequests
+		c.MaxRequests, c.MaxRequestsDefault = SuiteMaxRequests, true
 	}
 	if c.MaxDuration <= 0 {
 		c.MaxDuration = SuiteMaxDuration
@@ -148,6 +148,12 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	maxDur := s.cfg.Caps.MaxDuration
 	planned := verify.PlanDuration(*pol, opts.Only, opts.Skip)
 	s.line("plan: %s", planLine(pol, opts.Only, opts.Skip))
+	if done, _ := s.rec.counts(); s.cfg.Caps.MaxRequestsDefault {
+		if cap := SuiteCap(pol, opts.Only, opts.Skip, int(done)); cap > s.cfg.Caps.MaxRequests {
+			s.line("the plan sends up to %d requests: the default --max-requests %d raised to it (give --max-requests to cap it)", cap, s.cfg.Caps.MaxRequests)
+			s.cfg.Caps.MaxRequests = cap
+		}
+	}
 	if planned > maxDur {
 		s.line("warning: the plan needs %s, over --max-duration %s: the suite will stop early (complete: false)", units.HumanDuration(planned), units.HumanDuration(maxDur))
 	}
@@ -379,6 +385,17 @@ func (s *Session) runRule(ctx context.Context, rule verify.Endpoint, opts CheckO
 	suite.Progress = func(line string) { s.line("%s", prefix+line) }
 	_, err = suite.Run(ctx)
 	return err
+}
+
+// SuiteCap is the request cap check uses by default for policy p: the
+// requests its suites plan (verify.Plan.Requests) after done already sent,
+// at least SuiteMaxRequests, at most SuiteMaxRequestsCeiling.
+func SuiteCap(p *verify.Policy, only, skip []string, done int) int {
+	need := done
+	for _, e := range p.Endpoints {
+		need += verify.PlanSuite(e, verify.SuiteOptions{Only: only, Skip: skip, Identities: 1, Spoofing: true}).Requests()
+	}
+	return min(max(need, SuiteMaxRequests), SuiteMaxRequestsCeiling)
 }
 
 // planLine describes the suite's plan: its checks and planned duration.

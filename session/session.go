@@ -19,7 +19,11 @@ import (
 // and Infer then use their package's defaults).
 type Caps struct {
 	MaxRequests int
-	MaxDuration time.Duration
+	// MaxRequestsDefault says MaxRequests is the command's default, not
+	// chosen: Check raises it to what its suite plans for the declared
+	// policy, up to SuiteMaxRequestsCeiling (SuiteCap).
+	MaxRequestsDefault bool
+	MaxDuration        time.Duration
 	// MaxRate is requests per second: the schedule's sustained rate and its
 	// largest race. The probe engine's guard (probe.Options.MaxRate) is
 	// separate.

@@ -33,6 +33,10 @@ const (
 	RunMaxDuration   = 5 * time.Minute
 	SuiteMaxRequests = 5_000
 	SuiteMaxDuration = 10 * time.Minute
+	// SuiteMaxRequestsCeiling bounds what Check raises its default cap
+	// to for a large declared quota (the suite of 1,000 per 60 s plans
+	// about 8,300 requests).
+	SuiteMaxRequestsCeiling = 20_000
 )
 
 const (
@@ -82,9 +86,13 @@ type Target struct {
 	Seed    uint64
 	SeedSet bool
 	// Out is the record file; empty means ./rlprobe-<command>-<UTC time>.jsonl.
-	Out              string
-	Force            bool
-	MaxRequests      int
+	Out         string
+	Force       bool
+	MaxRequests int
+	// MaxRequestsSet says MaxRequests was chosen (--max-requests given):
+	// check keeps it even below what its suite plans. Unset, a
+	// MaxRequests equal to the command's default may be raised.
+	MaxRequestsSet   bool
 	MaxDuration      time.Duration
 	MaxRate          float64
 	AbortAfterErrors int // 0: never
@@ -355,7 +363,8 @@ func (r *resolver) caps() {
 	if !(t.MaxRate > 0) {
 		r.bad("--max-rate must be positive")
 	}
-	c.Caps = Caps{MaxRequests: t.MaxRequests, MaxDuration: t.MaxDuration, MaxRate: t.MaxRate}
+	c.Caps = Caps{MaxRequests: t.MaxRequests, MaxDuration: t.MaxDuration, MaxRate: t.MaxRate,
+		MaxRequestsDefault: !t.MaxRequestsSet && t.MaxRequests == DefaultTarget(t.Command).MaxRequests}
 	p.MaxRate = t.MaxRate
 	p.MaxHeaderBytes, p.MaxBodyBytes = t.MaxHeaderBytes, t.MaxBodyBytes
 	switch {

@@ -80,6 +80,7 @@ func (o *targetOptions) targetChanged(cmd *cobra.Command, urls []string) {
 	o.URLs = urls
 	o.ClientsSet = cmd.Flags().Changed("clients")
 	o.SeedSet = cmd.Flags().Changed("seed")
+	o.MaxRequestsSet = cmd.Flags().Changed("max-requests")
 }
 
 // startAtSuiteUsage is the --start-at help of check and infer, whose first
