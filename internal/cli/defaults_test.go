@@ -123,15 +123,6 @@ var knownGap = func() map[string]string {
 			gaps[cmd+" leaky-bucket "+l] = "the queue holds requests longer than the default --timeout 10s: 20 consecutive timeouts abort (exit 3)"
 		}
 	}
-	// nginx's arithmetic (serve's gcra and leaky-bucket) moves a key's
-	// last time to the whole millisecond on each admitted request, losing
-	// up to 1 ms of refill each time: after the sustained step's ~2,000
-	// admissions the server holds ~2 fewer tokens than the declared
-	// bucket, and check reads its honest remaining 0 as a certain
-	// ratelimit-header-inconsistent (band 1…3).
-	for _, alg := range []string{"gcra", "leaky-bucket-nodelay"} {
-		gaps["check "+alg+" 1000 per 1m0s"] = "certain ratelimit-header-inconsistent: advertised remaining 0 where the declared bucket leaves 2 (nginx's millisecond truncation)"
-	}
 	return gaps
 }()
 
