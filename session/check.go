@@ -148,6 +148,12 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	maxDur := s.cfg.Caps.MaxDuration
 	planned := verify.PlanDuration(*pol, opts.Only, opts.Skip)
 	s.line("plan: %s", planLine(pol, opts.Only, opts.Skip))
+	for _, e := range pol.Endpoints {
+		if t := BucketTimeout(e, s.cfg.Probe.Timeout); s.cfg.TimeoutDefault && t != s.cfg.Probe.Timeout {
+			s.line("a queueing bucket may hold a request up to %s: --timeout %s for %s (give --timeout to keep it)",
+				units.HumanDuration(e.Period()), units.HumanDuration(t), e.String())
+		}
+	}
 	if done, _ := s.rec.counts(); s.cfg.Caps.MaxRequestsDefault {
 		if cap := SuiteCap(pol, opts.Only, opts.Skip, int(done)); cap > s.cfg.Caps.MaxRequests {
 			s.line("the plan sends up to %d requests: the default --max-requests %d raised to it (give --max-requests to cap it)", cap, s.cfg.Caps.MaxRequests)
@@ -270,6 +276,9 @@ func ruleURLs(urls []string, e verify.Endpoint) []string {
 // present: 0 for as many as wanted (synthetic k1…kN values), 1 for one.
 func (s *Session) ruleOptions(rule verify.Endpoint) (probe.Options, int) {
 	opt := s.cfg.Probe
+	if s.cfg.TimeoutDefault {
+		opt.Timeout = BucketTimeout(rule, opt.Timeout)
+	}
 	opt.URLs = ruleURLs(opt.URLs, rule)
 	if rule.Method != "" {
 		opt.Method = rule.Method
@@ -385,6 +394,17 @@ func (s *Session) runRule(ctx context.Context, rule verify.Endpoint, opts CheckO
 	suite.Progress = func(line string) { s.line("%s", prefix+line) }
 	_, err = suite.Run(ctx)
 	return err
+}
+
+// BucketTimeout is the request timeout check uses by default for rule:
+// for a bucket, timeout plus the rule's period (capacity/rate), since a
+// leaky bucket that queues (nginx without nodelay) may hold a request
+// that long before answering; else timeout.
+func BucketTimeout(rule verify.Endpoint, timeout time.Duration) time.Duration {
+	if !rule.IsBucket() {
+		return timeout
+	}
+	return timeout + rule.Period()
 }
 
 // SuiteCap is the request cap check uses by default for policy p: the

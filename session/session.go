@@ -76,6 +76,10 @@ type Config struct {
 	// TimeRef, when set, is the URL the clock offset is measured against
 	// before the session (its Date header or arrival echo).
 	TimeRef string
+	// TimeoutDefault says Probe.Timeout is the default, not chosen: check
+	// raises it for a bucket rule by the rule's period, the longest a
+	// queueing leaky bucket holds a request (BucketTimeout).
+	TimeoutDefault bool
 	// Zero, when set, is the record's start, from which every result time
 	// counts; zero means the instant the operation begins.
 	Zero time.Time

@@ -63,11 +63,14 @@ type Target struct {
 	Headers           []string // -H values as given: "Name: value" or @FILE; $VAR expands
 	Body              string   // --body: @FILE or a literal
 	Timeout           time.Duration
-	CACert            string
-	ClientCert        string
-	ClientKey         string
-	Insecure          bool
-	H2C               bool
+	// TimeoutSet says Timeout was chosen (--timeout given): check keeps
+	// it even for a bucket that may queue requests longer.
+	TimeoutSet bool
+	CACert     string
+	ClientCert string
+	ClientKey  string
+	Insecure   bool
+	H2C        bool
 	// Clients is the number of client identities; ClientsSet says the user
 	// chose it (else --client-values or --source-ips may imply it).
 	Clients       int
@@ -243,6 +246,7 @@ func (r *resolver) transport() {
 		r.bad("--timeout must be positive")
 	}
 	p.Timeout = t.Timeout
+	r.cfg.TimeoutDefault = !t.TimeoutSet && t.Timeout == probe.DefaultTimeout
 	p.H2C = t.H2C
 	tlsConf, tprobs := t.tlsConfig()
 	r.probs = append(r.probs, tprobs...)

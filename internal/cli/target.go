@@ -81,6 +81,7 @@ func (o *targetOptions) targetChanged(cmd *cobra.Command, urls []string) {
 	o.ClientsSet = cmd.Flags().Changed("clients")
 	o.SeedSet = cmd.Flags().Changed("seed")
 	o.MaxRequestsSet = cmd.Flags().Changed("max-requests")
+	o.TimeoutSet = cmd.Flags().Changed("timeout")
 }
 
 // startAtSuiteUsage is the --start-at help of check and infer, whose first
