@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -102,6 +103,10 @@ type watcher struct {
 	// lastShared is when the last budgeted request went out: the next
 	// cycle starts Every after it at the earliest.
 	lastShared time.Time
+	// part counts the cycle's sessions: the second (after the first
+	// request chose the mode) records as agent NAME-2, the name the
+	// verdict over both files gives it.
+	part int
 	// lastExhaust is when the last exhausting burst's last answer came:
 	// the next may start only once its quota is fresh again.
 	lastExhaust time.Time
@@ -203,6 +208,7 @@ func (w *watcher) cycle(ctx context.Context, n int) error {
 	var runs []*record.Run
 	var path string
 	var err error
+	w.part = 0
 	spent := 0 // budgeted requests sent so far in this cycle
 	if !w.started {
 		var first *record.Run
@@ -414,6 +420,9 @@ func (w *watcher) probe(ctx context.Context, n, shared int) (*record.Run, string
 func (w *watcher) send(ctx context.Context, n int, plan *patterns.Plan, own bool) (*record.Run, string, error) {
 	cfg := w.cfg.Session
 	cfg.Out, cfg.Force, cfg.Confirm = w.cfg.Dir.File(time.Now(), n), false, nil
+	if w.part++; w.part > 1 {
+		cfg.Probe.Agent = fmt.Sprintf("%s-%d", cmp.Or(cfg.Probe.Agent, session.DefaultAgent), w.part)
+	}
 	if name, ok := strings.CutPrefix(w.rule.Key, "header:"); ok && own {
 		cfg.Probe.ClientHeader, cfg.Probe.ClientValues = name, []string{w.cfg.OwnValue}
 	}

@@ -367,3 +367,44 @@ func TestBudgetBoundsFromRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstCycleAgents: the first cycle's first request (which chose the
+// mode) and the rest of the cycle have their own record files; the second
+// is agent NAME-2, the name a merge of both gives it, so the verdict's
+// refs (over both) name its results as its file does.
+func TestFirstCycleAgents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &switchable{t: t}
+		defer srv.close()
+		srv.set(window(10, 2*time.Second, testserver.KeyGlobal, headers.Draft8))
+		pol := verify.Policy{Version: verify.PolicyVersion, Endpoints: []verify.Endpoint{{Limit: 10, Window: 2 * time.Second, WindowType: verify.Fixed}}}.Normalize()
+		dir := t.TempDir()
+		var ev events
+		cfg := config(srv, dir, &pol, &ev, 1)
+		cfg.Session.Probe.Agent = "w"
+		if _, err := watch.Run(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "rlprobe-watch-*.jsonl"))
+		var runs []*record.Run
+		for _, f := range files {
+			fh, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, err := record.Read(fh)
+			fh.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, run)
+		}
+		if len(runs) != 2 || runs[0].Header.Agent != "w" || runs[1].Header.Agent != "w-2" || len(runs[0].Results) != 1 {
+			t.Fatalf("%d record files; want 2: agent w with the first request, agent w-2 with the rest", len(runs))
+		}
+		m := record.Merge(runs...)
+		if m.Agents[0].Name != "w" || m.Agents[1].Name != "w-2" {
+			t.Errorf("merged names %s, %s; want w, w-2", m.Agents[0].Name, m.Agents[1].Name)
+		}
+	})
+}
