@@ -94,7 +94,7 @@ func (s *Session) Check(ctx context.Context, policy *verify.Policy, opts CheckOp
 	}
 	c := &s.cfg.Caps
 	if c.MaxRequests <= 0 {
-		c.MaxRequests = SuiteMaxRequests
+		c.MaxRequests, c.MaxRequestsDefault = SuiteMaxRequests, true
 	}
 	if c.MaxDuration <= 0 {
 		c.MaxDuration = SuiteMaxDuration
@@ -153,6 +153,18 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	maxDur := s.cfg.Caps.MaxDuration
 	planned := verify.PlanDuration(*pol, opts.Only, opts.Skip)
 	s.line("plan: %s", planLine(pol, opts.Only, opts.Skip))
+	for _, e := range pol.Endpoints {
+		if t := BucketTimeout(e, s.cfg.Probe.Timeout); s.cfg.TimeoutDefault && t != s.cfg.Probe.Timeout {
+			s.line("a queueing bucket may hold a request up to %s: --timeout %s for %s (give --timeout to keep it)",
+				units.HumanDuration(e.Period()), units.HumanDuration(t), e.String())
+		}
+	}
+	if done, _ := s.rec.counts(); s.cfg.Caps.MaxRequestsDefault {
+		if cap := SuiteCap(pol, opts.Only, opts.Skip, int(done)); cap > s.cfg.Caps.MaxRequests {
+			s.line("the plan sends up to %d requests: the default --max-requests %d raised to it (give --max-requests to cap it)", cap, s.cfg.Caps.MaxRequests)
+			s.cfg.Caps.MaxRequests = cap
+		}
+	}
 	if planned > maxDur {
 		s.line("warning: the plan needs %s, over --max-duration %s: the suite will stop early (complete: false)", units.HumanDuration(planned), units.HumanDuration(maxDur))
 	}
@@ -290,6 +302,9 @@ func ruleURLs(urls []string, e verify.Endpoint) []string {
 // present: 0 for as many as wanted (synthetic k1…kN values), 1 for one.
 func (s *Session) ruleOptions(rule verify.Endpoint) (probe.Options, int) {
 	opt := s.cfg.Probe
+	if s.cfg.TimeoutDefault {
+		opt.Timeout = BucketTimeout(rule, opt.Timeout)
+	}
 	opt.URLs = ruleURLs(opt.URLs, rule)
 	if rule.Method != "" {
 		opt.Method = rule.Method
@@ -405,6 +420,28 @@ func (s *Session) runRule(ctx context.Context, rule verify.Endpoint, opts CheckO
 	suite.Progress = func(line string) { s.line("%s", prefix+line) }
 	_, err = suite.Run(ctx)
 	return err
+}
+
+// BucketTimeout is the request timeout check uses by default for rule:
+// for a bucket, timeout plus the rule's period (capacity/rate), since a
+// leaky bucket that queues (nginx without nodelay) may hold a request
+// that long before answering; else timeout.
+func BucketTimeout(rule verify.Endpoint, timeout time.Duration) time.Duration {
+	if !rule.IsBucket() {
+		return timeout
+	}
+	return timeout + rule.Period()
+}
+
+// SuiteCap is the request cap check uses by default for policy p: the
+// requests its suites plan (verify.Plan.Requests) after done already sent,
+// at least SuiteMaxRequests, at most SuiteMaxRequestsCeiling.
+func SuiteCap(p *verify.Policy, only, skip []string, done int) int {
+	need := done
+	for _, e := range p.Endpoints {
+		need += verify.PlanSuite(e, verify.SuiteOptions{Only: only, Skip: skip, Identities: 1, Spoofing: true}).Requests()
+	}
+	return min(max(need, SuiteMaxRequests), SuiteMaxRequestsCeiling)
 }
 
 // planLine describes the suite's plan: its checks and planned duration.

@@ -104,6 +104,11 @@ func (s *Session) CheckDryRun(p *verify.Policy, only, skip []string) CheckDryRun
 	if p == nil {
 		return doc
 	}
+	if c := s.cfg.Caps; c.MaxRequests <= 0 || c.MaxRequestsDefault {
+		// As Check raises it, counting the preflight.
+		c.MaxRequests = max(c.MaxRequests, SuiteCap(p, only, skip, 1))
+		doc.Caps = capsDoc(c)
+	}
 	for _, e := range p.Endpoints {
 		pl := verify.PlanSuite(e, verify.SuiteOptions{Only: only, Skip: skip, Identities: 1, Spoofing: true})
 		r := CheckDryRunRule{Rule: e.String(), DurationS: pl.Duration().Seconds(), Requests: pl.Requests(),

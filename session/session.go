@@ -19,7 +19,11 @@ import (
 // and Infer then use their package's defaults).
 type Caps struct {
 	MaxRequests int
-	MaxDuration time.Duration
+	// MaxRequestsDefault says MaxRequests is the command's default, not
+	// chosen: Check raises it to what its suite plans for the declared
+	// policy, up to SuiteMaxRequestsCeiling (SuiteCap).
+	MaxRequestsDefault bool
+	MaxDuration        time.Duration
 	// MaxRate is requests per second: the schedule's sustained rate and its
 	// largest race. The probe engine's guard (probe.Options.MaxRate) is
 	// separate.
@@ -72,6 +76,10 @@ type Config struct {
 	// TimeRef, when set, is the URL the clock offset is measured against
 	// before the session (its Date header or arrival echo).
 	TimeRef string
+	// TimeoutDefault says Probe.Timeout is the default, not chosen: check
+	// raises it for a bucket rule by the rule's period, the longest a
+	// queueing leaky bucket holds a request (BucketTimeout).
+	TimeoutDefault bool
 	// Zero, when set, is the record's start, from which every result time
 	// counts; zero means the instant the operation begins.
 	Zero time.Time

@@ -28,6 +28,10 @@ const (
 	RunMaxDuration   = 5 * time.Minute
 	SuiteMaxRequests = 5_000
 	SuiteMaxDuration = 10 * time.Minute
+	// SuiteMaxRequestsCeiling bounds what Check raises its default cap
+	// to for a large declared quota (the suite of 1,000 per 60 s plans
+	// about 8,300 requests).
+	SuiteMaxRequestsCeiling = 20_000
 )
 
 const (
@@ -54,11 +58,14 @@ type Target struct {
 	Headers           []string // -H values as given: "Name: value" or @FILE; $VAR expands
 	Body              string   // --body: @FILE or a literal
 	Timeout           time.Duration
-	CACert            string
-	ClientCert        string
-	ClientKey         string
-	Insecure          bool
-	H2C               bool
+	// TimeoutSet says Timeout was chosen (--timeout given): check keeps
+	// it even for a bucket that may queue requests longer.
+	TimeoutSet bool
+	CACert     string
+	ClientCert string
+	ClientKey  string
+	Insecure   bool
+	H2C        bool
 	// Clients is the number of client identities; ClientsSet says the user
 	// chose it (else --client-values or --source-ips may imply it).
 	Clients       int
@@ -77,9 +84,13 @@ type Target struct {
 	Seed    uint64
 	SeedSet bool
 	// Out is the record file; empty means ./rlprobe-<command>-<UTC time>.jsonl.
-	Out              string
-	Force            bool
-	MaxRequests      int
+	Out         string
+	Force       bool
+	MaxRequests int
+	// MaxRequestsSet says MaxRequests was chosen (--max-requests given):
+	// check keeps it even below what its suite plans. Unset, a
+	// MaxRequests equal to the command's default may be raised.
+	MaxRequestsSet   bool
 	MaxDuration      time.Duration
 	MaxRate          float64
 	AbortAfterErrors int // 0: never
@@ -131,9 +142,19 @@ type resolver struct {
 	t     Target
 	cfg   *Config
 	probs []problem.Problem
+	// fixed is the last problem that suggests fixes, and its fixes: the
+	// error carries them when it is the only problem.
+	fixed string
+	fixes []Fix
 }
 
 func (r *resolver) bad(format string, a ...any) { r.probs = append(r.probs, msgf(format, a...)) }
+
+// suggest adds the problem msg, which fixes (each alone) would solve.
+func (r *resolver) suggest(msg string, fixes ...Fix) {
+	r.probs = append(r.probs, problem.Problem{Message: msg + "; " + Suggestion(fixes...)})
+	r.fixed, r.fixes = msg, fixes
+}
 
 // Resolve validates t, reads the files it names and returns the Config of
 // a session at now (getenv expands $VAR in headers). Every problem is
@@ -150,6 +171,9 @@ func (t Target) Resolve(now time.Time, getenv func(string) string) (*Config, err
 	r.proxy(getenv)
 	r.caps()
 	r.startAndOutput(now)
+	if len(r.probs) == 1 && r.fixes != nil {
+		return nil, Suggest(Usage, r.fixed, r.fixes...)
+	}
 	if len(r.probs) > 0 {
 		return nil, problems(r.probs)
 	}
@@ -192,7 +216,7 @@ func (r *resolver) request(getenv func(string) string) {
 	if !httpguts.ValidHeaderFieldName(t.Method) { // a method is a token
 		r.bad("-X %q is not a valid method", t.Method)
 	} else if !slices.Contains(safeMethods, t.Method) && !t.AllowUnsafeMethod {
-		r.bad("-X %s may change state on the target: add --allow-unsafe-method if you mean it", t.Method)
+		r.suggest(fmt.Sprintf("-X %s may change state on the target (if you mean it to)", t.Method), Fix{Flag: "--allow-unsafe-method"})
 	}
 	p.Method = t.Method
 	if t.Body != "" {
@@ -217,6 +241,7 @@ func (r *resolver) transport() {
 		r.bad("--timeout must be positive")
 	}
 	p.Timeout = t.Timeout
+	r.cfg.TimeoutDefault = !t.TimeoutSet && t.Timeout == probe.DefaultTimeout
 	p.H2C = t.H2C
 	tlsConf, tprobs := t.tlsConfig()
 	r.probs = append(r.probs, tprobs...)
@@ -337,7 +362,8 @@ func (r *resolver) caps() {
 	if !(t.MaxRate > 0) {
 		r.bad("--max-rate must be positive")
 	}
-	c.Caps = Caps{MaxRequests: t.MaxRequests, MaxDuration: t.MaxDuration, MaxRate: t.MaxRate}
+	c.Caps = Caps{MaxRequests: t.MaxRequests, MaxDuration: t.MaxDuration, MaxRate: t.MaxRate,
+		MaxRequestsDefault: !t.MaxRequestsSet && t.MaxRequests == DefaultTarget(t.Command).MaxRequests}
 	p.MaxRate = t.MaxRate
 	p.MaxHeaderBytes, p.MaxBodyBytes = t.MaxHeaderBytes, t.MaxBodyBytes
 	switch {
@@ -379,7 +405,7 @@ func (r *resolver) startAndOutput(now time.Time) {
 	}
 	if !t.Force && !t.DryRun {
 		if _, err := os.Stat(c.Out); err == nil {
-			r.bad("--out %s exists: choose another file or add --force to overwrite it", c.Out)
+			r.suggest(fmt.Sprintf("--out %s exists: choose another file, or overwrite it", c.Out), Fix{Flag: "--force"})
 		}
 	}
 }

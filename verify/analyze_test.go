@@ -328,3 +328,28 @@ func TestSharedQuotaOnlyPossible(t *testing.T) {
 		t.Fatalf("shared: want it possible and a pass, got %s %+v", shared.Verdict, shared.Findings)
 	}
 }
+
+// TestBucketAdvertisedWindow: a bucket of rate 100/m and capacity 100
+// fills in 60 s, or 60.02 s at the rate nginx keeps (1666 milli-requests
+// per second): w=60 and w=61 both advertise it; w=62 and another quota do
+// not.
+func TestBucketAdvertisedWindow(t *testing.T) {
+	e := Endpoint{Rate: 100.0 / 60, Capacity: 100, Status: 429}
+	for _, tc := range []struct {
+		policy   string
+		mismatch bool
+	}{
+		{`"default";q=100;w=60`, false},
+		{`"default";q=100;w=61`, false},
+		{`"default";q=100;w=62`, true},
+		{`"default";q=99;w=60`, true},
+	} {
+		b := newRun("a", 0)
+		b.add(0, 1, 200, `RateLimit: "default";r=99;t=1`, `RateLimit-Policy: `+tc.policy)
+		rep := analyze(t, e, Options{}, b)
+		got := slices.ContainsFunc(rep.Findings, func(f Finding) bool { return f.ID == IDRateLimitPolicyMismatch })
+		if got != tc.mismatch {
+			t.Errorf("%s: mismatch %v, want %v (%+v)", tc.policy, got, tc.mismatch, rep.Findings)
+		}
+	}
+}

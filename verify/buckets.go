@@ -195,7 +195,9 @@ func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 // each advertised remaining within [model − in-flight − 1, model + 1],
 // where model is what the request would see were it first among the
 // requests in flight with it, and the band is widened by the refill over
-// the widest decision bounds among it and the requests before it. Only requests surely answered before the first
+// the widest decision bounds among it and the requests before it, and
+// below by what nginx's whole-millisecond arithmetic may lose since the
+// bucket was last full. Only requests surely answered before the first
 // spoofed key-spoof request are judged: those may or may not share the
 // bucket.
 func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
@@ -208,9 +210,22 @@ func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
 	ps := slices.Clone(acc)
 	slices.SortStableFunc(ps, func(a, b *obs) int { return cmpInt64(a.iv.Lo, b.iv.Lo) })
 	var st limiter.State
+	// Admitted requests, and the time, since the model's bucket was last
+	// full: an nginx-style server (ngx_http_limit_req) keeps its last time
+	// in whole milliseconds (up to 1 ms of refill lost in all: the
+	// elapsed times add up) and its rate and each refill in whole
+	// milli-requests (up to a milli-request lost per admission, and per
+	// second): it may hold that many fewer tokens than the declared
+	// bucket, honestly.
+	var sinceFull, fullAt int64
 	for i, o := range ps {
 		var d limiter.Decision
 		st, d = cfg.Step(st, time.Unix(0, r.origin+o.iv.Lo))
+		if d.Allowed && d.Remaining >= e.Capacity-1 {
+			sinceFull, fullAt = 0, o.iv.Lo
+		} else if d.Allowed {
+			sinceFull++
+		}
 		l, ok := limitFor(&o.ph, e)
 		if !d.Allowed || !ok || o.cached || o.iv.Hi >= spoofFrom {
 			continue
@@ -230,7 +245,8 @@ func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
 		// The replay puts every decision at its earliest; the true ones
 		// may come up to the widest bound later, which moves the refill.
 		slack := int64(math.Ceil(e.Rate * float64(width) / 1e9))
-		lo, hi := first-before-after-1-slack, first+1+slack
+		ms := int64(math.Ceil(e.Rate*1e-3 + float64(sinceFull)*1e-3 + float64(o.iv.Lo-fullAt)*1e-12 - 1e-9))
+		lo, hi := first-before-after-1-slack-ms, first+1+slack
 		if l.Remaining < lo || l.Remaining > hi {
 			note(o, "advertised remaining %d where the declared bucket leaves %d (band %d…%d)", l.Remaining, first, lo, hi)
 		}

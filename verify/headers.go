@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/limiter"
 )
 
 // The headers family: reject-status-mismatch, retry-after-malformed,
@@ -256,18 +257,22 @@ func (r *rule) headerPresence() []Finding {
 }
 
 // policyMismatch compares advertised quotas and windows with the declared
-// rule (buckets advertise q=capacity, w=max(1, ⌈capacity/rate⌉)).
+// rule (buckets advertise q=capacity, w=max(1, ⌈capacity/rate⌉), or the
+// w of the rate truncated to whole milli-requests per second as nginx
+// keeps it: 100r/m fills 100 in 60.02 s, w=61).
 func (r *rule) policyMismatch() []Finding {
 	e := r.e
 	q := e.Quota()
 	w := e.Window
+	alt := w
 	if e.IsBucket() {
 		w = time.Duration(max(1, int64(math.Ceil(float64(e.Capacity)/e.Rate-1e-9)))) * time.Second
+		alt = limiter.Config{Algorithm: limiter.GCRA, Rate: e.Rate, Capacity: q}.AdvertisedWindow()
 	}
 	var bad []*obs
 	var seen string
 	for _, o := range r.all {
-		if o.cached || !o.class.Counts() || advertisesPolicy(&o.ph, e, q, w) {
+		if o.cached || !o.class.Counts() || advertisesPolicy(&o.ph, e, q, w) || alt > 0 && alt != w && advertisesPolicy(&o.ph, e, q, alt) {
 			continue
 		}
 		if len(bad) == 0 {

@@ -19,7 +19,8 @@ const EventSchema = "rlprobe.watch-event/v1"
 
 // Event kinds (docs/schema/watch-event.json lists them).
 const (
-	// KindStart: the watch started; Message has the plan and budget.
+	// KindStart: the watch started, after the first request chose the
+	// mode; Message has the plan and budget, Mode and Budget say them.
 	KindStart = "start"
 	// KindCycle: a cycle ended; Verdict is its verdict against the policy
 	// (pass, fail, incomplete; "" without a policy).
@@ -60,6 +61,24 @@ type Event struct {
 	Drift   *Drift          `json:"drift,omitempty"`
 	// RecordFile is the cycle's record file.
 	RecordFile string `json:"record_file,omitempty"`
+	// Mode and Budget of a start event: how the cycles learn the limit,
+	// and what they may send.
+	Mode   Mode         `json:"mode,omitempty"`
+	Budget *EventBudget `json:"budget,omitempty"`
+}
+
+// EventBudget is a Budget as a start event says it.
+type EventBudget struct {
+	// Share is the declared share of the quota (--budget 2% is 0.02).
+	Share float64 `json:"share"`
+	// PerCycle is how many budgeted requests a cycle sends.
+	PerCycle int `json:"per_cycle"`
+	// PerPeriodMax is the most budgeted requests in any interval of the
+	// rule's period.
+	PerPeriodMax int `json:"per_period_max"`
+	// SharePerPeriod is the share of the quota PerPeriodMax is: the share
+	// really used, above Share when one request per period is more.
+	SharePerPeriod float64 `json:"share_per_period"`
 }
 
 // DriftFinding is the policy-drift finding of a drift.

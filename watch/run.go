@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,8 +35,9 @@ type Config struct {
 	// Policy is the declared policy; nil watches for drift from the first
 	// cycle's inference only.
 	Policy *verify.Policy
-	// Every is the time from one cycle's start to the next's (DefaultEvery
-	// when 0).
+	// Every is the time from one cycle's start to the next's, and at least
+	// from a cycle's last budgeted request to the next cycle's start
+	// (DefaultEvery when 0).
 	Every time.Duration
 	// Share is the budget: the share of the binding rule's quota per
 	// period that cycles may spend (DefaultShare when 0).
@@ -95,8 +97,16 @@ type watcher struct {
 	base     Baseline
 	res      Result
 	targets  []string
-	started  bool
-	first    int // the first budgeted cycle
+	started  bool // the mode is chosen and the start announced
+	planned  bool // the budget fits: a cycle's failure is no longer fatal
+	first    int  // the first budgeted cycle
+	// lastShared is when the last budgeted request went out: the next
+	// cycle starts Every after it at the earliest.
+	lastShared time.Time
+	// part counts the cycle's sessions: the second (after the first
+	// request chose the mode) records as agent NAME-2, the name the
+	// verdict over both files gives it.
+	part int
 	// lastExhaust is when the last exhausting burst's last answer came:
 	// the next may start only once its quota is fresh again.
 	lastExhaust time.Time
@@ -147,7 +157,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return w.res, nil
 		}
 		if err != nil {
-			if !w.started || cfg.Once || session.ClassOf(err) == session.Usage {
+			if !w.planned || cfg.Once || session.ClassOf(err) == session.Usage {
 				return w.res, err
 			}
 			w.emit(ctx, Event{Kind: KindCycleError, Cycle: n, Message: err.Error()})
@@ -160,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		case <-ctx.Done():
 			w.emit(ctx, Event{Kind: KindStop, Cycle: n, Message: "watch stopped: " + context.Cause(ctx).Error()})
 			return w.res, nil
-		case <-time.After(time.Until(start.Add(w.cfg.Every))):
+		case <-time.After(time.Until(later(start.Add(w.cfg.Every), w.lastShared.Add(w.cfg.Every)))):
 		}
 	}
 }
@@ -183,8 +193,9 @@ func binding(p *verify.Policy) verify.Endpoint {
 	return best
 }
 
-// cycle runs cycle n: the first sets the baseline (and plans the budget);
-// every cycle judges against the policy and the baseline.
+// cycle runs cycle n: the first sets the baseline (and, after its first
+// request, the mode); every cycle judges against the policy and the
+// baseline.
 func (w *watcher) cycle(ctx context.Context, n int) error {
 	if n == 1 && (w.cfg.Policy == nil || w.cfg.Infer) {
 		if err := w.inferFirst(ctx, n); err != nil {
@@ -194,26 +205,40 @@ func (w *watcher) cycle(ctx context.Context, n int) error {
 			return nil
 		}
 	}
+	var runs []*record.Run
+	var path string
+	var err error
+	w.part = 0
+	spent := 0 // budgeted requests sent so far in this cycle
 	if !w.started {
-		if err := w.plan(); err != nil {
+		var first *record.Run
+		if first, path, err = w.choose(ctx, n); first == nil || err != nil {
 			return err
 		}
+		runs, spent = append(runs, first), 1
 	}
-	run, path, err := w.probe(ctx, n)
-	if run == nil {
-		return err
+	shared := w.budget.PerCycle - spent
+	if w.mode == ModeExhaust || shared > 0 {
+		var run *record.Run
+		run, path, err = w.probe(ctx, n, shared)
+		if run == nil {
+			return err
+		}
+		runs = append(runs, run)
 	}
-	obs := Observe(run.Results, w.declared, run.Header.Start, map[bool]string{true: PhaseExhaust}[w.mode == ModeExhaust])
-	if n == w.first {
-		w.settle(obs)
+	results, start := runs[0].Results, runs[0].Header.Start
+	merged := record.Merge(runs...)
+	if len(runs) > 1 {
+		results, start = merged.Results, merged.Start
 	}
+	obs := Observe(results, w.declared, start, map[bool]string{true: PhaseExhaust}[w.mode == ModeExhaust])
 	if w.cfg.Metrics != nil {
-		w.cfg.Metrics.Results(run.Results, w.declared, func(record.Result) bool { return w.mode == ModeExhaust })
+		w.cfg.Metrics.Results(results, w.declared, func(r record.Result) bool { return r.Phase == PhaseExhaust })
 		w.cfg.Metrics.Observation(obs, w.rule.IsBucket())
 	}
 	verdict := ""
 	if w.cfg.Policy != nil {
-		rep := verify.AnalyzeRun(run, *w.cfg.Policy, verify.Options{Schema: verify.SchemaCheck, Tool: w.cfg.Tool, FailOn: w.cfg.FailOn, RecordFile: path, Incomplete: err != nil,
+		rep := verify.Analyze(merged, *w.cfg.Policy, verify.Options{Schema: verify.SchemaCheck, Tool: w.cfg.Tool, FailOn: w.cfg.FailOn, RecordFile: path, Incomplete: err != nil,
 			SharedQuota: w.mode != ModeExhaust, Time: time.Now()})
 		w.res.Last, verdict = &rep, rep.Verdict
 		appendDoc(path, rep, nil)
@@ -246,7 +271,7 @@ func (w *watcher) cycle(ctx context.Context, n int) error {
 		w.cfg.Warn(rerr.Error())
 	}
 	w.emit(ctx, Event{Kind: KindCycle, Cycle: n, Verdict: verdict, RecordFile: path,
-		Message: fmt.Sprintf("cycle %d: %d requests, %d accepted, %d rejected%s", n, len(run.Results), obs.Accepted, obs.Rejected, verdictText(verdict))})
+		Message: fmt.Sprintf("cycle %d: %d requests, %d accepted, %d rejected%s", n, len(results), obs.Accepted, obs.Rejected, verdictText(verdict))})
 	return err
 }
 
@@ -310,69 +335,71 @@ func inferredName(inf *infer.Inference) string {
 	return string(inf.Algorithm)
 }
 
-// plan chooses the mode and sizes the budget; it is announced once.
-func (w *watcher) plan() error {
-	advertised := w.base.Observation.Advertised != nil || declaresHeaders(w.rule)
-	perKey := w.rule.PerClient()
-	switch {
-	case advertised:
-		w.mode = ModeHeaders
-	case perKey:
-		w.mode = ModeExhaust
-	default:
-		w.mode = ModeSample // until the first cycle shows headers (settle)
-	}
-	b, err := PlanBudget(w.rule, w.cfg.Share, w.cfg.Every, w.mode)
+// choose plans the budget, sends the first request of cycle n (one of the
+// cycle's budgeted requests), chooses the mode from its answer and
+// announces the plan. A budget that cannot fit is refused before anything
+// is sent; an exhausting mode that cannot get a fresh quota each cycle,
+// after that one request.
+func (w *watcher) choose(ctx context.Context, n int) (*record.Run, string, error) {
+	b, err := PlanBudget(w.rule, w.cfg.Share, w.cfg.Every, ModeHeaders)
 	if err != nil {
-		return session.WithClass(session.Usage, err)
+		return nil, "", session.WithClass(session.Usage, err)
+	}
+	w.budget, w.planned = b, true
+	run, path, err := w.send(ctx, n, w.samplePlan(1), false)
+	if run == nil || err != nil {
+		return run, path, err
+	}
+	w.mode = chooseMode(Observe(run.Results, w.declared, run.Header.Start, ""), w.rule)
+	if w.mode == ModeExhaust {
+		if b, err = PlanBudget(w.rule, w.cfg.Share, w.cfg.Every, ModeExhaust); err != nil {
+			return nil, path, session.WithClass(session.Usage, err)
+		}
 	}
 	w.budget, w.res.Budget, w.res.Mode = b, b, w.mode
-	w.started, w.first = true, w.res.Cycles+1
-	w.emit(context.Background(), Event{Kind: KindStart, Message: fmt.Sprintf("watching %s against %s (%s): %s", strings.Join(w.targets, ", "), w.rule.String(), w.mode, b)})
-	return nil
-}
-
-// settle revises the mode after the first budgeted cycle: advertised
-// headers make exhausting unnecessary and sampling enough to see the
-// limit; without them a global limit's drift cannot be seen, and the user
-// is told so once.
-func (w *watcher) settle(obs Observation) {
-	switch {
-	case obs.Advertised != nil && w.mode != ModeHeaders:
-		w.mode, w.res.Mode = ModeHeaders, ModeHeaders
-		if b, err := PlanBudget(w.rule, w.cfg.Share, w.cfg.Every, ModeHeaders); err == nil {
-			w.budget, w.res.Budget = b, b
-		}
-	case obs.Advertised == nil && w.mode == ModeSample && w.cfg.Warn != nil:
+	w.started, w.first = true, n
+	w.emit(context.Background(), Event{Kind: KindStart, Mode: w.mode,
+		Budget:  &EventBudget{Share: b.Share, PerCycle: b.PerCycle, PerPeriodMax: b.PerPeriodMax, SharePerPeriod: b.SharePerPeriod()},
+		Message: fmt.Sprintf("watching %s against %s (%s): %s", strings.Join(w.targets, ", "), w.rule.String(), w.mode, b)})
+	if w.mode == ModeSample && w.cfg.Warn != nil {
 		w.cfg.Warn("watch: the target advertises no rate-limit headers and its limit is global: limit drift cannot be watched within the budget (headers, Retry-After and statuses still are)")
 	}
+	return run, path, nil
 }
 
-func declaresHeaders(e verify.Endpoint) bool {
-	for _, h := range e.Headers {
-		if h != "none" {
-			return true
-		}
+// chooseMode is the mode the first answer calls for: headers when the
+// target sends any dialect rlprobe reads; else exhausting watch's own
+// identity on a per-key limit; else sampling.
+func chooseMode(first Observation, rule verify.Endpoint) Mode {
+	switch {
+	case len(first.Dialects) > 0 || first.Advertised != nil:
+		return ModeHeaders
+	case rule.PerClient():
+		return ModeExhaust
 	}
-	return false
+	return ModeSample
 }
 
-// probe runs the cycle's budgeted traffic in a session of its own.
-func (w *watcher) probe(ctx context.Context, n int) (*record.Run, string, error) {
-	cfg := w.cfg.Session
-	cfg.Out, cfg.Force, cfg.Confirm = w.cfg.Dir.File(time.Now(), n), false, nil
-	plan := &patterns.Plan{Version: patterns.PlanVersion}
-	if w.budget.PerCycle > 0 && w.mode != ModeExhaust {
-		spread := min(time.Second, w.cfg.Every/4)
-		plan.Phases = append(plan.Phases, patterns.Phase{Name: PhaseSample, Pattern: patterns.PatternBurst, Count: w.budget.PerCycle, Spread: patterns.Duration(spread)})
+// samplePlan is a plan of count budgeted requests, spread over up to a
+// second (a quarter of Every at most).
+func (w *watcher) samplePlan(count int) *patterns.Plan {
+	spread := min(time.Second, w.cfg.Every/4)
+	if count <= 1 {
+		spread = 0
 	}
-	if w.mode == ModeExhaust {
-		plan.Phases = append(plan.Phases, patterns.Phase{Name: PhaseExhaust, Pattern: patterns.PatternBurst, Count: w.budget.Exhaust})
-		if name, ok := strings.CutPrefix(w.rule.Key, "header:"); ok {
-			cfg.Probe.ClientHeader, cfg.Probe.ClientValues = name, []string{w.cfg.OwnValue}
-		}
+	return &patterns.Plan{Version: patterns.PlanVersion, Phases: []patterns.Phase{
+		{Name: PhaseSample, Pattern: patterns.PatternBurst, Count: count, Spread: patterns.Duration(spread)}}}
+}
+
+// probe runs the rest of cycle n's traffic in a session of its own: shared
+// budgeted requests, or an exhausting burst under watch's own identity.
+func (w *watcher) probe(ctx context.Context, n, shared int) (*record.Run, string, error) {
+	if w.mode != ModeExhaust {
+		return w.send(ctx, n, w.samplePlan(shared), false)
 	}
-	if w.mode == ModeExhaust && !w.lastExhaust.IsZero() {
+	plan := &patterns.Plan{Version: patterns.PlanVersion, Phases: []patterns.Phase{
+		{Name: PhaseExhaust, Pattern: patterns.PatternBurst, Count: w.budget.Exhaust}}}
+	if !w.lastExhaust.IsZero() {
 		// A fresh quota: the previous burst's window (or log), and a
 		// declared block, must be over, counted from its last answer, with
 		// a margin for clock and decision.
@@ -384,7 +411,25 @@ func (w *watcher) probe(ctx context.Context, n int) (*record.Run, string, error)
 		case <-time.After(time.Until(ready)):
 		}
 	}
-	total := w.budget.PerCycle + w.budget.Exhaust
+	return w.send(ctx, n, plan, true)
+}
+
+// send runs plan as a session of cycle n with its own record file (under
+// watch's own identity when own), and notes when its last budgeted
+// request went out and its last exhausting answer came.
+func (w *watcher) send(ctx context.Context, n int, plan *patterns.Plan, own bool) (*record.Run, string, error) {
+	cfg := w.cfg.Session
+	cfg.Out, cfg.Force, cfg.Confirm = w.cfg.Dir.File(time.Now(), n), false, nil
+	if w.part++; w.part > 1 {
+		cfg.Probe.Agent = fmt.Sprintf("%s-%d", cmp.Or(cfg.Probe.Agent, session.DefaultAgent), w.part)
+	}
+	if name, ok := strings.CutPrefix(w.rule.Key, "header:"); ok && own {
+		cfg.Probe.ClientHeader, cfg.Probe.ClientValues = name, []string{w.cfg.OwnValue}
+	}
+	total := 0
+	for _, ph := range plan.Phases {
+		total += ph.Count
+	}
 	cfg.Caps.MaxRequests = max(cfg.Caps.MaxRequests, total)
 	cfg.Caps.MaxRate = max(cfg.Caps.MaxRate, float64(total))
 	s, err := session.New(cfg)
@@ -393,10 +438,13 @@ func (w *watcher) probe(ctx context.Context, n int) (*record.Run, string, error)
 	}
 	_, err = s.Run(ctx, plan)
 	run := s.Record()
-	if run != nil && w.mode == ModeExhaust {
+	if run != nil {
 		for _, r := range run.Results {
-			if r.Phase == PhaseExhaust && r.Done != 0 {
+			switch {
+			case r.Phase == PhaseExhaust && r.Done != 0:
 				w.lastExhaust = later(w.lastExhaust, run.Header.Start.Add(time.Duration(r.Done)))
+			case r.Phase == PhaseSample && r.Outcome != record.OutcomeNotSent:
+				w.lastShared = later(w.lastShared, run.Header.Start.Add(time.Duration(r.Sent)))
 			}
 		}
 	}

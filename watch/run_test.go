@@ -1,7 +1,9 @@
 package watch_test
 
 import (
+	"cmp"
 	"context"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -245,6 +247,164 @@ func TestBudgetRefusedAtStart(t *testing.T) {
 		files, _ := os.ReadDir(cfg.Dir.Path)
 		if len(files) != 0 {
 			t.Errorf("a refused watch sent requests: %d files", len(files))
+		}
+	})
+}
+
+// sentTimes reads every cycle's records in dir and returns when each
+// budgeted request (phase watch) went out, sorted.
+func sentTimes(t *testing.T, dir string) []time.Time {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "rlprobe-watch-*.jsonl"))
+	var sent []time.Time
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := record.Read(fh)
+		fh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range run.Results {
+			if r.Outcome != record.OutcomeNotSent && r.Phase == watch.PhaseSample {
+				sent = append(sent, run.Header.Start.Add(time.Duration(r.Sent)))
+			}
+		}
+	}
+	slices.SortFunc(sent, func(a, b time.Time) int { return a.Compare(b) })
+	return sent
+}
+
+// mostWithin is the largest number of times within any half-open
+// interval of length d.
+func mostWithin(sent []time.Time, d time.Duration) int {
+	most, j := 0, 0
+	for i := range sent {
+		for j < len(sent) && sent[j].Sub(sent[i]) < d {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// TestBudgetBoundsFromRecords: against reference servers that send
+// draft-8 headers, watch runs in headers mode (its start event says so,
+// with its budget), and its recorded requests keep both bounds: over every
+// interval of the rule's period at most max(1, share × quota), and over
+// every interval of --every at most share × what the rule admits in it
+// (windows N·⌈every/W⌉, buckets C + r·every).
+func TestBudgetBoundsFromRecords(t *testing.T) {
+	bucket := func(rate float64, c int64) (testserver.Policy, verify.Endpoint) {
+		return testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.TokenBucket, Rate: rate, Capacity: c}, Dialects: []headers.Dialect{headers.Draft8}},
+			verify.Endpoint{Rate: rate, Capacity: c}
+	}
+	win := func(n int64, w time.Duration) (testserver.Policy, verify.Endpoint) {
+		return window(n, w, testserver.KeyGlobal, headers.Draft8), verify.Endpoint{Limit: n, Window: w, WindowType: verify.Fixed}
+	}
+	type rule struct {
+		srv testserver.Policy
+		e   verify.Endpoint
+	}
+	mk := func(s testserver.Policy, e verify.Endpoint) rule { return rule{s, e} }
+	for _, tc := range []struct {
+		name  string
+		rule  rule
+		share float64 // 0: the default
+		every time.Duration
+	}{
+		{"20/s capacity 20 at the defaults", mk(bucket(20, 20)), 0, 0},
+		{"5 per 1s at the defaults", mk(win(5, time.Second)), 0, 0},
+		{"1000 per 60s at the defaults", mk(win(1000, time.Minute)), 0, 0},
+		{"100 per 60s every 20s", mk(win(100, time.Minute)), 0.05, 20 * time.Second},
+		{"10 per 2s every 1s at 50%", mk(win(10, 2*time.Second)), 0.5, time.Second},
+		{"a 2/s bucket of 10 every 3s at 30%", mk(bucket(2, 10)), 0.3, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := &switchable{t: t}
+				defer srv.close()
+				srv.set(tc.rule.srv)
+				pol := verify.Policy{Version: verify.PolicyVersion, Endpoints: []verify.Endpoint{tc.rule.e}}.Normalize()
+				dir := t.TempDir()
+				var ev events
+				cfg := config(srv, dir, &pol, &ev, 6)
+				cfg.Share, cfg.Every = tc.share, tc.every
+				res, err := watch.Run(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				share, every := cmp.Or(tc.share, watch.DefaultShare), cmp.Or(tc.every, watch.DefaultEvery)
+				e := pol.Endpoints[0]
+				starts := ev.kinds(watch.KindStart)
+				if len(starts) != 1 || starts[0].Mode != watch.ModeHeaders || starts[0].Budget == nil ||
+					starts[0].Budget.Share != share || starts[0].Budget.PerCycle != res.Budget.PerCycle || starts[0].Budget.PerPeriodMax != res.Budget.PerPeriodMax {
+					t.Fatalf("start events %+v; want one in headers mode with the budget %+v", starts, res.Budget)
+				}
+				if res.Cycles != 6 || res.Last == nil || res.Last.Verdict != "pass" {
+					t.Errorf("%d cycles, last verdict %+v", res.Cycles, res.Last)
+				}
+				sent := sentTimes(t, dir)
+				if len(sent) < 6 {
+					t.Fatalf("%d budgeted requests in 6 cycles", len(sent))
+				}
+				perPeriod := max(1, math.Floor(share*float64(e.Quota())+1e-9))
+				if n := mostWithin(sent, e.Period()); float64(n) > perPeriod {
+					t.Errorf("%d requests within one period %v: over max(1, %v × %d)", n, e.Period(), share, e.Quota())
+				}
+				var admitted float64
+				if e.IsBucket() {
+					admitted = float64(e.Capacity) + e.Rate*every.Seconds()
+				} else {
+					admitted = float64(e.Limit) * math.Ceil(float64(every)/float64(e.Window))
+				}
+				if n := mostWithin(sent, every); float64(n) > share*admitted+1e-9 {
+					t.Errorf("%d requests within one --every %v: over %v × %v admitted", n, every, share, admitted)
+				}
+			})
+		})
+	}
+}
+
+// TestFirstCycleAgents: the first cycle's first request (which chose the
+// mode) and the rest of the cycle have their own record files; the second
+// is agent NAME-2, the name a merge of both gives it, so the verdict's
+// refs (over both) name its results as its file does.
+func TestFirstCycleAgents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &switchable{t: t}
+		defer srv.close()
+		srv.set(window(10, 2*time.Second, testserver.KeyGlobal, headers.Draft8))
+		pol := verify.Policy{Version: verify.PolicyVersion, Endpoints: []verify.Endpoint{{Limit: 10, Window: 2 * time.Second, WindowType: verify.Fixed}}}.Normalize()
+		dir := t.TempDir()
+		var ev events
+		cfg := config(srv, dir, &pol, &ev, 1)
+		cfg.Session.Probe.Agent = "w"
+		if _, err := watch.Run(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "rlprobe-watch-*.jsonl"))
+		var runs []*record.Run
+		for _, f := range files {
+			fh, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, err := record.Read(fh)
+			fh.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, run)
+		}
+		if len(runs) != 2 || runs[0].Header.Agent != "w" || runs[1].Header.Agent != "w-2" || len(runs[0].Results) != 1 {
+			t.Fatalf("%d record files; want 2: agent w with the first request, agent w-2 with the rest", len(runs))
+		}
+		m := record.Merge(runs...)
+		if m.Agents[0].Name != "w" || m.Agents[1].Name != "w-2" {
+			t.Errorf("merged names %s, %s; want w, w-2", m.Agents[0].Name, m.Agents[1].Name)
 		}
 	})
 }

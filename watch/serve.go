@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rlprobe/rlprobe/session"
 )
 
 // ParseShare reads a budget such as "2%" or "0.5%" as a share (0.02) —
@@ -39,7 +41,8 @@ func MetricsAddr(addr string, public bool) (string, error) {
 	if !public && host != "localhost" {
 		ip, err := netip.ParseAddr(host)
 		if err != nil || !ip.IsLoopback() {
-			return "", fmt.Errorf("--metrics-listen %q is not loopback: metrics show your limits and findings; add --public to serve them to the network", addr)
+			return "", session.Suggest(session.Usage, fmt.Sprintf("--metrics-listen %q is not loopback: metrics show your limits and findings (to serve them to the network)", addr),
+				session.Fix{Flag: "--public"})
 		}
 	}
 	return net.JoinHostPort(host, port), nil

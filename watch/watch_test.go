@@ -18,6 +18,8 @@ import (
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/internal/testenv"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/session"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -30,28 +32,39 @@ func blocked(e verify.Endpoint, d time.Duration) verify.Endpoint {
 func TestPlanBudget(t *testing.T) {
 	window := verify.Endpoint{Limit: 100, Window: time.Minute}
 	small := verify.Endpoint{Limit: 10, Window: time.Minute}
+	tenPer10s := verify.Endpoint{Limit: 10, Window: 10 * time.Second}
 	bucket := verify.Endpoint{Rate: 10, Capacity: 50}
+	twenty := verify.Endpoint{Rate: 20, Capacity: 20}
 	for _, tc := range []struct {
-		name     string
-		e        verify.Endpoint
-		share    float64
-		every    time.Duration
-		mode     Mode
-		perCycle int
-		exhaust  int
-		wantErr  string
+		name      string
+		e         verify.Endpoint
+		share     float64
+		every     time.Duration
+		mode      Mode
+		perCycle  int
+		perPeriod int
+		exhaust   int
+		wantErr   string
+		fixes     []string
 	}{
-		{"2% of 100 per minute, every 5m", window, 0.02, 5 * time.Minute, ModeHeaders, 2, 0, ""},
-		{"cycles within one window share it", window, 0.02, 30 * time.Second, ModeHeaders, 1, 0, ""},
-		{"2% of 10 cannot fit", small, 0.02, 5 * time.Minute, ModeHeaders, 0, 0, "raise --budget to 10%"},
-		{"10% of 10 fits", small, 0.1, 5 * time.Minute, ModeHeaders, 1, 0, ""},
-		{"bucket period is capacity/rate", bucket, 0.1, time.Minute, ModeSample, 5, 0, ""},
-		{"exhaust finds up to 4x", small, 0.1, time.Minute, ModeExhaust, 1, 41, ""},
-		{"exhaust needs a fresh quota", small, 0.1, 30 * time.Second, ModeExhaust, 0, 41, "shorter than the rule's period"},
-		{"exhaust waits out a declared block", blocked(small, 10*time.Minute), 0.1, 5 * time.Minute, ModeExhaust, 0, 41, "shorter than the declared penalty block:10m0s; use --every 10m0s or more"},
-		{"a block within --every", blocked(small, 2*time.Minute), 0.1, 5 * time.Minute, ModeExhaust, 1, 41, ""},
-		{"share over 100%", window, 1.5, time.Minute, ModeHeaders, 0, 0, "at most 100%"},
-		{"no quota", verify.Endpoint{}, 0.02, time.Minute, ModeHeaders, 0, 0, "no quota"},
+		{"2% of 100 per minute, every 5m", window, 0.02, 5 * time.Minute, ModeHeaders, 2, 2, 0, "", nil},
+		{"cycles within one window share it", window, 0.02, 30 * time.Second, ModeHeaders, 1, 2, 0, "", nil},
+		{"one request per period when 2% of 10 is less", small, 0.02, 5 * time.Minute, ModeHeaders, 1, 1, 0, "", nil},
+		{"20/s capacity 20 at the defaults", twenty, DefaultShare, DefaultEvery, ModeHeaders, 1, 1, 0, "", nil},
+		{"2% of what 10 per minute admits in 1m cannot fit", small, 0.02, time.Minute, ModeHeaders, 0, 0, 0, "0.2 request(s) per --every 1m0s",
+			[]string{"--budget 10%", "--every 5m0s"}},
+		{"cycles within the period cannot split one request", tenPer10s, 0.1, time.Second, ModeHeaders, 0, 0, 0, "shared by the 10 cycles",
+			[]string{"--budget 100%", "--every 10s"}},
+		{"1% of a 20/s bucket over 1s cannot fit", twenty, 0.01, time.Second, ModeHeaders, 0, 0, 0, "0.4 request(s) per --every 1s",
+			[]string{"--budget 2.5%", "--every 4s"}},
+		{"bucket period is capacity/rate", bucket, 0.1, time.Minute, ModeSample, 5, 5, 0, "", nil},
+		{"exhaust finds up to 4x", small, 0.1, time.Minute, ModeExhaust, 1, 1, 41, "", nil},
+		{"exhaust needs a fresh quota", small, 0.1, 30 * time.Second, ModeExhaust, 0, 0, 41, "shorter than the rule's period", []string{"--every 1m0s"}},
+		{"exhaust waits out a declared block", blocked(small, 10*time.Minute), 0.1, 5 * time.Minute, ModeExhaust, 0, 0, 41,
+			"shorter than the declared penalty block:10m0s; use --every 10m0s", []string{"--every 10m0s"}},
+		{"a block within --every", blocked(small, 2*time.Minute), 0.1, 5 * time.Minute, ModeExhaust, 1, 1, 41, "", nil},
+		{"share over 100%", window, 1.5, time.Minute, ModeHeaders, 0, 0, 0, "at most 100%", nil},
+		{"no quota", verify.Endpoint{}, 0.02, time.Minute, ModeHeaders, 0, 0, 0, "no quota", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := PlanBudget(tc.e, tc.share, tc.every, tc.mode)
@@ -59,19 +72,49 @@ func TestPlanBudget(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
 				}
+				var got []string
+				for _, f := range session.Fixes(err) {
+					got = append(got, f.String())
+					if !strings.Contains(err.Error(), f.String()) {
+						t.Errorf("the message does not say the fix %s: %v", f, err)
+					}
+					// Each fix alone makes the plan fit.
+					share, every := tc.share, tc.every
+					var perr error
+					switch f.Flag {
+					case "--budget":
+						share, perr = ParseShare(f.Value)
+					case "--every":
+						every, perr = units.ParseDuration(f.Value)
+					}
+					if perr != nil {
+						t.Fatalf("fix %s does not parse: %v", f, perr)
+					}
+					if b, err := PlanBudget(tc.e, share, every, tc.mode); err != nil || b.PerCycle < 1 && tc.mode != ModeExhaust {
+						t.Errorf("fix %s: %d per cycle, %v", f, b.PerCycle, err)
+					}
+				}
+				if strings.Join(got, ",") != strings.Join(tc.fixes, ",") {
+					t.Errorf("fixes %v, want %v", got, tc.fixes)
+				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b.PerCycle != tc.perCycle || b.Exhaust != tc.exhaust {
-				t.Errorf("per cycle %d, exhaust %d; want %d, %d", b.PerCycle, b.Exhaust, tc.perCycle, tc.exhaust)
+			if b.PerCycle != tc.perCycle || b.PerPeriodMax != tc.perPeriod || b.Exhaust != tc.exhaust {
+				t.Errorf("per cycle %d, per period %d, exhaust %d; want %d, %d, %d", b.PerCycle, b.PerPeriodMax, b.Exhaust, tc.perCycle, tc.perPeriod, tc.exhaust)
 			}
-			// The budget's promise: no window of length Period holds more
-			// than Share·Quota of the shared requests.
-			cycles := int64((b.Period + b.Every - 1) / b.Every)
-			if float64(cycles)*float64(b.PerCycle) > tc.share*float64(b.Quota)+1e-9 {
-				t.Errorf("%d cycles × %d requests exceed %v of %d", cycles, b.PerCycle, tc.share, b.Quota)
+			// The budget's promises: no interval of length Period holds more
+			// than max(1, Share·Quota) of the budgeted requests (cycles start
+			// Every apart at least), and one cycle, alone in any interval of
+			// length Every, sends at most Share × what the rule admits then.
+			cycles := int((b.Period + b.Every - 1) / b.Every)
+			if limit := max(1, tc.share*float64(b.Quota)); float64(cycles*b.PerCycle) > limit+1e-9 || b.PerPeriodMax > cycles*b.PerCycle {
+				t.Errorf("%d cycles × %d requests exceed max(1, %v of %d)", cycles, b.PerCycle, tc.share, b.Quota)
+			}
+			if float64(b.PerCycle) > tc.share*admits(tc.e, tc.every)+1e-9 {
+				t.Errorf("%d per cycle exceed %v of the %v admitted in %v", b.PerCycle, tc.share, admits(tc.e, tc.every), tc.every)
 			}
 		})
 	}
@@ -287,7 +330,7 @@ func TestEventsMatchTheirSchema(t *testing.T) {
 	d := Drift{Field: "limit", Before: "10", After: "20", Source: "headers"}
 	f := DriftFinding(d, "GET /")
 	good := []Event{
-		{Kind: KindStart, Message: "watching"},
+		{Kind: KindStart, Message: "watching", Mode: ModeHeaders, Budget: &EventBudget{Share: 0.02, PerCycle: 1, PerPeriodMax: 1, SharePerPeriod: 0.05}},
 		{Kind: KindCycle, Cycle: 1, Verdict: "pass", Message: "cycle 1: pass", RecordFile: "c1.jsonl"},
 		{Kind: KindDrift, Cycle: 2, Drift: &d, Finding: &f, Message: f.Message},
 		{Kind: KindStop, Cycle: 2, Message: "stopped"},
@@ -298,9 +341,15 @@ func TestEventsMatchTheirSchema(t *testing.T) {
 			t.Errorf("%s event: %v", ev.Kind, err)
 		}
 	}
-	bad := Event{Schema: EventSchema, Tool: "rlprobe test", Time: time.Now(), Kind: KindDrift, Message: "no drift member"}
-	if validate(s, bad) == nil {
-		t.Error("a drift event without its drift validated")
+	for _, bad := range []Event{
+		{Kind: KindDrift, Message: "no drift member"},
+		{Kind: KindStart, Message: "no mode nor budget"},
+		{Kind: KindStart, Message: "a budget of nothing", Mode: ModeSample, Budget: &EventBudget{Share: 0.02, SharePerPeriod: 0.02}},
+	} {
+		bad.Schema, bad.Tool, bad.Time = EventSchema, "rlprobe test", time.Now()
+		if validate(s, bad) == nil {
+			t.Errorf("%s event validated: %s", bad.Kind, bad.Message)
+		}
 	}
 	for _, k := range Kinds {
 		if !strings.Contains(mustRead(t, "../docs/schema/watch-event.schema.json"), `"`+k+`"`) {

@@ -80,6 +80,8 @@ func (o *targetOptions) targetChanged(cmd *cobra.Command, urls []string) {
 	o.URLs = urls
 	o.ClientsSet = cmd.Flags().Changed("clients")
 	o.SeedSet = cmd.Flags().Changed("seed")
+	o.MaxRequestsSet = cmd.Flags().Changed("max-requests")
+	o.TimeoutSet = cmd.Flags().Changed("timeout")
 }
 
 // startAtSuiteUsage is the --start-at help of check and infer, whose first
@@ -128,7 +130,7 @@ func (o *targetOptions) confirm(f *Factory, summary string) error {
 	case "y", "yes":
 		return nil
 	}
-	return Usagef("not confirmed: nothing sent (add --yes to skip this question)")
+	return session.Suggest(session.Usage, "not confirmed: nothing sent (to skip this question)", session.Fix{Flag: "--yes"})
 }
 
 // isTerminal reports whether r is a terminal.

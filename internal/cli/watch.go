@@ -44,7 +44,7 @@ func NewCmdWatch(f *Factory, g *GlobalOptions, runF func(context.Context, *Watch
 	addPolicyFlags(cmd, &o.Policy)
 	fl := cmd.Flags()
 	fl.Var((*units.Duration)(&o.Every), "every", "time from one cycle's start to the next (default 5m)")
-	fl.StringVar(&o.Budget, "budget", "2%", "share of the binding rule's quota per window that the cycles may spend, as a percentage")
+	fl.StringVar(&o.Budget, "budget", "2%", "share of the binding rule's quota the cycles may spend per window and per --every, as a percentage (at least one request per window)")
 	fl.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on `ADDR` (host:port, port 0 picks one; loopback unless --public)")
 	fl.BoolVar(&o.Public, "public", false, "allow --metrics-listen on an address other than loopback")
 	fl.StringVar(&o.Webhook, "webhook", "", "POST every event (rlprobe.watch-event/v1) to `URL`")

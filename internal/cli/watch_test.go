@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/internal/testenv"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/testserver"
 )
@@ -30,13 +31,52 @@ func TestWatchFlags(t *testing.T) {
 		{[]string{"--metrics-listen", "0.0.0.0:9464"}, "not loopback"},
 		{[]string{"--metrics-listen", "9464"}, "want host:port"},
 		{[]string{"--every", "60"}, "has no unit"},
-		{[]string{"--limit", "10", "--window", "1m", "--budget", "2%", "--every", "5m"}, "budget cannot fit"},
+		{[]string{"--limit", "10", "--window", "1m", "--budget", "2%", "--every", "1m"}, "budget cannot fit"},
 	} {
 		args := append([]string{"watch", "http://127.0.0.1:1/", "--dir", t.TempDir(), "--once"}, tc.args...)
 		code, _, errOut := runCLI(t, nil, args...)
 		if code != ExitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestWatchDefaultsHeadersMode: `rlprobe watch URL --rate 20/s
+// --capacity 20 --once` with every other setting at its default, against
+// the reference server on loopback sending draft-8 headers: exit 0, and
+// the start event, valid by its schema, says headers mode and a budget of
+// one request per cycle and per period.
+func TestWatchDefaultsHeadersMode(t *testing.T) {
+	url := startServer(t, testserver.Policy{
+		Limiter:  limiter.Config{Algorithm: limiter.TokenBucket, Rate: 20, Capacity: 20},
+		Dialects: []headers.Dialect{headers.Draft8},
+	})
+	sch := testenv.CompileSchema(t, "../../docs/schema", "watch-event.schema.json")
+	t.Chdir(t.TempDir()) // --dir's default, rlprobe-watch, lands here
+	code, out, errOut := runCLI(t, nil, "watch", url, "--rate", "20/s", "--capacity", "20", "--once", "--json")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var start map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("not a JSON line: %q", sc.Text())
+		}
+		if err := sch.Validate(ev); err != nil {
+			t.Errorf("event %s does not validate: %v", sc.Text(), err)
+		}
+		if ev["kind"] == "start" {
+			start = ev
+		}
+	}
+	want := map[string]any{"share": 0.02, "per_cycle": 1.0, "per_period_max": 1.0, "share_per_period": 0.05}
+	if start == nil || start["mode"] != "headers" || fmt.Sprint(start["budget"]) != fmt.Sprint(want) {
+		t.Fatalf("start event %v; want mode headers, budget %v", start, want)
+	}
+	if msg, _ := start["message"].(string); !strings.Contains(msg, "5% of the quota of 20 (above --budget 2%") {
+		t.Errorf("the start line does not say the share really used: %q", msg)
 	}
 }
 
@@ -72,12 +112,18 @@ func TestWatchOnceJSON(t *testing.T) {
 	if strings.Join(kinds, ",") != "start,cycle,stop" {
 		t.Errorf("events %v", kinds)
 	}
+	// The first cycle's first request (which chose the mode) has its own
+	// record file; the rest of the cycle (2 per cycle here) the second,
+	// which holds the verdict. Names sort by start time.
 	files, _ := filepath.Glob(filepath.Join(dir, "rlprobe-watch-*.jsonl"))
-	if len(files) != 1 {
-		t.Fatalf("%d record files", len(files))
+	if len(files) != 2 {
+		t.Fatalf("%d record files, want 2", len(files))
 	}
-	if b, _ := os.ReadFile(files[0]); !strings.Contains(string(b), `"type":"end"`) || !strings.Contains(string(b), `"type":"finding"`) {
-		t.Errorf("the cycle's record lacks its end line or verdict")
+	for i, f := range files {
+		b, _ := os.ReadFile(f)
+		if !strings.Contains(string(b), `"type":"end"`) || strings.Contains(string(b), `"type":"finding"`) != (i == 1) {
+			t.Errorf("record %d: end line %v, verdict %v", i, strings.Contains(string(b), `"type":"end"`), strings.Contains(string(b), `"type":"finding"`))
+		}
 	}
 }
 
