@@ -167,8 +167,19 @@ func TestCheckFromConfigInfers(t *testing.T) {
 				}
 			}
 			inferences := recordInferences(t, r.out)
-			if r.code != tt.want {
-				t.Errorf("exit %d, want %d; findings %+v; inferences %s\n%s", r.code, tt.want, rep.Findings, inferences, r.stderr)
+			// A mismatch is certain only against an exact, complete fit.
+			// Over real sockets on a loaded machine the inference may end
+			// approximate (its validation not passed): then the honest
+			// verdict is a possible mismatch and exit 0, which is what is
+			// asserted for that run.
+			exact := len(inferences) == 1 && strings.Contains(inferences[0], " exact complete ")
+			want := tt.want
+			if tt.mismatch && !exact {
+				t.Logf("the inference is not exact (%s): the mismatch can only be possible", inferences)
+				want = ExitOK
+			}
+			if r.code != want {
+				t.Errorf("exit %d, want %d; findings %+v; inferences %s\n%s", r.code, want, rep.Findings, inferences, r.stderr)
 			}
 			switch {
 			case tt.want == ExitUnreachable:
@@ -176,8 +187,9 @@ func TestCheckFromConfigInfers(t *testing.T) {
 					t.Errorf("complete %v, %d inferences, mismatch %+v: want an incomplete verdict, no inference, a line saying so\n%s", rep.Complete, len(inferences), mismatch, r.stderr)
 				}
 			case tt.mismatch:
-				if len(mismatch) == 0 || mismatch[0].Certainty != verify.Certain || !strings.Contains(mismatch[0].Message, filepath.Base(tt.config)+":") {
-					t.Errorf("config-mismatch %+v: want a certain one naming the config line; inferences %s", mismatch, inferences)
+				wantCert := map[bool]verify.Certainty{true: verify.Certain, false: verify.Possible}[exact]
+				if len(mismatch) == 0 || mismatch[0].Certainty != wantCert || !strings.Contains(mismatch[0].Message, filepath.Base(tt.config)+":") {
+					t.Errorf("config-mismatch %+v: want a %s one naming the config line; inferences %s", mismatch, wantCert, inferences)
 				}
 			default:
 				if len(inferences) != 1 || !rep.Complete || rep.Verdict != verify.VerdictPass {
