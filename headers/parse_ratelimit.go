@@ -129,14 +129,8 @@ func (p *parser) draft7Dict(value string, d *httpsfv.Dictionary) {
 func (p *parser) draft8Limits(vals []string, l httpsfv.List, err error) {
 	value := strings.Join(vals, ", ")
 	for _, m := range p.salvage(fieldRateLimit, vals, l, err) {
-		it, ok := m.(httpsfv.Item)
+		it, name, ok := p.namedItem(fieldRateLimit, value, m, "service limit", "its policy")
 		if !ok {
-			p.problem(fieldRateLimit, value, "an Inner List is not a service limit")
-			continue
-		}
-		name, ok := p.name(fieldRateLimit, value, it.Value)
-		if !ok {
-			p.problem(fieldRateLimit, value, "a service limit must be a String naming its policy, not %s", describe(it.Value))
 			continue
 		}
 		what := fmt.Sprintf("limit %q", name)
@@ -202,14 +196,8 @@ func (p *parser) partition() {
 	}
 	value := strings.Join(vals, ", ")
 	for _, m := range p.list(fieldPartition, vals) {
-		it, ok := m.(httpsfv.Item)
+		it, name, ok := p.namedItem(fieldPartition, value, m, "partitioned policy", "it")
 		if !ok {
-			p.problem(fieldPartition, value, "an Inner List is not a partitioned policy")
-			continue
-		}
-		name, ok := p.name(fieldPartition, value, it.Value)
-		if !ok {
-			p.problem(fieldPartition, value, "a partitioned policy must be a String naming it, not %s", describe(it.Value))
 			continue
 		}
 		part := Partition{Policy: name}
@@ -236,4 +224,22 @@ func (p *parser) partition() {
 		}
 		p.out.Partitions = append(p.out.Partitions, part)
 	}
+}
+
+// namedItem reads a List member that must be an Item whose value is a
+// String naming it (a service limit's policy, a partitioned policy): it
+// returns the item and the name, or records the Problem and false. what
+// names the member and naming what its String names, in the message.
+func (p *parser) namedItem(field, value string, m httpsfv.Member, what, naming string) (httpsfv.Item, string, bool) {
+	it, ok := m.(httpsfv.Item)
+	if !ok {
+		p.problem(field, value, "an Inner List is not a %s", what)
+		return it, "", false
+	}
+	name, ok := p.name(field, value, it.Value)
+	if !ok {
+		p.problem(field, value, "a %s must be a String naming %s, not %s", what, naming, describe(it.Value))
+		return it, "", false
+	}
+	return it, name, true
 }
