@@ -313,7 +313,14 @@ func (f *fit) winnerFor(a advert) (scored, bool) {
 	return w, ok
 }
 
-// plausible returns the hypotheses within slack outcomes of the best of all.
+// plausible returns the hypotheses within slack outcomes of the winner.
+// While a plain model wins, a hypothesis with a behaviour is plausible
+// only when it misses fewer outcomes than the winner: a behaviour must
+// earn its place in the design, as it must in winner. Behaviours nest
+// their plain models (a block of no length, an idle time never reached),
+// so one that merely ties explains nothing the plain model does not, and
+// designing against its every length and timing stalls the experiments of
+// a plain limiter.
 func (f *fit) plausible(slack int) []scored {
 	w, ok := f.winner()
 	if !ok {
@@ -321,9 +328,13 @@ func (f *fit) plausible(slack int) []scored {
 	}
 	var p []scored
 	for _, s := range f.pool {
-		if s.miss <= w.miss+slack {
-			p = append(p, s)
+		if s.miss > w.miss+slack {
+			continue
 		}
+		if w.h.v.beh == "" && s.h.v.beh != "" && s.miss >= w.miss {
+			continue
+		}
+		p = append(p, s)
 	}
 	return p
 }

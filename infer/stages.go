@@ -155,6 +155,10 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		if e == nil {
 			if kind != validateDisagreement && why != "" {
 				trace("no %v validation: %s", kind, why)
+				if s.unaffordable == nil {
+					s.unaffordable = map[validationKind]bool{}
+				}
+				s.unaffordable[kind] = true
 				continue // it cannot be afforded at this quota; the first one stands
 			}
 			trace("no validation experiment fits the budget")
@@ -178,24 +182,37 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		nw, _ := s.answer()
 		trace("validation %s (%s): %v predicted, misses %d → %d; refit %v", e.phase, why, w.h, before.miss, after.miss, nw.h)
 		if !held || nw.h.v != w.h.v {
-			s.validated, s.passed, s.passedHow = nil, nil, nil
+			s.validated, s.passed, s.passedHow, s.unaffordable = nil, nil, nil, nil
 			if !s.extended {
 				return stageExtend, nil
 			}
 			return stageDesign, nil
 		}
 		if s.validated == nil || *s.validated != w.h.v {
-			s.passed, s.passedHow = map[validationKind]bool{}, nil
+			s.passed, s.passedHow, s.unaffordable = map[validationKind]bool{}, nil, nil
 		}
 		s.validated = &w.h.v
 		s.passed[kind] = true
 		s.passedHow = append(s.passedHow, fmt.Sprintf("%s (%s at %s, %s)", validationPhase+e.phase,
 			plural(len(e.at), "request"), units.HumanDuration(start.Sub(s.start)), why))
 	}
-	if len(s.passedHow) > 0 {
+	s.validation = ""
+	if s.validatedEnough() {
 		s.validation = strings.Join(s.passedHow, " and ") + ": predicted and held"
 	}
 	return s.afterValidation(), nil
+}
+
+// validatedEnough reports whether the validated answer passed the
+// validations exactness rests on: the disagreement experiment, and the
+// sustained one unless its quota cannot afford it. The trickle is an extra
+// test: when the bound on validations or the budget ends it, what passed
+// stands. When the bound ends the validation before the sustained one ran,
+// the answer stays approximate: one experiment chosen against a runner-up
+// that was itself a poor fit proves little.
+func (s *prober) validatedEnough() bool {
+	return len(s.passedHow) > 0 && s.passed[validateDisagreement] &&
+		(s.passed[validateSustained] || s.unaffordable[validateSustained])
 }
 
 // validationKind is which validation experiment to design.
