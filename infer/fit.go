@@ -316,12 +316,28 @@ func (f *fit) winnerFor(a advert) (scored, bool) {
 // plausible returns the hypotheses within slack outcomes of the winner.
 // While a plain model wins, a hypothesis with a behaviour is plausible
 // only when it misses fewer outcomes than the winner: a behaviour must
-// earn its place in the design, as it must in winner. Behaviours nest
-// their plain models (a block of no length, an idle time never reached),
-// so one that merely ties explains nothing the plain model does not, and
-// designing against its every length and timing stalls the experiments of
-// a plain limiter.
+// earn its place, as it must in winner. Behaviours nest or mimic their
+// plain models (a block of no length, an idle time never reached, a
+// bucket that hardly refills and blocks for a window's length), so one
+// that merely ties explains nothing the plain model does not; whether the
+// answer is settled, and how long the budget is, are judged on the plain
+// models alone. The design still weighs the tying behaviours
+// (candidates), so that where an experiment can split them cheaply it
+// does.
 func (f *fit) plausible(slack int) []scored {
+	return f.within(slack, true)
+}
+
+// candidates returns the hypotheses within slack outcomes of the winner,
+// behaviours that tie with a plain winner included: what the design
+// weighs.
+func (f *fit) candidates(slack int) []scored {
+	return f.within(slack, false)
+}
+
+// within returns the hypotheses within slack outcomes of the winner; with
+// gated, behaviours only where they earned their place (see plausible).
+func (f *fit) within(slack int, gated bool) []scored {
 	w, ok := f.winner()
 	if !ok {
 		return nil
@@ -331,7 +347,7 @@ func (f *fit) plausible(slack int) []scored {
 		if s.miss > w.miss+slack {
 			continue
 		}
-		if w.h.v.beh == "" && s.h.v.beh != "" && s.miss >= w.miss {
+		if gated && w.h.v.beh == "" && s.h.v.beh != "" && s.miss >= w.miss {
 			continue
 		}
 		p = append(p, s)
