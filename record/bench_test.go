@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"sync"
 	"testing"
@@ -72,4 +73,62 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchResults), "ns/result")
+}
+
+// BenchmarkResultEncoder encodes one result line per op, cycling through
+// 1024 sample results (a third with headers and pointers), three ways:
+// append is appendResult into a reused buffer (the encoder alone); json
+// is the path it replaced, a json.Encoder with SetEscapeHTML(false) into a
+// reused buffer; writer is Writer.WriteResult to io.Discard (encoding,
+// lock and buffered write). allocs/op is allocations per line.
+func BenchmarkResultEncoder(b *testing.B) {
+	results := make([]Result, 1024)
+	for i := range results {
+		results[i] = sampleResult(int64(i))
+		results[i].Type = TypeResult
+	}
+	lines := func(b *testing.B) {
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+	}
+	b.Run("append", func(b *testing.B) {
+		buf := make([]byte, 0, 4096)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			buf = appendResult(buf[:0], &results[i%len(results)])
+			i++
+		}
+		lines(b)
+	})
+	b.Run("json", func(b *testing.B) {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			buf.Reset()
+			if err := enc.Encode(&results[i%len(results)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		lines(b)
+	})
+	b.Run("writer", func(b *testing.B) {
+		w, err := NewWriter(io.Discard, sampleHeader("bench"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close(End{})
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if err := w.WriteResult(results[i%len(results)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		lines(b)
+	})
 }

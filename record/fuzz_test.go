@@ -2,6 +2,8 @@ package record
 
 import (
 	"bytes"
+	"math"
+	"net/http"
 	"reflect"
 	"testing"
 )
@@ -34,5 +36,58 @@ func FuzzRead(f *testing.F) {
 		if !reflect.DeepEqual(run, again) {
 			t.Fatalf("decode → encode → decode differs:\n%+v\n%+v\nwritten:\n%s", run, again, out.Bytes())
 		}
+	})
+}
+
+// FuzzResultEncoder holds appendResult to json.Encoder with
+// SetEscapeHTML(false), byte for byte, over results the fuzzer builds
+// member by member. shape picks the pointers and the header map's form:
+// bit 0 a non-nil map, bits 1–2 name hk1 with a nil or one-value slice,
+// bits 3–4 name hk2 with an empty or two-value slice, bit 5 Arrival,
+// bit 6 Decision.
+func FuzzResultEncoder(f *testing.F) {
+	for i := range int64(12) {
+		r := sampleResult(i)
+		f.Add(TypeResult, r.Agent, r.Client, r.Src, r.Method, r.URL, r.Phase, string(r.Outcome), r.Err, r.ErrMsg,
+			r.Seq, r.Sched, r.Sent, r.Wrote, r.TTFB, r.Done, r.Status,
+			"Retry-After", "1", "Ratelimit", `"default";r=0;t=1`, int64(300_000), i+1, uint8(i*11))
+	}
+	for i, s := range awkwardStrings {
+		f.Add(s, s, s, s, s, s, s, s, s, s,
+			int64(-i), int64(math.MinInt64), int64(math.MaxInt64), int64(1), int64(-1), int64(0), -i,
+			s, s, s+"x", s, int64(i), int64(-i), uint8(0x7f))
+	}
+	f.Fuzz(func(t *testing.T, typ, agent, client, src, method, url, phase, outcome, errClass, errMsg string,
+		seq, sched, sent, wrote, ttfb, done int64, status int,
+		hk1, hv1, hk2, hv2 string, arrival, decision int64, shape uint8) {
+		r := Result{
+			Type: typ, Seq: seq, Agent: agent, Client: client, Src: src, Method: method, URL: url, Phase: phase,
+			Sched: sched, Sent: sent, Wrote: wrote, TTFB: ttfb, Done: done,
+			Outcome: Outcome(outcome), Status: status, Err: errClass, ErrMsg: errMsg,
+		}
+		if shape&1 != 0 {
+			r.Headers = http.Header{}
+			if shape&2 != 0 {
+				var vs []string // nil
+				if shape&4 != 0 {
+					vs = []string{hv1}
+				}
+				r.Headers[hk1] = vs
+			}
+			if shape&8 != 0 {
+				vs := []string{} // empty, not nil
+				if shape&16 != 0 {
+					vs = []string{hv1, hv2}
+				}
+				r.Headers[hk2] = vs
+			}
+		}
+		if shape&32 != 0 {
+			r.Arrival = &arrival
+		}
+		if shape&64 != 0 {
+			r.Decision = &decision
+		}
+		checkSameBytes(t, "fuzzed result", &r)
 	})
 }

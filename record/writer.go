@@ -132,17 +132,31 @@ func (w *Writer) flusher() {
 	}
 }
 
-// WriteResult writes r as a result line, with Type set to TypeResult.
+// WriteResult writes r as a result line, with Type set to TypeResult. The
+// line holds the bytes encoding/json would write for r (see appendResult),
+// encoded without reflection and, in the steady state, without allocating.
 func (w *Writer) WriteResult(r Result) error {
 	r.Type = TypeResult
-	e := encoders.Get().(*encoder)
-	defer encoders.Put(e)
-	e.buf.Reset()
-	if err := e.enc.Encode(&r); err != nil {
-		return fmt.Errorf("record: encode result %d: %w", r.Seq, err)
+	bp := lineBufs.Get().(*[]byte)
+	line := appendResult((*bp)[:0], &r)
+	err := w.write(line)
+	if cap(line) <= maxPooledLine {
+		*bp = line
+		lineBufs.Put(bp)
 	}
-	return w.write(e.buf.Bytes())
+	return err
 }
+
+// lineBufs holds the buffers WriteResult encodes into, as *[]byte so that
+// putting one back does not allocate.
+var lineBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, 1024)
+	return &b
+}}
+
+// maxPooledLine is the largest buffer WriteResult keeps for reuse, so that
+// one huge line does not pin its memory in the pool.
+const maxPooledLine = 64 << 10
 
 // WriteFinding writes doc, which must marshal to a JSON object, as a finding
 // line: the object with a "type":"finding" member added first. A doc that
@@ -254,7 +268,8 @@ func (w *Writer) flushLocked() {
 }
 
 // encoder is a pooled JSON encoder that writes into its own buffer, without
-// HTML escaping so URLs stay readable.
+// HTML escaping so URLs stay readable. Headers, end lines and documents go
+// through it; results through appendResult, which writes the same bytes.
 type encoder struct {
 	buf bytes.Buffer
 	enc *json.Encoder

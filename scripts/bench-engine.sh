@@ -16,21 +16,30 @@
 #      over rounds) for 20/50/100 clients in every race mode against
 #      `rlprobe serve --echo-arrival`, which stamps HTTP/1 arrivals at the
 #      socket (SO_TIMESTAMPNS; single-packet over h2c is stamped when its
-#      handler sees END_STREAM).
+#      handler sees END_STREAM);
+#   4. the record encoder alone: the Go benchmark BenchmarkResultEncoder
+#      (record/bench_test.go), one result line per op, in lines/s and
+#      allocations per line, for the encoder (append), the json.Encoder
+#      path it replaced (json) and Writer.WriteResult (writer). It needs
+#      neither nginx nor wrk: SKIP=throughput,pacing,race,tools runs it
+#      alone.
 # Goals to report against (issue 14): throughput ≥ 0.9 × wrk; pacing p99 ≤
 # 100 µs at 5k and 20k/s at ≤ 0.3 cores at 5k/s; race spread median ≤ 150 µs
-# for 20 and ≤ 600 µs for 100 clients over HTTP/1.1 (last-byte).
+# for 20 and ≤ 600 µs for 100 clients over HTTP/1.1 (last-byte); (issue 23)
+# 0 allocations per encoded line.
 #
 # Usage: scripts/bench-engine.sh [SECONDS (3)] [RACE_ROUNDS (20)]
 # Environment: GOMAXPROCS_PROBE (unset: all cores), GOMAXPROCS_SERVE (1),
 #              NGINX (/usr/sbin/nginx), WRK_CONNS (64), SKIP (list of parts
-#              to skip: throughput,pacing,race,tools), BASELINE (a git
-#              revision: its rlprobe, built in a temporary worktree, is
-#              measured too, each measurement right after the working
-#              tree's, so that both see the same load), HEY_VERSION and
-#              VEGETA_VERSION (latest)
-# Needs: go, wrk, nginx, python3 (to read JSON); hey and vegeta are
-# installed with `go install` into a temporary GOBIN. Not run by CI.
+#              to skip: throughput,pacing,race,tools,encoder), BASELINE (a
+#              git revision: its rlprobe, built in a temporary worktree, is
+#              measured too, and its encoder benchmark when it has one,
+#              each measurement right after the working tree's, so that
+#              both see the same load), HEY_VERSION and VEGETA_VERSION
+#              (latest)
+# Needs: go, python3 (to read JSON), and for parts 1-3 wrk and nginx; hey
+# and vegeta are installed with `go install` into a temporary GOBIN. Not
+# run by CI.
 set -euo pipefail
 
 SECS=${1:-3}
@@ -41,7 +50,16 @@ GMP_SERVE=${GOMAXPROCS_SERVE:-1}
 SKIP=${SKIP:-}
 BASELINE=${BASELINE:-}
 
-for bin in go wrk "$NGINX" python3; do
+skip() { [[ ",$SKIP," == *",$1,"* ]]; }
+
+# net is set when a part that probes nginx or rlprobe serve runs: only
+# those need wrk, nginx and the built binaries.
+net=
+for part in throughput pacing race; do skip "$part" || net=1; done
+
+needs=(go python3)
+if [ -n "$net" ]; then needs+=(wrk "$NGINX"); fi
+for bin in "${needs[@]}"; do
 	command -v "$bin" >/dev/null || { echo "bench-engine: $bin not found" >&2; exit 2; }
 done
 
@@ -78,16 +96,16 @@ wait_port() {
 	exit 1
 }
 
-skip() { [[ ",$SKIP," == *",$1,"* ]]; }
-
 # json FILE EXPR prints a value of the JSON document in FILE (python syntax
 # on d, e.g. d["pacing_error"]["p99_us"]).
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
-echo "building rlprobe and the net/http loop..." >&2
-go build -o "$work/rlprobe" ./cmd/rlprobe
 HEY= VEGETA=
-if ! skip tools; then
+if [ -n "$net" ]; then
+	echo "building rlprobe and the net/http loop..." >&2
+	go build -o "$work/rlprobe" ./cmd/rlprobe
+fi
+if [ -n "$net" ] && ! skip tools; then
 	echo "installing hey and vegeta into a temporary GOBIN..." >&2
 	(cd "$work" && GOBIN="$work/bin" GOFLAGS= go install "github.com/rakyll/hey@${HEY_VERSION:-latest}" &&
 		GOBIN="$work/bin" GOFLAGS= go install "github.com/tsenart/vegeta/v12@${VEGETA_VERSION:-latest}") >&2
@@ -99,11 +117,16 @@ if [ -n "$BASELINE" ]; then
 	rev=$(git rev-parse --short "$BASELINE")
 	base_tree="$work/base-tree"
 	git worktree add --detach -q "$base_tree" "$rev"
-	(cd "$base_tree" && go build -o "$work/rlprobe-base" ./cmd/rlprobe)
+	if [ -n "$net" ]; then (cd "$base_tree" && go build -o "$work/rlprobe-base" ./cmd/rlprobe); fi
 	bins+=("$rev:$work/rlprobe-base")
 fi
-mkdir -p "$work/loop"
-cat >"$work/loop/main.go" <<'EOF'
+
+echo "machine: $(nproc) cores, $(uname -sr), $(go version | cut -d' ' -f3)"
+echo "rlprobe: ${bins[*]%%:*}"
+
+if [ -n "$net" ]; then
+	mkdir -p "$work/loop"
+	cat >"$work/loop/main.go" <<'EOF'
 // A minimal closed-loop net/http client: C goroutines, keep-alive, for D.
 package main
 
@@ -145,12 +168,12 @@ func main() {
 	fmt.Printf("%.0f\n", float64(n.Load())/d.Seconds())
 }
 EOF
-(cd "$work/loop" && go build -o "$work/nethttp-loop" main.go)
+	(cd "$work/loop" && go build -o "$work/nethttp-loop" main.go)
 
-# nginx: one worker, `return 200`.
-ngx_port=$(free_port)
-mkdir -p "$work/nginx"
-cat >"$work/nginx/nginx.conf" <<EOF
+	# nginx: one worker, `return 200`.
+	ngx_port=$(free_port)
+	mkdir -p "$work/nginx"
+	cat >"$work/nginx/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
 pid $work/nginx/nginx.pid;
@@ -170,14 +193,12 @@ http {
 	}
 }
 EOF
-"$NGINX" -c "$work/nginx/nginx.conf" -p "$work/nginx" >"$work/nginx/out.log" 2>&1 &
-pids+=($!)
-wait_port "$ngx_port"
-NGX="http://127.0.0.1:$ngx_port/"
-
-echo "machine: $(nproc) cores, $(uname -sr), $(go version | cut -d' ' -f3)"
-echo "rlprobe: ${bins[*]%%:*}"
-echo "nginx: 1 worker; rlprobe GOMAXPROCS=${GOMAXPROCS_PROBE:-$(nproc) (default)}; rlprobe serve GOMAXPROCS=$GMP_SERVE"
+	"$NGINX" -c "$work/nginx/nginx.conf" -p "$work/nginx" >"$work/nginx/out.log" 2>&1 &
+	pids+=($!)
+	wait_port "$ngx_port"
+	NGX="http://127.0.0.1:$ngx_port/"
+	echo "nginx: 1 worker; rlprobe GOMAXPROCS=${GOMAXPROCS_PROBE:-$(nproc) (default)}; rlprobe serve GOMAXPROCS=$GMP_SERVE"
+fi
 echo
 
 # probe_run BIN NAME ARGS... runs BIN run with the bench settings, --json
@@ -359,6 +380,45 @@ if ! skip race; then
 					"$(json "$f" 'd["race_wrote_spread"]["p50_us"]')" \
 					"$(json "$f" 'd["races"]')"
 			done
+		done
+	done
+	echo
+fi
+
+if ! skip encoder; then
+	echo "== 4. the record encoder alone (BenchmarkResultEncoder: one result line per op), ${SECS}s per measurement"
+	# encs: "label:test binary" of every tree whose record package has the
+	# benchmark (a baseline from before it writes results with json.Encoder,
+	# which the json path measures).
+	encs=()
+	for b in "${bins[@]}"; do
+		l=${b%%:*}
+		dir=.
+		[ "$l" = work ] || dir=$base_tree
+		(cd "$dir" && go test -c -o "$work/record-$l.test" ./record)
+		list=$("$work/record-$l.test" -test.list '^BenchmarkResultEncoder$')
+		if grep -qx BenchmarkResultEncoder <<<"$list"; then
+			encs+=("$l:$work/record-$l.test")
+		else
+			echo "[$l] has no BenchmarkResultEncoder: it writes results with json.Encoder (the json path below)"
+		fi
+	done
+	printf "%-10s %-8s %12s %10s %12s %10s\n" "binary" "path" "lines/s" "ns/line" "allocs/line" "B/line"
+	# The trees take turns path by path, so that both see the same load.
+	for path in append json writer; do
+		for e in "${encs[@]}"; do
+			# shellcheck disable=SC2086
+			if ! out=$(env ${GOMAXPROCS_PROBE:+GOMAXPROCS=$GOMAXPROCS_PROBE} "${e#*:}" -test.run '^$' \
+				-test.bench "^BenchmarkResultEncoder\$/^$path\$" -test.benchtime "${SECS}s" -test.benchmem 2>&1); then
+				printf "%-10s %-8s failed: %s\n" "${e%%:*}" "$path" "$(tail -n 3 <<<"$out" | tr '\n' ' ')"
+				continue
+			fi
+			awk -v label="${e%%:*}" '/^BenchmarkResultEncoder\// {
+				name = $1; sub(/^BenchmarkResultEncoder\//, "", name); sub(/-[0-9]+$/, "", name)
+				split("", m)
+				for (i = 3; i < NF; i += 2) m[$(i + 1)] = $i
+				printf "%-10s %-8s %12.0f %10s %12s %10s\n", label, name, m["lines/s"], m["ns/op"], m["allocs/op"], m["B/op"]
+			}' <<<"$out"
 		done
 	done
 fi
