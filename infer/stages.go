@@ -81,6 +81,9 @@ const (
 	// (two of its scales would double a run's length); a penalty that
 	// keeps a long window open goes unvalidated there (a known limit).
 	maxTrickleScale = 10 * time.Second
+	// trickleRest is the quiet before the trickle, in time scales: enough
+	// for a sliding-window counter's key to forget an exhaustion.
+	trickleRest = 2
 )
 
 // infer runs the stages from opening to done and concludes.
@@ -294,10 +297,14 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 			return nil, fmt.Sprintf("%d requests would be needed", m)
 		}
 		if w.h.scale() > maxTrickleScale {
-			return nil, fmt.Sprintf("it would take %s", units.HumanDuration(trickleScales*w.h.scale()))
+			return nil, fmt.Sprintf("it would take %s", units.HumanDuration((trickleRest+trickleScales)*w.h.scale()))
 		}
 		span := trickleScales * w.h.scale()
-		e := newBuilder("trickle").spread(s0.Add(margin), span, m).done()
+		// From rest: the quiet before it lets every model's key come back
+		// to its zero state (a counter's previous window decays over a
+		// second time scale), so that what the trickle tests is how
+		// admitted requests move the window, not the refusals before it.
+		e := newBuilder("trickle").spread(s0.Add(margin+trickleRest*w.h.scale()), span, m).done()
 		if !fits(&e) {
 			// An extra test, not the one exactness rests on: the budget
 			// ends the validation here, with what passed so far.
