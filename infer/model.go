@@ -108,6 +108,18 @@ type hyp struct {
 	p float64 // timed behaviours: the block's or the idle time's length, seconds
 }
 
+// degenerate reports whether h is a bucket with a timed behaviour (a
+// block, an idle time) within which it refills less than one token: its
+// refill never shows, so it decides as a window model does — a bucket
+// that is forgotten after an idle time D is then a window that every
+// request extends (the extend penalty), one that blocks for D a fixed
+// window started by the first request with a block. Such a hypothesis is
+// never a candidate: it would name a bucket for a window limiter on
+// evidence that cannot tell them apart.
+func (h hyp) degenerate() bool {
+	return !h.v.windowed() && h.v.timed() && h.x*h.p < 1
+}
+
 // config returns the limiter configuration that models h.
 func (h hyp) config() limiter.Config {
 	c := limiter.Config{Algorithm: h.v.alg, Align: h.v.align, CountRejected: h.v.cr}
@@ -266,6 +278,9 @@ func replayFrom(h hyp, o *observations, perClient bool, bound, from int, r repla
 }
 
 func replayWith(h hyp, o *observations, perClient bool, bound, from int, r replay, tolDiv float64) replay {
+	if h.degenerate() {
+		return replay{miss: math.MaxInt, pruned: true, reached: -1}
+	}
 	c := h.config()
 	tol := max(time.Duration(float64(h.scale())/tolDiv), minTimeTol)
 	horizon := h.scale()

@@ -111,6 +111,9 @@ func (sr *searcher) boundOf(famMiss map[Family]int, global int, fam Family) int 
 
 // pruned keeps, per family, the stopped replay that got furthest.
 func (sr *searcher) pruned(h hyp, r replay) {
+	if r.reached < 0 {
+		return // never replayed: not a candidate (see hyp.degenerate)
+	}
 	if fr, ok := sr.furthest[h.v.fam]; !ok || r.reached > fr.reached || (r.reached == fr.reached && r.miss < fr.miss) {
 		sr.furthest[h.v.fam], sr.furthestHyp[h.v.fam] = r, h
 	}
