@@ -208,14 +208,22 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 
 // validatedEnough reports whether the validated answer passed the
 // validations exactness rests on: the disagreement experiment, and the
-// sustained one unless its quota cannot afford it. The trickle is an extra
-// test: when the bound on validations or the budget ends it, what passed
-// stands. When the bound ends the validation before the sustained one ran,
-// the answer stays approximate: one experiment chosen against a runner-up
-// that was itself a poor fit proves little.
+// sustained one — which a plain answer may do without when its quota or
+// the budget cannot afford it, an answer with a behaviour never (a block
+// resets the key after every exhaustion, and the sustained load is what
+// tests the rate or window behind it). The trickle is an extra test: when
+// the bound on validations or the budget ends it, what passed stands.
+// When the bound ends the validation before the sustained one ran, the
+// answer stays approximate: one experiment chosen against a runner-up that
+// was itself a poor fit proves little.
 func (s *prober) validatedEnough() bool {
-	return len(s.passedHow) > 0 && s.passed[validateDisagreement] &&
-		(s.passed[validateSustained] || s.unaffordable[validateSustained])
+	if len(s.passedHow) == 0 || !s.passed[validateDisagreement] || s.validated == nil {
+		return false
+	}
+	if s.passed[validateSustained] {
+		return true
+	}
+	return s.validated.beh == "" && s.unaffordable[validateSustained]
 }
 
 // validationKind is which validation experiment to design.
