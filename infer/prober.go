@@ -84,9 +84,9 @@ type prober struct {
 	// passedHow says how, for the document.
 	passed    map[validationKind]bool
 	passedHow []string
-	// unaffordable lists the validation kinds the answer's quota cannot
-	// afford (see validatedEnough).
-	unaffordable map[validationKind]bool
+	// excused says why a validation kind did not run for the validated
+	// answer (see validatedEnough).
+	excused map[validationKind]string
 }
 
 // Infer identifies the algorithm behind the target by experiments run

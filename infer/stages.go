@@ -84,6 +84,15 @@ const (
 	// trickleRest is the quiet before the trickle, in time scales: enough
 	// for a sliding-window counter's key to forget an exhaustion.
 	trickleRest = 2
+	// holdSpacing and holdScales shape the hold validation: after an
+	// exhausting burst, a request every 0.7 time scales for 4 of them.
+	// Each request comes before the answer's window could end, so a
+	// limiter whose refusals keep the key shut (restart, a counter that
+	// counts them) and one that blocks for a fixed time from the first
+	// refusal, or lets quota back at the window's end, predict different
+	// first admissions.
+	holdSpacing = 0.7
+	holdScales  = 4.0
 )
 
 // infer runs the stages from opening to done and concludes.
@@ -146,7 +155,7 @@ func (s *prober) afterValidation() stage {
 // names the same answer, make the answer exact. A failed one (or one the
 // budget has no room for) extends the budget once and designs again.
 func (s *prober) validate(ctx context.Context) (stage, error) {
-	for _, kind := range []validationKind{validateDisagreement, validateSustained, validateTrickle} {
+	for _, kind := range []validationKind{validateDisagreement, validateSustained, validateTrickle, validateHold} {
 		w, ok := s.answer()
 		if !ok || s.validations >= maxValidations {
 			break // what passed so far stands (see below)
@@ -158,10 +167,10 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		if e == nil {
 			if kind != validateDisagreement && why != "" {
 				trace("no %v validation: %s", kind, why)
-				if s.unaffordable == nil {
-					s.unaffordable = map[validationKind]bool{}
+				if s.excused == nil {
+					s.excused = map[validationKind]string{}
 				}
-				s.unaffordable[kind] = true
+				s.excused[kind] = why
 				continue // it cannot be afforded at this quota; the first one stands
 			}
 			trace("no validation experiment fits the budget")
@@ -185,14 +194,14 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		nw, _ := s.answer()
 		trace("validation %s (%s): %v predicted, misses %d → %d; refit %v", e.phase, why, w.h, before.miss, after.miss, nw.h)
 		if !held || nw.h.v != w.h.v {
-			s.validated, s.passed, s.passedHow, s.unaffordable = nil, nil, nil, nil
+			s.validated, s.passed, s.passedHow, s.excused = nil, nil, nil, nil
 			if !s.extended {
 				return stageExtend, nil
 			}
 			return stageDesign, nil
 		}
 		if s.validated == nil || *s.validated != w.h.v {
-			s.passed, s.passedHow, s.unaffordable = map[validationKind]bool{}, nil, nil
+			s.passed, s.passedHow, s.excused = map[validationKind]bool{}, nil, nil
 		}
 		s.validated = &w.h.v
 		s.passed[kind] = true
@@ -220,11 +229,17 @@ func (s *prober) validatedEnough() bool {
 	if len(s.passedHow) == 0 || !s.passed[validateDisagreement] || s.validated == nil {
 		return false
 	}
-	if s.passed[validateSustained] {
+	why := s.excused[validateSustained]
+	if s.passed[validateSustained] || why == fittedOnSustained {
 		return true
 	}
-	return s.validated.beh == "" && s.unaffordable[validateSustained]
+	return s.validated.beh == "" && why != ""
 }
+
+// fittedOnSustained excuses the sustained validation: the design already
+// held the answer to sustained load above its rate, and a model
+// stretched by a penalty would have missed there.
+const fittedOnSustained = "the answer was fitted on sustained load already"
 
 // validationKind is which validation experiment to design.
 type validationKind int
@@ -239,10 +254,13 @@ const (
 	// validateTrickle: requests paced at trickleFactor times the answer's
 	// rate over trickleScales time scales.
 	validateTrickle
+	// validateHold: an exhausting burst, then single requests every
+	// holdSpacing time scales for holdScales time scales.
+	validateHold
 )
 
 func (k validationKind) String() string {
-	return [...]string{"disagreement", "sustained", "trickle"}[k]
+	return [...]string{"disagreement", "sustained", "trickle", "hold"}[k]
 }
 
 // answer is the current fit's winner as the document will name it: among
@@ -285,9 +303,7 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 	}
 	if kind == validateSustained {
 		if slices.ContainsFunc(s.fitted(), func(r record.Result) bool { return r.Phase == "sustained" }) {
-			// The design already held the answer to sustained load above
-			// its rate: a model stretched by a penalty would miss there.
-			return nil, "the answer was fitted on sustained load already"
+			return nil, fittedOnSustained
 		}
 		m := int(sustainedFactor * w.h.n)
 		if m > maxSustainedValidation {
@@ -319,6 +335,27 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 			return nil, "it does not fit the budget"
 		}
 		return &e, fmt.Sprintf("%d requests over %s, %g times its rate", m, units.HumanDuration(span), trickleFactor)
+	}
+	if kind == validateHold {
+		X := w.h.scale()
+		k := int(math.Ceil(holdScales / holdSpacing))
+		m := int(w.h.n) + 2 + k
+		if m > maxSustainedValidation {
+			return nil, fmt.Sprintf("%d requests would be needed", m)
+		}
+		if X > maxTrickleScale {
+			return nil, fmt.Sprintf("it would take %s", units.HumanDuration(time.Duration(holdScales*float64(X))))
+		}
+		t0 := s0.Add(margin)
+		b := newBuilder("hold").burst(t0, int(w.h.n)+2)
+		for i := 1; i <= k; i++ {
+			b.burst(t0.Add(time.Duration(float64(i)*holdSpacing*float64(X))), 1)
+		}
+		e := b.done()
+		if !fits(&e) {
+			return nil, "it does not fit the budget"
+		}
+		return &e, fmt.Sprintf("an exhausting burst, then a request every %s for %s", units.HumanDuration(time.Duration(holdSpacing*float64(X))), units.HumanDuration(time.Duration(holdScales*float64(X))))
 	}
 	if ru, ok := s.runnerUp(w); ok {
 		dz := &designer{ws: []weighted{{w, 0.5}, {ru, 0.5}}, perClient: s.f.perClient, client: s.client}
