@@ -45,7 +45,7 @@ const (
 	// maxValidations bounds the validation experiments of one run: an
 	// answer that failed one is refitted, designed for and validated
 	// again, but not forever.
-	maxValidations = 5
+	maxValidations = 7
 	// budgetExtension is the factor by which an answer not yet exact
 	// extends the budget, once: 2·(6·W + 30 s).
 	budgetExtension = 2
@@ -93,6 +93,10 @@ const (
 	// first admissions.
 	holdSpacing = 0.7
 	holdScales  = 4.0
+	// pauseShare is the pause validation's gap, in time scales: a bucket
+	// has refilled about half, a window has not reset, and a bucket that
+	// forgets a key idle for less than the gap is full again.
+	pauseShare = 0.5
 )
 
 // infer runs the stages from opening to done and concludes.
@@ -155,7 +159,7 @@ func (s *prober) afterValidation() stage {
 // names the same answer, make the answer exact. A failed one (or one the
 // budget has no room for) extends the budget once and designs again.
 func (s *prober) validate(ctx context.Context) (stage, error) {
-	for _, kind := range []validationKind{validateDisagreement, validateSustained, validateTrickle, validateHold} {
+	for _, kind := range validationKinds {
 		w, ok := s.answer()
 		if !ok || s.validations >= maxValidations {
 			break // what passed so far stands (see below)
@@ -230,10 +234,13 @@ func (s *prober) validatedEnough() bool {
 		return false
 	}
 	why := s.excused[validateSustained]
-	if s.passed[validateSustained] || why == fittedOnSustained {
-		return true
+	sustained := s.passed[validateSustained] || why == fittedOnSustained
+	if s.validated.beh != "" {
+		// A behaviour answer: every kind, the extra ones too — they are
+		// what tells one penalty or quirk from another.
+		return sustained && s.passed[validateTrickle] && s.passed[validateHold] && s.passed[validatePause]
 	}
-	return s.validated.beh == "" && why != ""
+	return sustained || why != ""
 }
 
 // fittedOnSustained excuses the sustained validation: the design already
@@ -257,10 +264,16 @@ const (
 	// validateHold: an exhausting burst, then single requests every
 	// holdSpacing time scales for holdScales time scales.
 	validateHold
+	// validatePause: an exhausting burst, then another pauseShare of a
+	// time scale later.
+	validatePause
 )
 
+// validationKinds are the validation experiments in the order they run.
+var validationKinds = []validationKind{validateDisagreement, validateSustained, validateTrickle, validateHold, validatePause}
+
 func (k validationKind) String() string {
-	return [...]string{"disagreement", "sustained", "trickle", "hold"}[k]
+	return [...]string{"disagreement", "sustained", "trickle", "hold", "pause"}[k]
 }
 
 // answer is the current fit's winner as the document will name it: among
@@ -335,6 +348,20 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 			return nil, "it does not fit the budget"
 		}
 		return &e, fmt.Sprintf("%d requests over %s, %g times its rate", m, units.HumanDuration(span), trickleFactor)
+	}
+	if kind == validatePause {
+		X := w.h.scale()
+		m := 2 * (int(w.h.n) + 2)
+		if m > maxSustainedValidation {
+			return nil, fmt.Sprintf("%d requests would be needed", m)
+		}
+		t0 := s0.Add(margin)
+		p := time.Duration(pauseShare * float64(X))
+		e := newBuilder("pause").burst(t0, int(w.h.n)+2).burst(t0.Add(p), int(w.h.n)+2).done()
+		if !fits(&e) {
+			return nil, "it does not fit the budget"
+		}
+		return &e, fmt.Sprintf("two exhausting bursts %s apart", units.HumanDuration(p))
 	}
 	if kind == validateHold {
 		X := w.h.scale()
