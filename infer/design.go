@@ -110,13 +110,14 @@ func weigh(p []scored, limit int) []weighted {
 	type gkey struct {
 		v    variant
 		n, d int64
+		p    float64
 	}
 	best := math.MaxInt
 	groups := map[gkey][]scored{}
 	var order []gkey
 	for _, s := range p {
 		best = min(best, s.miss)
-		k := gkey{s.h.v, s.h.n, s.h.d}
+		k := gkey{s.h.v, s.h.n, s.h.d, s.h.p}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -174,7 +175,16 @@ type class struct {
 	align limiter.Align
 	cr    bool
 	n, d  int64
+	beh   Behaviour
+	// pb is the timed behaviour's length on a logarithmic grid of ratio
+	// timedSpan (0 for untimed variants): lengths that differ by more
+	// are different answers.
+	pb int
 }
+
+// timedSpan is the relative width of a timed behaviour's length within
+// which two lengths count as one answer.
+const timedSpan = 1.04
 
 // classOf returns h's class. Models that decide identically are one
 // class: a fixed window started by the first request, a sliding log that
@@ -186,7 +196,10 @@ func classOf(h hyp) class {
 	if single(h) {
 		return class{fam: TokenBucket, n: 1}
 	}
-	c := class{fam: h.v.fam, n: h.n, d: h.d}
+	c := class{fam: h.v.fam, n: h.n, d: h.d, beh: h.v.beh}
+	if h.v.timed() && h.p > 0 {
+		c.pb = int(math.Floor(math.Log(h.p) / math.Log(timedSpan)))
+	}
 	switch h.v.fam {
 	case FixedWindow:
 		c.align = h.v.align
@@ -201,7 +214,7 @@ func classOf(h hyp) class {
 // single reports whether h is one of the quota-1 models that decide like a
 // token bucket of capacity 1.
 func single(h hyp) bool {
-	if h.n != 1 {
+	if h.n != 1 || h.v.beh != "" {
 		return false
 	}
 	switch h.v.fam {

@@ -149,6 +149,7 @@ func (f *fit) extend(o *observations) *fit {
 	type lkey struct {
 		v    variant
 		n, d int64
+		p    float64
 	}
 	oldBest := map[lkey]int{}
 	newBest := map[lkey]int{}
@@ -159,7 +160,7 @@ func (f *fit) extend(o *observations) *fit {
 		if m, ok := famMiss[s.h.v.fam]; !ok || s.miss < m {
 			famMiss[s.h.v.fam] = s.miss
 		}
-		k := lkey{s.h.v, s.h.n, s.h.d}
+		k := lkey{s.h.v, s.h.n, s.h.d, s.h.p}
 		if m, ok := newBest[k]; !ok || s.miss < m {
 			newBest[k] = s.miss
 		}
@@ -170,7 +171,7 @@ func (f *fit) extend(o *observations) *fit {
 	pool := slices.Clone(f.pool)
 	slices.SortStableFunc(pool, func(a, b scored) int { return cmp.Compare(a.miss, b.miss) })
 	for _, s := range pool {
-		k := lkey{s.h.v, s.h.n, s.h.d}
+		k := lkey{s.h.v, s.h.n, s.h.d, s.h.p}
 		if m, ok := oldBest[k]; !ok || s.miss < m {
 			oldBest[k] = s.miss
 		}
@@ -194,7 +195,7 @@ func (f *fit) extend(o *observations) *fit {
 		}
 		var centres []float64
 		for _, s := range all {
-			if s.h.v == k.v && s.h.n == k.n && s.h.d == k.d && s.miss == nb {
+			if s.h.v == k.v && s.h.n == k.n && s.h.d == k.d && s.h.p == k.p && s.miss == nb {
 				centres = append(centres, s.h.x)
 			}
 		}
@@ -206,7 +207,7 @@ func (f *fit) extend(o *observations) *fit {
 			for _, c := range centres {
 				step := math.Pow(ratio, 10)
 				for x := c / step; x < c*step; x *= ratio {
-					h := hyp{v: k.v, n: k.n, x: x, d: k.d}
+					h := hyp{v: k.v, n: k.n, x: x, d: k.d, p: k.p}
 					if seen[h] {
 						continue
 					}
@@ -216,6 +217,33 @@ func (f *fit) extend(o *observations) *fit {
 						add(scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
 					}
 				}
+			}
+		}
+	}
+	// A timed behaviour's candidate lengths come from the outcomes, which
+	// the new observations may have narrowed: try them at the best of each
+	// (variant, count) still in the running.
+	timedBest := map[lkey]scored{}
+	for _, s := range all {
+		if !s.h.v.timed() || famMiss[s.h.v.fam] > global+refineBehind*g.slack {
+			continue
+		}
+		k := lkey{v: s.h.v, n: s.h.n}
+		if b, ok := timedBest[k]; !ok || s.miss < b.miss {
+			timedBest[k] = s
+		}
+	}
+	for _, b := range timedBest {
+		for _, p := range timedCandidates(o, b.h.v.beh, f.perClient) {
+			h := b.h
+			h.p = p
+			if seen[h] {
+				continue
+			}
+			seen[h] = true
+			r := replayObs(h, o, f.perClient, famMiss[h.v.fam]+g.slack)
+			if !r.pruned {
+				add(scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
 			}
 		}
 	}
@@ -244,20 +272,29 @@ const (
 )
 
 // winner returns the best hypothesis: fewest misses, ties broken by the
-// order of allVariants.
+// order of allVariants — except that a behaviour beyond the plain models
+// must earn its place: the best plain hypothesis wins unless the best with
+// a behaviour misses more than slack fewer outcomes (what timing noise
+// explains is no evidence of a penalty or a quirk).
 func (f *fit) winner() (scored, bool) {
-	var w scored
-	found := false
+	var plain, beh scored
+	hasPlain, hasBeh := false, false
 	for _, v := range allVariants {
 		b, ok := f.best[v]
 		if !ok {
 			continue
 		}
-		if !found || b.miss < w.miss {
-			w, found = b, true
+		switch {
+		case v.beh == "" && (!hasPlain || b.miss < plain.miss):
+			plain, hasPlain = b, true
+		case v.beh != "" && (!hasBeh || b.miss < beh.miss):
+			beh, hasBeh = b, true
 		}
 	}
-	return w, found
+	if hasBeh && (!hasPlain || beh.miss+f.slack < plain.miss) {
+		return beh, true
+	}
+	return plain, hasPlain
 }
 
 // winnerFor is winner with an advertisement as evidence: among the
@@ -276,17 +313,44 @@ func (f *fit) winnerFor(a advert) (scored, bool) {
 	return w, ok
 }
 
-// plausible returns the hypotheses within slack outcomes of the best of all.
+// plausible returns the hypotheses within slack outcomes of the winner.
+// While a plain model wins, a hypothesis with a behaviour is plausible
+// only when it misses fewer outcomes than the winner: a behaviour must
+// earn its place, as it must in winner. Behaviours nest or mimic their
+// plain models (a block of no length, an idle time never reached, a
+// bucket that hardly refills and blocks for a window's length), so one
+// that merely ties explains nothing the plain model does not; whether the
+// answer is settled, and how long the budget is, are judged on the plain
+// models alone. The design still weighs the tying behaviours
+// (candidates), so that where an experiment can split them cheaply it
+// does.
 func (f *fit) plausible(slack int) []scored {
+	return f.within(slack, true)
+}
+
+// candidates returns the hypotheses within slack outcomes of the winner,
+// behaviours that tie with a plain winner included: what the design
+// weighs.
+func (f *fit) candidates(slack int) []scored {
+	return f.within(slack, false)
+}
+
+// within returns the hypotheses within slack outcomes of the winner; with
+// gated, behaviours only where they earned their place (see plausible).
+func (f *fit) within(slack int, gated bool) []scored {
 	w, ok := f.winner()
 	if !ok {
 		return nil
 	}
 	var p []scored
 	for _, s := range f.pool {
-		if s.miss <= w.miss+slack {
-			p = append(p, s)
+		if s.miss > w.miss+slack {
+			continue
 		}
+		if gated && w.h.v.beh == "" && s.h.v.beh != "" && s.miss >= w.miss {
+			continue
+		}
+		p = append(p, s)
 	}
 	return p
 }

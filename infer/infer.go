@@ -306,6 +306,14 @@ type Params struct {
 	Capacity  *Param `json:"capacity"`   // requests admitted at once from idle (buckets)
 	Undelayed *Param `json:"undelayed"`  // leaky-bucket-queue: served at once from idle (nginx delay + 1)
 	Queue     *Param `json:"queue"`      // leaky-bucket-queue: further requests held rather than rejected
+	IdleS     *Param `json:"idle_s"`     // idle-eviction: seconds without a request after which a key starts afresh
+}
+
+// PenaltyFit is an inferred penalty: its kind and, for block, the block's
+// length in seconds (nil for extend and restart, which have none).
+type PenaltyFit struct {
+	Kind      limiter.PenaltyKind `json:"kind"`
+	DurationS *Param              `json:"duration_s"`
 }
 
 // RetryAfter says whether rejections carry Retry-After, and whether it is
@@ -375,6 +383,13 @@ type Inference struct {
 	// quota (a client sending above the limit is locked out); nil where it
 	// makes no observable difference (fixed-window) or was not determined.
 	CountsRejected *bool `json:"counts_rejected"`
+	// Penalty is what a refusal does to the key beyond counting (block,
+	// extend, restart; see limiter.PenaltyKind), nil when the answer has
+	// none. Params keep the limit and window without the penalty folded in.
+	Penalty *PenaltyFit `json:"penalty"`
+	// Quirks lists how the bucket departs from the plain token bucket:
+	// idle-eviction (Params.IdleS), whole-token-refill. Empty when none.
+	Quirks []Behaviour `json:"quirks"`
 	// Key is global, the identity the clients varied (ip, header:NAME), or
 	// unknown when it was not tested.
 	Key string `json:"key"`

@@ -11,17 +11,26 @@ import (
 )
 
 // variant is one candidate model shape: a family with the switches that
-// change its decisions (alignment, counting rejected requests).
+// change its decisions (alignment, counting rejected requests) and the
+// behaviour beyond the family's plain model, if any: a penalty (block,
+// extend, restart) or a bucket quirk (idle eviction, whole-token refill).
 type variant struct {
 	fam   Family
 	alg   limiter.Algorithm
 	align limiter.Align
 	cr    bool
+	// beh is the behaviour beyond the plain model ("" for none).
+	beh Behaviour
 }
 
 // windowed reports whether the variant takes (limit, window) rather than
 // (capacity, rate).
 func (v variant) windowed() bool { return v.fam != TokenBucket && v.fam != LeakyBucketQueue }
+
+// timed reports whether the variant's behaviour has a duration of its own
+// (hyp.p): a block's length, or the idle time after which a key is
+// forgotten.
+func (v variant) timed() bool { return v.beh == BehaviourBlock || v.beh == BehaviourIdle }
 
 func (v variant) String() string {
 	s := string(v.fam)
@@ -31,12 +40,15 @@ func (v variant) String() string {
 	if v.cr {
 		s += "/count-rejected"
 	}
+	if v.beh != "" {
+		s += "/" + string(v.beh)
+	}
 	return s
 }
 
-// allVariants are the candidate shapes, in the order ties are broken: the
-// first of equally good variants wins.
-var allVariants = []variant{
+// plainVariants are the candidate shapes of the families' plain models,
+// in the order ties are broken: the first of equally good variants wins.
+var plainVariants = []variant{
 	{fam: TokenBucket, alg: limiter.TokenBucket},
 	{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignFirstRequest},
 	{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignEpoch},
@@ -49,12 +61,63 @@ var allVariants = []variant{
 	{fam: LeakyBucketQueue, alg: limiter.LeakyBucket},
 }
 
+// behaviourVariants are the shapes with a behaviour beyond the plain
+// model. They come after every plain variant, so that a plain model that
+// reproduces the outcomes as well wins: a behaviour is named only when the
+// evidence needs it. Penalties apply to the window families (their plain,
+// not-counting-rejected shapes: a penalty already acts on refusals), block
+// also to the token bucket (which stands for gcra); the quirks to the
+// token bucket. Penalties are modelled on windows started by the first
+// request only: epoch-aligned windows are fitted at every length of their
+// grid, which, times every penalty (and every block length), costs more
+// than the search can afford — an epoch-aligned window with a penalty is
+// outside the vocabulary (a known gap). Extend re-anchors the window at every request, so it has
+// no aligned shape, and a sliding log under it decides as a fixed window
+// (every logged time moves to the latest request): fixed-window stands for
+// both.
+var behaviourVariants = func() []variant {
+	fw := variant{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignFirstRequest}
+	sl := variant{fam: SlidingLog, alg: limiter.SlidingLog}
+	swc := variant{fam: SlidingWindowCounter, alg: limiter.SlidingWindowCounter, align: limiter.AlignFirstRequest}
+	tb := variant{fam: TokenBucket, alg: limiter.TokenBucket}
+	with := func(b Behaviour, vs ...variant) []variant {
+		for i := range vs {
+			vs[i].beh = b
+		}
+		return vs
+	}
+	var vs []variant
+	vs = append(vs, with(BehaviourExtend, fw, swc)...)
+	vs = append(vs, with(BehaviourRestart, fw, sl, swc)...)
+	vs = append(vs, with(BehaviourBlock, tb, fw, sl, swc)...)
+	vs = append(vs, with(BehaviourIdle, tb)...)
+	vs = append(vs, with(BehaviourWholeToken, tb)...)
+	return vs
+}()
+
+// allVariants are every candidate shape, plain ones first (see
+// behaviourVariants), in the order ties are broken.
+var allVariants = append(slices.Clone(plainVariants), behaviourVariants...)
+
 // hyp is one fully specified candidate model.
 type hyp struct {
 	v variant
 	n int64   // limit (windows) or capacity (buckets)
 	x float64 // window in seconds (windows) or rate per second (buckets)
 	d int64   // leaky-bucket-queue: nginx delay= (undelayed − 1)
+	p float64 // timed behaviours: the block's or the idle time's length, seconds
+}
+
+// degenerate reports whether h is a bucket with a timed behaviour (a
+// block, an idle time) within which it refills less than one token: its
+// refill never shows, so it decides as a window model does — a bucket
+// that is forgotten after an idle time D is then a window that every
+// request extends (the extend penalty), one that blocks for D a fixed
+// window started by the first request with a block. Such a hypothesis is
+// never a candidate: it would name a bucket for a window limiter on
+// evidence that cannot tell them apart.
+func (h hyp) degenerate() bool {
+	return !h.v.windowed() && h.v.timed() && h.x*h.p < 1
 }
 
 // config returns the limiter configuration that models h.
@@ -63,12 +126,25 @@ func (h hyp) config() limiter.Config {
 	if h.v.windowed() {
 		c.Limit = h.n
 		c.Window = max(time.Duration(math.Round(h.x*1e6))*time.Microsecond, time.Microsecond)
-		return c
+	} else {
+		c.Capacity = h.n
+		c.Rate = h.x
+		if h.v.fam == LeakyBucketQueue {
+			c.Delay = min(h.d, h.n-1)
+		}
 	}
-	c.Capacity = h.n
-	c.Rate = h.x
-	if h.v.fam == LeakyBucketQueue {
-		c.Delay = min(h.d, h.n-1)
+	p := max(units.Seconds(h.p).Round(time.Microsecond), time.Microsecond)
+	switch h.v.beh {
+	case BehaviourBlock:
+		c.Penalty = limiter.Penalty{Kind: limiter.PenaltyBlock, Duration: p}
+	case BehaviourExtend:
+		c.Penalty = limiter.Penalty{Kind: limiter.PenaltyExtend}
+	case BehaviourRestart:
+		c.Penalty = limiter.Penalty{Kind: limiter.PenaltyRestart}
+	case BehaviourIdle:
+		c.ForgetIdle = p
+	case BehaviourWholeToken:
+		c.Refill = limiter.RefillWhole
 	}
 	return c
 }
@@ -83,13 +159,22 @@ func (h hyp) scale() time.Duration {
 }
 
 func (h hyp) String() string {
-	if h.v.windowed() {
-		return fmt.Sprintf("%v limit=%d window=%s", h.v, h.n, units.HumanDuration(units.Seconds(h.x)))
+	var s string
+	switch {
+	case h.v.windowed():
+		s = fmt.Sprintf("%v limit=%d window=%s", h.v, h.n, units.HumanDuration(units.Seconds(h.x)))
+	case h.v.fam == LeakyBucketQueue:
+		s = fmt.Sprintf("%v rate=%s capacity=%d undelayed=%d", h.v, units.HumanRate(h.x), h.n, h.d+1)
+	default:
+		s = fmt.Sprintf("%v rate=%s capacity=%d", h.v, units.HumanRate(h.x), h.n)
 	}
-	if h.v.fam == LeakyBucketQueue {
-		return fmt.Sprintf("%v rate=%s capacity=%d undelayed=%d", h.v, units.HumanRate(h.x), h.n, h.d+1)
+	switch h.v.beh {
+	case BehaviourBlock:
+		s += " block=" + units.HumanDuration(units.Seconds(h.p))
+	case BehaviourIdle:
+		s += " idle=" + units.HumanDuration(units.Seconds(h.p))
 	}
-	return fmt.Sprintf("%v rate=%s capacity=%d", h.v, units.HumanRate(h.x), h.n)
+	return s
 }
 
 // Timing tolerance of a replay: a lone request is allowed to have arrived
@@ -193,6 +278,9 @@ func replayFrom(h hyp, o *observations, perClient bool, bound, from int, r repla
 }
 
 func replayWith(h hyp, o *observations, perClient bool, bound, from int, r replay, tolDiv float64) replay {
+	if h.degenerate() {
+		return replay{miss: math.MaxInt, pruned: true, reached: -1}
+	}
 	c := h.config()
 	tol := max(time.Duration(float64(h.scale())/tolDiv), minTimeTol)
 	horizon := h.scale()

@@ -64,6 +64,9 @@ type observations struct {
 	// pace, when set, is the spacing of a paced session's bursts: runs of
 	// clusters closer than 1.5 times it count as one burst (see runs).
 	pace time.Duration
+	// without are the behaviours left out of the candidates (the
+	// leave-one-out option, Options.Without).
+	without []Behaviour
 }
 
 // runs returns the index ranges of the bursts: the clusters, or with pace

@@ -84,6 +84,9 @@ type prober struct {
 	// passedHow says how, for the document.
 	passed    map[validationKind]bool
 	passedHow []string
+	// excused says why a validation kind did not run for the validated
+	// answer (see validatedEnough).
+	excused map[validationKind]string
 }
 
 // Infer identifies the algorithm behind the target by experiments run
@@ -139,6 +142,7 @@ func Infer(ctx context.Context, eng Engine, opts Options) (*Inference, error) {
 // is kept. Times count from origin.
 func InferRecords(results []record.Result, origin time.Time, opts Options) (*Inference, error) {
 	o := observe(results, origin, opts.RejectStatus)
+	o.without = opts.Without
 	if len(o.list) == 0 {
 		return nil, fmt.Errorf("infer: no accepted or rejected response among %d results", len(results))
 	}
@@ -259,6 +263,7 @@ func (s *prober) counts(res []record.Result) (acc, rej int) {
 func (s *prober) observe() *observations {
 	o := observe(s.fitted(), s.opts.Origin, s.opts.RejectStatus)
 	o.pace = s.pace
+	o.without = s.opts.Without
 	return o
 }
 
@@ -291,7 +296,7 @@ func (s *prober) conclude(f *fit) *Inference {
 	}
 	inf := conclude(s.fitted(), s.opts.Origin, o, f, key, s.opts)
 	s.over.report(inf)
-	if w, ok := s.answer(); ok && inf.Fit == FitApproximate && s.validated != nil && *s.validated == w.h.v && w.miss <= s.f.slack && s.validation != "" {
+	if w, ok := s.answer(); ok && inf.Fit == FitApproximate && s.validated != nil && *s.validated == w.h.v && w.miss <= s.f.slack && s.validation != "" && s.f.decisive(w) {
 		inf.Fit, inf.Validation = FitExact, s.validation
 	}
 	return inf

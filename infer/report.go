@@ -26,6 +26,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 		Headers:      dialects(results, origin, opts.RejectStatus),
 		Alternatives: []Alternative{},
 		Misses:       []Miss{},
+		Quirks:       []Behaviour{},
 		Complete:     true,
 	}
 	if o.rejectStatus != 0 {
@@ -153,6 +154,7 @@ func fillParams(inf *Inference, f *fit, w scored, a advert, slack time.Duration)
 		inf.Params.Undelayed = &Param{Value: d.value + 1, Low: d.lo + 1, High: d.hi + 1}
 		inf.Params.Queue = &Param{Value: n.value - d.value - 1, Low: math.Max(n.lo-d.hi-1, 0), High: n.hi - d.lo - 1}
 	}
+	fillBehaviour(inf, f, w, n.value)
 	aligns, crs := map[limiter.Align]bool{}, map[bool]bool{}
 	for _, s := range f.pool {
 		if s.h.v.fam == w.h.v.fam && s.miss == w.miss {

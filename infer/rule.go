@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/units"
@@ -21,7 +22,8 @@ var ErrNoRule = errors.New("the inference describes no rule")
 // first-request, also for an unknown alignment: the weaker promise),
 // sliding-log and sliding-window-counter a Sliding one (N in any W, the
 // promise a sliding-window counter approximates); buckets (token-bucket,
-// leaky-bucket-queue) Capacity and Rate. The key is the inferred one
+// leaky-bucket-queue) Capacity and Rate; an inferred penalty becomes the
+// rule's Penalty (a block's length to the millisecond). The key is the inferred one
 // (global when unknown), the reject status the one seen.
 //
 // The note is empty for an exact fit; for an approximate one it says that
@@ -62,6 +64,15 @@ func (inf *Inference) Rule() (rule verify.Endpoint, note string, err error) {
 		rule.Capacity, rule.Rate = int64(math.Round(p.Capacity.Value)), p.RatePerS.Value
 	default:
 		return verify.Endpoint{}, "", fmt.Errorf("infer: %w: unknown family %q", ErrNoRule, inf.Algorithm)
+	}
+	if pen := inf.Penalty; pen != nil {
+		rule.Penalty = limiter.Penalty{Kind: pen.Kind}
+		if pen.Kind == limiter.PenaltyBlock {
+			if pen.DurationS == nil {
+				return verify.Endpoint{}, "", fmt.Errorf("infer: %w: a block without its length", ErrNoRule)
+			}
+			rule.Penalty.Duration = max(units.Seconds(pen.DurationS.Value).Round(time.Millisecond), time.Millisecond)
+		}
 	}
 	if inf.Fit == FitApproximate {
 		note = fmt.Sprintf("the rule of the closest family, %s, not validated by an experiment it was not fitted on (fit approximate)", inf.Algorithm)

@@ -37,6 +37,8 @@ func TestRuleRoundTrip(t *testing.T) {
 			limiter.Config{Algorithm: limiter.TokenBucket, Rate: 5, Capacity: 4}},
 		{"leaky-bucket queue", limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 5, Capacity: 6},
 			limiter.Config{Algorithm: limiter.TokenBucket, Rate: 5, Capacity: 6}},
+		{"sliding-window-counter restart", limiter.Config{Algorithm: limiter.SlidingWindowCounter, Limit: 5, Window: time.Second, Align: limiter.AlignFirstRequest, Penalty: limiter.Penalty{Kind: limiter.PenaltyRestart}},
+			limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: time.Second, Penalty: limiter.Penalty{Kind: limiter.PenaltyRestart}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o := time.Date(2030, 1, 1, 0, 0, 0, 300e6, time.UTC)
@@ -53,7 +55,7 @@ func TestRuleRoundTrip(t *testing.T) {
 				t.Errorf("fit %s, note %q: want a note exactly when the fit is not exact", inf.Fit, note)
 			}
 			got := rule.Model()
-			if got.Algorithm != tt.want.Algorithm || got.Align != tt.want.Align || got.Limit != tt.want.Limit || got.Capacity != tt.want.Capacity {
+			if got.Algorithm != tt.want.Algorithm || got.Align != tt.want.Align || got.Limit != tt.want.Limit || got.Capacity != tt.want.Capacity || got.Penalty != tt.want.Penalty {
 				t.Fatalf("round trip %+v → %s → %v → %+v, want %+v", tt.cfg, inf.Algorithm, rule.String(), got, tt.want)
 			}
 			if w := tt.want.Window; w > 0 && math.Abs(float64(got.Window-w)) > 0.05*float64(w) {

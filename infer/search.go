@@ -85,11 +85,12 @@ type searcher struct {
 	seen        map[hyp]int
 }
 
-// line is the hypotheses of one (variant, count, delay) along the
+// line is the hypotheses of one (variant, count, delay, length) along the
 // continuous parameter, with their misses.
 type line struct {
 	v    variant
 	n, d int64
+	p    float64 // timed behaviours: the behaviour's length, seconds
 	xs   []float64
 	miss []int
 }
@@ -110,6 +111,9 @@ func (sr *searcher) boundOf(famMiss map[Family]int, global int, fam Family) int 
 
 // pruned keeps, per family, the stopped replay that got furthest.
 func (sr *searcher) pruned(h hyp, r replay) {
+	if r.reached < 0 {
+		return // never replayed: not a candidate (see hyp.degenerate)
+	}
 	if fr, ok := sr.furthest[h.v.fam]; !ok || r.reached > fr.reached || (r.reached == fr.reached && r.miss < fr.miss) {
 		sr.furthest[h.v.fam], sr.furthestHyp[h.v.fam] = r, h
 	}
@@ -179,22 +183,28 @@ func (sr *searcher) grid() []line {
 		if v.fam == LeakyBucketQueue {
 			delays = ax.delays
 		}
+		ps := []float64{0}
+		if v.timed() {
+			ps = timedCandidates(sr.o, v.beh, sr.sp.perClient)
+		}
 		for _, n := range ax.counts {
 			for _, d := range delays {
 				if v.fam == LeakyBucketQueue && d >= n {
 					continue
 				}
-				l := line{v: v, n: n, d: d, xs: xs, miss: make([]int, len(xs))}
-				for i, x := range xs {
-					h := hyp{v: v, n: n, x: x, d: d}
-					if epoch || ax.xs != nil {
-						l.miss[i] = sr.eval(h)
-					} else {
-						l.miss[i] = sr.coarse(h)
+				for _, p := range ps {
+					l := line{v: v, n: n, d: d, p: p, xs: xs, miss: make([]int, len(xs))}
+					for i, x := range xs {
+						h := hyp{v: v, n: n, x: x, d: d, p: p}
+						if epoch || ax.xs != nil {
+							l.miss[i] = sr.eval(h)
+						} else {
+							l.miss[i] = sr.coarse(h)
+						}
 					}
-				}
-				if !epoch && ax.xs == nil {
-					lines = append(lines, l)
+					if !epoch && ax.xs == nil {
+						lines = append(lines, l)
+					}
 				}
 			}
 		}
@@ -211,7 +221,7 @@ func (sr *searcher) fine(lines []line) []line {
 		if lbest == math.MaxInt || lbest > sr.coarseGlobal+3*sr.f.slack+2 {
 			continue
 		}
-		fl := line{v: l.v, n: l.n, d: l.d}
+		fl := line{v: l.v, n: l.n, d: l.d, p: l.p}
 		var near []int
 		for i := range l.xs {
 			if l.miss[i] == lbest {
@@ -230,7 +240,7 @@ func (sr *searcher) fine(lines []line) []line {
 			b := l.xs[min(i+1, len(l.xs)-1)]
 			for x := a; x <= b*(1+1e-12); x *= fineRatio {
 				fl.xs = append(fl.xs, x)
-				fl.miss = append(fl.miss, sr.eval(hyp{v: l.v, n: l.n, x: x, d: l.d}))
+				fl.miss = append(fl.miss, sr.eval(hyp{v: l.v, n: l.n, x: x, d: l.d, p: l.p}))
 			}
 		}
 		fineLines = append(fineLines, fl)
@@ -269,7 +279,7 @@ func (sr *searcher) finer(fineLines []line) {
 					if _, done := pts[x]; done || math.Abs(x/c-1) < 1e-12 {
 						continue
 					}
-					pts[x] = sr.eval(hyp{v: l.v, n: l.n, x: x, d: l.d})
+					pts[x] = sr.eval(hyp{v: l.v, n: l.n, x: x, d: l.d, p: l.p})
 				}
 			}
 		}

@@ -60,6 +60,10 @@ func (f *fit) narrowed() space {
 	return sp
 }
 
+// blockWiden is how much further a block variant's first space reaches
+// towards short windows and fast rates than the recovery time suggests.
+const blockWiden = 20
+
 // narrowMargin widens a narrowed space beyond the pool's range by two
 // coarse steps, so that a best value at its edge can still move.
 const narrowMargin = coarseRatio * coarseRatio
@@ -90,6 +94,16 @@ func newSpace(o *observations, wmin, wmax, rmin, rmax float64, perClient bool) s
 		if !v.windowed() {
 			ax.lo, ax.hi = rmin, rmax
 		}
+		if v.beh == BehaviourBlock {
+			// A block hides the algorithm's own time scale: recovery took
+			// as long as the block, which bounds the window (or the time
+			// the bucket takes to fill) from above, not from below.
+			if v.windowed() {
+				ax.lo = max(ax.lo/blockWiden, minScaleS)
+			} else {
+				ax.hi = min(ax.hi*blockWiden, maxRateS)
+			}
+		}
 		sp.axes = append(sp.axes, ax)
 	}
 	return sp
@@ -105,11 +119,13 @@ func defaultSpace(o *observations, maxWindow time.Duration, perClient bool) spac
 }
 
 // variantsFor returns the variants worth fitting: the leaky-bucket-queue only
-// when accepted requests were held (queueing).
+// when accepted requests were held (queueing), and no behaviour of
+// o.without, nor any behaviour when queueing (a queue's penalties are not
+// in the vocabulary).
 func variantsFor(o *observations) []variant {
 	var vs []variant
 	for _, v := range allVariants {
-		if v.fam == LeakyBucketQueue && !o.queueing {
+		if v.fam == LeakyBucketQueue && !o.queueing || v.beh != "" && (o.queueing || slices.Contains(o.without, v.beh)) {
 			continue
 		}
 		vs = append(vs, v)

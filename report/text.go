@@ -255,6 +255,14 @@ func writeParams(b *strings.Builder, inf *infer.Inference) {
 		fmt.Fprintf(b, "  (nginx delay=%s)\n", units.HumanNumber(u.Value-1))
 	}
 	param("queued", inf.Params.Queue, "")
+	param("forgets an idle key after", inf.Params.IdleS, " s")
+	if pen := inf.Penalty; pen != nil {
+		fmt.Fprintf(b, "penalty: %s\n", pen.Kind)
+		param("  block", pen.DurationS, " s")
+	}
+	for _, q := range inf.Quirks {
+		fmt.Fprintf(b, "quirk: %s\n", q)
+	}
 	if inf.MaxRatePerS != nil {
 		fmt.Fprintf(b, "no limiting observed: up to %s accepted requests per second\n", units.HumanNumber(*inf.MaxRatePerS))
 	}

@@ -194,6 +194,18 @@ func estimateRows(inf *infer.Inference) [][3]string {
 	add("capacity", p.Capacity)
 	add("undelayed", p.Undelayed)
 	add("queue", p.Queue)
+	add("idle_s", p.IdleS)
+	if pen := inf.Penalty; pen != nil {
+		rows = append(rows, [3]string{"penalty", string(pen.Kind), ""})
+		add("penalty duration_s", pen.DurationS)
+	}
+	if len(inf.Quirks) > 0 {
+		qs := make([]string, len(inf.Quirks))
+		for i, q := range inf.Quirks {
+			qs[i] = string(q)
+		}
+		rows = append(rows, [3]string{"quirks", strings.Join(qs, ", "), ""})
+	}
 	if inf.MaxRatePerS != nil {
 		rows = append(rows, [3]string{"max_rate_per_s", units.HumanNumber(*inf.MaxRatePerS), ""})
 	}

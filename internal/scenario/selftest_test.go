@@ -84,8 +84,9 @@ func TestSelftestCasesCoverTruthTable(t *testing.T) {
 	if !keys[infer.KeyGlobal] || !keys[testserver.KeyIP] || !keys[testserver.KeyHeaderPrefix+SelftestClientHeader] {
 		t.Errorf("keys %v: want global, ip and per header", keys)
 	}
-	if quick < 3 || quick > 6 {
-		t.Errorf("%d quick cases, want a handful", quick)
+	// A handful of families, and one leave-one-out row a penalty.
+	if quick < 3+len(limiter.PenaltyKinds) || quick > 6+len(limiter.PenaltyKinds) {
+		t.Errorf("%d quick cases, want a handful and one a penalty", quick)
 	}
 }
 

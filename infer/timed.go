@@ -1,0 +1,206 @@
+package infer
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rlprobe/rlprobe/limiter"
+)
+
+// Candidates of a timed behaviour's length (hyp.p), from the observations
+// alone: what the outcomes allow, never a grid over all lengths.
+const (
+	// maxTimedCandidates bounds the lengths tried per (variant, count,
+	// continuous parameter): each multiplies the search.
+	maxTimedCandidates = 7
+	// minTimed is the shortest length worth a candidate: below it, a block
+	// or an idle time is lost in the timing of one request.
+	minTimed = 10 * time.Millisecond
+	// timedMerge: gaps closer than this ratio are one candidate boundary.
+	timedMerge = 1.1
+)
+
+// timedCandidates returns the lengths, in seconds, worth trying for the
+// duration of behaviour beh (block or idle eviction), derived from o.
+func timedCandidates(o *observations, beh Behaviour, perClient bool) []float64 {
+	switch beh {
+	case BehaviourBlock:
+		lo, hi := blockBounds(o, perClient)
+		return blockCandidates(lo, hi)
+	case BehaviourIdle:
+		return idleCandidates(idleGaps(o, perClient))
+	}
+	return nil
+}
+
+// blockBounds returns what the outcomes say of a block's length, were the
+// limiter one that blocks a key from its first refusal: every run of
+// refusals of a key lasts less than the block (lo, the longest run), and
+// the first acceptance after a run comes after the block's end (hi, the
+// shortest time from a run's first refusal to the acceptance that ends it;
+// +Inf when no run ended). An acceptance within the timing uncertainty of
+// the run's start does not end it (the two are of unknown order).
+func blockBounds(o *observations, perClient bool) (lo, hi time.Duration) {
+	type run struct {
+		start, last time.Time
+		open        bool
+	}
+	runs := map[string]*run{}
+	hi = time.Duration(math.MaxInt64)
+	for _, ob := range o.list {
+		k := fitKey(ob.client, perClient)
+		r := runs[k]
+		if !ob.accepted {
+			if r == nil || !r.open {
+				runs[k] = &run{start: ob.at, last: ob.at, open: true}
+			} else {
+				r.last = ob.at
+			}
+			continue
+		}
+		if r == nil || !r.open || ob.at.Sub(r.start) <= 2*clusterGap+ob.unc {
+			continue
+		}
+		lo = max(lo, r.last.Sub(r.start))
+		hi = min(hi, ob.at.Sub(r.start))
+		r.open = false
+	}
+	for _, r := range runs {
+		if r.open {
+			lo = max(lo, r.last.Sub(r.start))
+		}
+	}
+	return lo, hi
+}
+
+// blockCandidates spreads candidates over (lo, hi]: evenly when the block
+// ended within the observations, else geometrically beyond lo. Outcomes
+// that contradict every block (hi ≤ lo) still get candidates around hi, so
+// that the block models are fitted and lose on their misses.
+func blockCandidates(lo, hi time.Duration) []float64 {
+	lo = max(lo, minTimed)
+	var out []float64
+	switch {
+	case hi == time.Duration(math.MaxInt64):
+		for _, f := range []float64{1.05, 1.5, 2.5, 4, 8} {
+			out = append(out, lo.Seconds()*f)
+		}
+	case hi <= lo:
+		out = append(out, max(hi, minTimed).Seconds(), lo.Seconds())
+	default:
+		steps := maxTimedCandidates - 1
+		for i := range maxTimedCandidates {
+			// From just above lo to hi: the block is longer than the longest
+			// run and at most the shortest time to an acceptance.
+			f := (float64(i) + 0.5) / float64(steps)
+			if i == steps {
+				f = 1
+			}
+			out = append(out, lo.Seconds()+f*(hi-lo).Seconds())
+		}
+	}
+	return out
+}
+
+// idleGaps returns the distinct pauses between consecutive requests of a
+// key (at least minTimed), sorted.
+func idleGaps(o *observations, perClient bool) []time.Duration {
+	last := map[string]time.Time{}
+	var gaps []time.Duration
+	for _, ob := range o.list {
+		k := fitKey(ob.client, perClient)
+		if t, ok := last[k]; ok {
+			if g := ob.at.Sub(t); g >= minTimed {
+				gaps = append(gaps, g)
+			}
+		}
+		last[k] = ob.at
+	}
+	slices.Sort(gaps)
+	return slices.Compact(gaps)
+}
+
+// idleCandidates returns idle times between consecutive pauses (merged
+// when within timedMerge of each other): a key forgotten after D replays
+// alike for every D between two pauses, so points inside each interval
+// stand for it — a quarter, half and three quarters of the way, so that an
+// experiment pausing between them splits the interval again. Beyond
+// maxTimedCandidates, those of the longest pauses are kept (a short idle
+// time forgets a key within its own bursts, which the plain fit shows).
+func idleCandidates(gaps []time.Duration) []float64 {
+	var bounds []time.Duration
+	for _, g := range gaps {
+		if n := len(bounds); n > 0 && float64(g) < timedMerge*float64(bounds[n-1]) {
+			bounds[n-1] = g
+			continue
+		}
+		bounds = append(bounds, g)
+	}
+	var out []float64
+	for i := 1; i < len(bounds); i++ {
+		a, b := bounds[i-1].Seconds(), bounds[i].Seconds()
+		for _, f := range []float64{0.25, 0.5, 0.75} {
+			out = append(out, a+f*(b-a))
+		}
+	}
+	if len(out) > maxTimedCandidates {
+		out = out[len(out)-maxTimedCandidates:]
+	}
+	return out
+}
+
+// fillBehaviour reports the winner's behaviour beyond its family's plain
+// model: the penalty, or the bucket's quirk, with a timed behaviour's
+// length and the range over which it reproduces the outcomes as well (the
+// tied hypotheses of the winner's variant and count n), widened by what
+// the run's timing cannot resolve.
+func fillBehaviour(inf *Inference, f *fit, w scored, n float64) {
+	var length *Param
+	if w.h.v.timed() {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, s := range f.pool {
+			if s.h.v == w.h.v && s.miss == w.miss && float64(s.h.n) == n {
+				lo, hi = math.Min(lo, s.h.p), math.Max(hi, s.h.p)
+			}
+		}
+		if math.IsInf(lo, 0) {
+			lo, hi = w.h.p, w.h.p
+		}
+		length = roundParam(interval{lo: lo, hi: hi, value: (lo + hi) / 2})
+	}
+	switch w.h.v.beh {
+	case BehaviourBlock:
+		inf.Penalty = &PenaltyFit{Kind: limiter.PenaltyBlock, DurationS: length}
+	case BehaviourExtend:
+		inf.Penalty = &PenaltyFit{Kind: limiter.PenaltyExtend}
+	case BehaviourRestart:
+		inf.Penalty = &PenaltyFit{Kind: limiter.PenaltyRestart}
+	case BehaviourIdle:
+		inf.Quirks = append(inf.Quirks, BehaviourIdle)
+		inf.Params.IdleS = length
+	case BehaviourWholeToken:
+		inf.Quirks = append(inf.Quirks, BehaviourWholeToken)
+	}
+}
+
+// decisive reports whether the outcomes tell w's answer apart from every
+// other answer: always for a plain answer (its validation did), and for an
+// answer with a behaviour only when the best of every other family, and
+// of every other behaviour of its own family, misses more than slack
+// outcomes beyond it. A penalty or a quirk hides much of what tells the
+// families apart (a block ends every exhausting experiment alike; extend
+// and restart differ only where an admitted request falls late in a
+// window), so an answer that comes within the slack is as plausible, and
+// naming one of them would be a guess.
+func (f *fit) decisive(w scored) bool {
+	if w.h.v.beh == "" {
+		return true
+	}
+	for v, b := range f.best {
+		if (v.fam != w.h.v.fam || v.beh != w.h.v.beh) && b.miss <= w.miss+f.slack {
+			return false
+		}
+	}
+	return true
+}
