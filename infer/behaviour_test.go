@@ -135,11 +135,6 @@ func TestBehavioursAreNeverExactWithoutTheirModel(t *testing.T) {
 					t.Errorf("%s answered %s, exact; want fixed-window when exact", c.name, inf.Algorithm)
 				}
 			case !c.cfg.Penalty.IsZero():
-				if inf.Fit == FitExact && c.name == "sliding-window-counter-5-per-1s-restart" && os.Getenv("RLPROBE_KNOWN_GAPS") == "" {
-					// A known gap: without restart's model, extend's
-					// reproduces and survives every validation here.
-					t.Skipf("known gap: %s answered %s with penalty extend, exact (RLPROBE_KNOWN_GAPS=1 fails on it)", c.name, inf.Algorithm)
-				}
 				if inf.Fit == FitExact {
 					t.Errorf("%s answered %s, exact, without a model of its penalty", c.name, inf.Algorithm)
 				}
@@ -170,13 +165,14 @@ func runCell(name string) bool {
 	return os.Getenv("RLPROBE_SOAK") != "" || slices.Contains(ciCells, name)
 }
 
-// namedCells are the cells whose behaviour infer names today — the right
-// family and behaviour (a block's length within 5 %) — though not exact:
-// a block hides what tells the families' windows apart (every exhausting
-// experiment ends alike), and the evidence does not yet separate a
-// behaviour from its neighbours by more than the slack (see decisive). A
-// known gap: no cell of the grid is exact yet, and idle eviction and
-// restart on fixed windows are not named.
+// namedCells are the cells whose behaviour infer must name — the right
+// family and behaviour (a block's length within 5 %) — exact or not: a
+// block hides what tells the families' windows apart (every exhausting
+// experiment ends alike), so such answers are often approximate (see
+// decisive and validatedEnough). Of the whole grid (RLPROBE_SOAK=1) about
+// half the cells come out exact; two known misses remain there: a
+// counter that blocks named a sliding log, and a counter with extend at
+// 4 per 1.5 s whose window came out 5.2 % long.
 var namedCells = []string{
 	"fixed-window-5-per-1s-block:3s", "fixed-window-5-per-1s-extend",
 	"token-bucket-2-per-s-5-block:5s", "token-bucket-2-per-s-5-whole", "gcra-4-per-s-8-whole",
