@@ -166,6 +166,17 @@ func (f *fit) extend(o *observations) *fit {
 		}
 	}
 	seen := map[hyp]bool{}
+	// try replays a new hypothesis h once, bounded by its family's best.
+	try := func(h hyp) {
+		if seen[h] {
+			return
+		}
+		seen[h] = true
+		r := replayObs(h, o, f.perClient, famMiss[h.v.fam]+g.slack)
+		if !r.pruned {
+			add(scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+		}
+	}
 	// Continue the best first, so that the others can stop early once they
 	// fall behind their family's best.
 	pool := slices.Clone(f.pool)
@@ -207,15 +218,7 @@ func (f *fit) extend(o *observations) *fit {
 			for _, c := range centres {
 				step := math.Pow(ratio, 10)
 				for x := c / step; x < c*step; x *= ratio {
-					h := hyp{v: k.v, n: k.n, x: x, d: k.d, p: k.p}
-					if seen[h] {
-						continue
-					}
-					seen[h] = true
-					r := replayObs(h, o, f.perClient, famMiss[k.v.fam]+g.slack)
-					if !r.pruned {
-						add(scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
-					}
+					try(hyp{v: k.v, n: k.n, x: x, d: k.d, p: k.p})
 				}
 			}
 		}
@@ -237,14 +240,7 @@ func (f *fit) extend(o *observations) *fit {
 		for _, p := range timedCandidates(o, b.h.v.beh, f.perClient) {
 			h := b.h
 			h.p = p
-			if seen[h] {
-				continue
-			}
-			seen[h] = true
-			r := replayObs(h, o, f.perClient, famMiss[h.v.fam]+g.slack)
-			if !r.pruned {
-				add(scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
-			}
+			try(h)
 		}
 	}
 	g.finish(all, famMiss)
@@ -259,7 +255,10 @@ func lessHyp(a, b hyp) bool {
 	if a.d != b.d {
 		return a.d < b.d
 	}
-	return a.x < b.x
+	if a.x != b.x {
+		return a.x < b.x
+	}
+	return a.p < b.p
 }
 
 // maxUnitPoints bounds the epoch grid; replayBudget bounds the model
@@ -367,7 +366,10 @@ func sortPool(p []scored) {
 		if c := cmp.Compare(a.h.n, b.h.n); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.h.x, b.h.x)
+		if c := cmp.Compare(a.h.x, b.h.x); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.h.p, b.h.p)
 	})
 }
 
