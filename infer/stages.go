@@ -314,6 +314,19 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 	fits := func(e *experiment) bool {
 		return !e.end().After(s.deadline) && s.sent+len(e.at) <= s.opts.maxRequests()
 	}
+	if kind >= validateTrickle {
+		// The extra validations leave room for what follows them: an
+		// over-admitting target's concurrent burst, one time scale after
+		// the last request (see concurrentCheck).
+		var reserve time.Duration
+		reqs := 0
+		if s.over != nil {
+			reserve, reqs = w.h.scale()+2*s.opts.lead(), int(2*w.h.n+4)
+		}
+		fits = func(e *experiment) bool {
+			return !e.end().Add(reserve).After(s.deadline) && s.sent+len(e.at)+reqs <= s.opts.maxRequests()
+		}
+	}
 	if kind == validateSustained {
 		if slices.ContainsFunc(s.fitted(), func(r record.Result) bool { return r.Phase == "sustained" }) {
 			return nil, fittedOnSustained
