@@ -68,7 +68,7 @@ func (s *prober) design(ctx context.Context, f *fit) (*fit, error) {
 			// Nothing tells the plausible models apart (or nothing fits the
 			// budget): the latter is an incomplete inference.
 			if !s.anyFeasible(dz, s0, margin) {
-				s.stopped = true
+				s.stopped, s.designCut = true, true
 			}
 			return f, nil
 		}
@@ -79,7 +79,7 @@ func (s *prober) design(ctx context.Context, f *fit) (*fit, error) {
 		f = s.refit(f)
 	}
 	// The rounds ran out before the models were told apart.
-	s.stopped = true
+	s.stopped, s.designCut = true, true
 	return f, nil
 }
 

@@ -84,6 +84,9 @@ type prober struct {
 	// passedHow says how, for the document.
 	passed    map[validationKind]bool
 	passedHow []string
+	// designCut says the design stopped (stopped) because no informative
+	// experiment fitted the budget or its rounds ran out, not on an error.
+	designCut bool
 	// excused says why a validation kind did not run for the validated
 	// answer (see validatedEnough).
 	excused map[validationKind]string
@@ -298,6 +301,12 @@ func (s *prober) conclude(f *fit) *Inference {
 	s.over.report(inf)
 	if w, ok := s.answer(); ok && inf.Fit == FitApproximate && s.validated != nil && *s.validated == w.h.v && w.miss <= s.f.slack && s.validation != "" && s.f.decisive(w) {
 		inf.Fit, inf.Validation = FitExact, s.validation
+		if s.designCut {
+			// The design found nothing within the budget to split the
+			// plausible models, but the validations did: they were told
+			// apart after all.
+			s.stopped = false
+		}
 	}
 	return inf
 }
