@@ -301,12 +301,6 @@ func (s *prober) conclude(f *fit) *Inference {
 	s.over.report(inf)
 	if w, ok := s.answer(); ok && inf.Fit == FitApproximate && s.validated != nil && *s.validated == w.h.v && w.miss <= s.f.slack && s.validation != "" && s.f.decisive(w) {
 		inf.Fit, inf.Validation = FitExact, s.validation
-		if s.designCut {
-			// The design found nothing within the budget to split the
-			// plausible models, but the validations did: they were told
-			// apart after all.
-			s.stopped = false
-		}
 	}
 	return inf
 }

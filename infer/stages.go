@@ -215,6 +215,12 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 	s.validation = ""
 	if s.validatedEnough() {
 		s.validation = strings.Join(s.passedHow, " and ") + ": predicted and held"
+		if w, ok := s.answer(); ok && s.designCut && s.f.decisive(w) {
+			// The design found no experiment to split the plausible
+			// models, but the validations did: they were told apart after
+			// all. (A later stage cut by the budget still counts.)
+			s.stopped, s.designCut = false, false
+		}
 	}
 	return s.afterValidation(), nil
 }
