@@ -59,6 +59,10 @@ func (r *rule) windowMeaning(l headers.Limit) bool {
 // window's earliest end, the response's earliest decision + t − 1 s (t is
 // rounded up to whole seconds and counts from the response, which comes
 // after the decision). It never reads t as "the quota is back after t".
+// Under a declared penalty that starts the count afresh after a refusal
+// (a block shorter than the period), a request that may follow such a
+// refusal is not counted: the penalty's fresh start is a promise the
+// header could not foresee.
 func (r *rule) effectiveWindows(t *traffic, c *inconsistency) {
 	for _, o := range t.judged {
 		if o.cached || !o.class.Counts() {
@@ -75,7 +79,7 @@ func (r *rule) effectiveWindows(t *traffic, c *inconsistency) {
 					break
 				}
 				if x.class == record.ClassAccepted && x.check != CheckRace && x.check != CheckKeySpoof &&
-					surelyAfter(o, x) && x.iv.Hi < end {
+					surelyAfter(o, x) && x.iv.Hi < end && !r.freshBetween(t, o, x) {
 					within = append(within, x)
 				}
 			}

@@ -360,23 +360,41 @@ func (r *rule) extendLeft(t *traffic) func(*obs) int64 {
 	}
 }
 
-// retryMoved reports whether, under extend (any request) or restart (a
-// refusal), a request may have been decided between rejection x and its
-// retry q: it moved the window's end past the moment x advertised, so an
-// honest target refuses q.
+// retryMoved reports whether, under extend (any request), restart or
+// block (a refusal), a request may have been decided between response x
+// and the retry q: it moved the window's end, or started a block, past the
+// moment x advertised, so an honest target refuses q.
 func (r *rule) retryMoved(t *traffic, x, q *obs) bool {
 	kind := r.e.Penalty.Kind
-	if kind != limiter.PenaltyExtend && kind != limiter.PenaltyRestart {
+	if kind == "" {
 		return false
 	}
 	for _, o := range t.from(x.iv.Lo) {
 		if o.iv.Lo > q.iv.Hi {
 			break
 		}
-		if o == x || o == q || o.class == record.ClassNotSent || kind == limiter.PenaltyRestart && o.class != record.ClassRejected {
+		if o == x || o == q || o.class == record.ClassNotSent || kind != limiter.PenaltyExtend && o.class != record.ClassRejected {
 			continue
 		}
 		if possiblyAfter(x, o) && possiblyAfter(o, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// freshBetween reports whether, under a declared penalty that starts the
+// count afresh after a refusal (freshAfterRefusal), a refusal other than
+// a and b may have been decided between them.
+func (r *rule) freshBetween(t *traffic, a, b *obs) bool {
+	if !r.e.freshAfterRefusal() {
+		return false
+	}
+	for _, o := range t.from(a.iv.Lo) {
+		if o.iv.Lo > b.iv.Hi {
+			break
+		}
+		if o != a && o != b && o.class == record.ClassRejected && possiblyAfter(a, o) && possiblyAfter(o, b) {
 			return true
 		}
 	}

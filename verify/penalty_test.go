@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -312,5 +313,74 @@ func TestRetryMovedByPenalty(t *testing.T) {
 		if rep := analyze(t, withPenalty(fiveIn2s, p), Options{}, run()); len(certainIDs(rep)) > 0 {
 			t.Errorf("declared %s: certain %v:%s", p, certainIDs(rep), describeFindings(rep))
 		}
+	}
+}
+
+// TestHeadersUnderDeclaredPenalty: a rate-limit header tells the state
+// the limiter's count leaves, which a declared penalty may change after
+// it was sent: a refusal that starts a block keeps the key refused past
+// the advertised reset; a block shorter than the period admits a fresh
+// quota within an advertised effective window; a window extend re-anchors
+// carries a counter's count from up to two lengths back. An honest target
+// of the declared penalty draws no certain finding.
+func TestHeadersUnderDeclaredPenalty(t *testing.T) {
+	const policy = `RateLimit-Policy: "default";q=5;w=2`
+	rl := func(r int, t int) string { return fmt.Sprintf(`RateLimit: "default";r=%d;t=%d`, r, t) }
+	cases := []struct {
+		name string
+		e    Endpoint
+		run  func() *runBuilder
+	}{
+		{"a block outlasts the reset advertised before it",
+			Endpoint{Limit: 5, Window: 2 * time.Second, Headers: []string{"draft-7"}, Penalty: block(3 * time.Second)},
+			func() *runBuilder {
+				d7 := func(r, t int) string { return fmt.Sprintf("RateLimit: limit=5, remaining=%d, reset=%d", r, t) }
+				b := newRun("a", 0)
+				for i := range 5 {
+					b.add(float64(2*i), float64(2*i)+1, 200, d7(4-i, 2))
+				}
+				b.add(100, 101, 429, d7(0, 3), "Retry-After: 3") // the block runs to 3.1 s
+				b.add(2100, 2101, 429, d7(0, 1), "Retry-After: 1")
+				b.add(2200, 2201, 429, d7(0, 1), "Retry-After: 1")
+				return b
+			}},
+		{"a short block admits a fresh quota within an effective window",
+			Endpoint{Limit: 5, Window: 3 * time.Second, Headers: []string{"draft-11"}, Penalty: block(time.Second)},
+			func() *runBuilder {
+				b := newRun("a", 0)
+				for i := range 5 {
+					b.add(float64(2*i), float64(2*i)+1, 200, rl(4-i, 3), `RateLimit-Policy: "default";q=5;w=3`)
+				}
+				b.add(50, 51, 429, rl(0, 1), `RateLimit-Policy: "default";q=5;w=3`, "Retry-After: 1") // blocked to 1.05 s
+				for i := range 5 {
+					b.add(1100+float64(2*i), 1101+float64(2*i), 200, rl(4-i, 3), `RateLimit-Policy: "default";q=5;w=3`)
+				}
+				return b
+			}},
+		{"extend carries a counter's count across a pause of one window",
+			Endpoint{Limit: 5, Window: 2 * time.Second, WindowType: Fixed, Align: limiter.AlignFirstRequest,
+				Headers: []string{"draft-8"}, Penalty: extend},
+			func() *runBuilder {
+				b := newRun("a", 0)
+				for i := range 3 {
+					b.add(float64(2*i), float64(2*i)+1, 200, rl(4-i, 2), policy)
+				}
+				// The counter rolled at 2.004 s with 3 behind it: at 2.5 s
+				// it weighs ⌊3·0.752⌋ = 2 of them in.
+				b.add(2500, 2501, 200, rl(2, 2), policy)
+				return b
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if rep := analyze(t, tc.e, Options{}, tc.run()); len(certainIDs(rep)) > 0 {
+				t.Errorf("declared %s: certain %v:%s", tc.e.Penalty, certainIDs(rep), describeFindings(rep))
+			}
+			undeclared := tc.e
+			undeclared.Penalty = limiter.Penalty{}
+			if rep := analyze(t, undeclared, Options{}, tc.run()); len(certainIDs(rep)) == 0 {
+				t.Errorf("undeclared: no certain finding:%s", describeFindings(rep))
+			}
+		})
 	}
 }

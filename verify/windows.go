@@ -254,13 +254,19 @@ func (r *rule) cleanWindow(w Window, acc []*obs, spoofFrom int64) ([]*obs, bool)
 
 // carryOver reports whether a request of the group (any that may have
 // reached the server) may have arrived in the window's length before w
-// started: what a sliding-window counter weighs into w.
+// started: what a sliding-window counter weighs into w. Under a declared
+// extend or restart, which re-anchor a counter's window at a request, the
+// count a counter weighs in may date from two lengths before w.
 func (r *rule) carryOver(os []*obs, w Window) bool {
+	reach := w.Length
+	if k := r.e.Penalty.Kind; k == limiter.PenaltyExtend || k == limiter.PenaltyRestart {
+		reach = 2 * w.Length
+	}
 	for _, o := range os {
 		if o.class == record.ClassNotSent {
 			continue
 		}
-		if o.iv.Lo < w.StartHi && o.iv.Hi >= w.StartLo-w.Length && !w.certainly(o.iv) {
+		if o.iv.Lo < w.StartHi && o.iv.Hi >= w.StartLo-reach && !w.certainly(o.iv) {
 			return true
 		}
 	}

@@ -352,11 +352,7 @@ func (c *soundCase) server() (testserver.Policy, testserver.MemoryConfig) {
 	case "sliding-log":
 		lc.Limit, lc.Window = c.limit, c.window
 	case "sliding-window-counter":
-		// Epoch-aligned only: aligned to its first request, its windows
-		// follow one another from that request on, which no policy of the
-		// contract describes (fixed first-request windows restart at the
-		// first request after each window).
-		lc.Limit, lc.Window, lc.Align = c.limit, c.window, limiter.AlignEpoch
+		lc.Limit, lc.Window, lc.Align = c.limit, c.window, c.counterAlign()
 	case "token-bucket", "gcra", "leaky-bucket":
 		lc.Rate, lc.Capacity = c.rate, c.capacity
 	case "leaky-bucket-nodelay":
@@ -392,6 +388,21 @@ func (c *soundCase) server() (testserver.Policy, testserver.MemoryConfig) {
 	return p, mem
 }
 
+// counterAlign returns the alignment of c's sliding-window counter:
+// epoch, except under PenaltyExtend, which anchors every window at a
+// request. Aligned to its first request without extend, a counter's
+// windows follow one another from that request on, which no policy of the
+// contract describes (fixed first-request windows restart at the first
+// request after each window); under extend a window ends only after W
+// with no request, and the counter, weighing the window before, admits
+// no more than the fixed window of the same anchors.
+func (c *soundCase) counterAlign() limiter.Align {
+	if c.penalty.Kind == limiter.PenaltyExtend {
+		return limiter.AlignFirstRequest
+	}
+	return limiter.AlignEpoch
+}
+
 // policy returns the policy c's algorithm provably keeps, and the findings
 // that are true of an honest server of that algorithm.
 func (c *soundCase) policy() (verify.Endpoint, []string) {
@@ -417,7 +428,7 @@ func (c *soundCase) policy() (verify.Endpoint, []string) {
 	case "sliding-window-counter":
 		// It keeps N per epoch window, and honestly rejects early after a
 		// busy previous window: under-admission is true of it.
-		e.Limit, e.Window, e.WindowType, e.Align = c.limit, c.window, verify.Fixed, limiter.AlignEpoch
+		e.Limit, e.Window, e.WindowType, e.Align = c.limit, c.window, verify.Fixed, c.counterAlign()
 		allowed = append(allowed, verify.IDUnderAdmission)
 	default:
 		e.Rate, e.Capacity = c.rate, c.capacity

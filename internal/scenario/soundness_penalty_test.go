@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,12 @@ func decodePenaltyCase(seed uint64) (*soundCase, error) {
 	}
 	e, _ := c.policy()
 	c.penalty = pen.of(e.Period())
+	if c.penalty.Kind == limiter.PenaltyExtend {
+		// Extend re-anchors the window at every request: its windows
+		// start at a request, never at an epoch edge (limiter.Config
+		// refuses the pair), so the case is first-request aligned.
+		c.levels[fAlign] = slices.Index(soundFactors[fAlign].levels, string(limiter.AlignFirstRequest))
+	}
 	return c, nil
 }
 
@@ -120,18 +127,6 @@ func stepAppliesPenalties() bool {
 func TestSoundnessPenalty(t *testing.T) {
 	if !stepAppliesPenalties() {
 		t.Skip("limiter.Step does not apply penalties yet: the servers would not keep the penalty they declare")
-	}
-	if os.Getenv("RLPROBE_KNOWN_GAPS") == "" && *soundSeed == 0 {
-		// A known gap, not a flake: with the limiter applying penalties
-		// (merged at the end of round 3's first stop) this harness finds
-		// honest servers with a declared penalty that verify still judges
-		// with a certain finding (11 of 48 cases: window-limit-exceeded
-		// under restart on a sliding-window counter, ratelimit-header-
-		// inconsistent resets during a block), and configurations the
-		// reference server refuses (epoch alignment with extend). It runs
-		// with RLPROBE_KNOWN_GAPS=1 until verify and the case generator are
-		// fixed: the next round's first task.
-		t.Skip("known gap: honest penalty servers still draw certain findings; RLPROBE_KNOWN_GAPS=1 runs it")
 	}
 	if *soundSeed != 0 {
 		c, err := decodePenaltyCase(*soundSeed)
