@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -104,6 +105,10 @@ func (s *prober) refit(prev *fit) *fit {
 	if f == nil {
 		f = search(o, prev.narrowed())
 	}
+	a, _ := advertOf(s.fitted(), s.opts.Origin, s.opts.RejectStatus)
+	if w, ok := f.winnerFor(a); ok {
+		f.widen(o, w)
+	}
 	if s.keySent && !s.keyTested {
 		sp := prev.narrowed()
 		sp.perClient = true
@@ -117,6 +122,30 @@ func (s *prober) refit(prev *fit) *fit {
 		}
 	}
 	return f
+}
+
+// recheck searches the first fit's space afresh over every observation
+// and merges what it finds into f. A refit continues its pool and refines
+// around it, so a region it dropped early — when a timed behaviour's
+// length was not yet known, say — is never seen again, even when the truth
+// lies there; before an answer is validated (and so may become exact),
+// the whole space is searched once more.
+func (s *prober) recheck(f *fit) *fit {
+	if s.firstSpace == nil || f == nil {
+		return f
+	}
+	o := s.observe()
+	sp := s.firstSpace(o)
+	sp.perClient = f.perClient
+	g := search(o, sp)
+	if !slices.Equal(g.refs, f.refs) {
+		return f
+	}
+	m := f.merge(g)
+	w0, _ := f.winner()
+	w1, _ := m.winner()
+	trace("recheck: %v misses %d → %v misses %d", w0.h, w0.miss, w1.h, w1.miss)
+	return m
 }
 
 // summarize lists the variants of p with their counts and ranges (for

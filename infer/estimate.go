@@ -2,6 +2,7 @@ package infer
 
 import (
 	"math"
+	"slices"
 
 	"github.com/rlprobe/rlprobe/limiter"
 )
@@ -15,7 +16,7 @@ type interval struct{ lo, hi, value float64 }
 // leaky-bucket-queue, the delay= range).
 func (f *fit) estimate(w scored) (n interval, x interval, d interval) {
 	var ties []scored
-	for _, s := range f.pool {
+	for _, s := range slices.Concat(f.pool, f.edges) {
 		if s.h.v == w.h.v && s.miss == w.miss {
 			ties = append(ties, s)
 		}
@@ -90,4 +91,130 @@ func roundness(x float64) float64 {
 		digits--
 	}
 	return float64(digits) + x/1e9
+}
+
+// Bisecting for the ends of a winner's equally good range (findEdges):
+// the first step out from the winner, relative, doubled up to edgeReach
+// (the reach of one coarse grid step either way and more), then
+// edgeBisections halvings between the last good and the first bad value.
+const (
+	edgeFirstStep  = 0.005
+	edgeReach      = 0.32
+	edgeBisections = 10
+)
+
+// findEdges sets f.edges: the winner's hypotheses at the two ends of the
+// range of its continuous parameter (the others as w's) over which it
+// misses no more than w does, and, for a timed behaviour, at the two ends
+// of the range of the behaviour's length (the others as w's); each end is
+// found by stepping out from w and bisecting. The search's grids refine
+// around their best points, and the range they sampled can stop short of
+// the truth's value; the reported range is that of everything that fits
+// as well. Epoch-aligned windows fit at isolated lengths: their length is
+// left as sampled.
+func (f *fit) findEdges(w scored, o *observations) {
+	f.edges = nil
+	if !(w.h.x > 0) {
+		return
+	}
+	if !(w.h.v.windowed() && w.h.v.align == limiter.AlignEpoch) {
+		f.edges = append(f.edges, f.ends(w, o, func(h *hyp) *float64 { return &h.x })...)
+	}
+	if w.h.v.timed() && w.h.p > 0 {
+		f.edges = append(f.edges, f.ends(w, o, func(h *hyp) *float64 { return &h.p })...)
+	}
+}
+
+// widen adds to the pool the ends of answer w's equally good ranges
+// (findEdges), so that the design sees how far they reach: a range the
+// grids sampled narrowly would look settled when it is not.
+func (f *fit) widen(o *observations, w scored) {
+	f.findEdges(w, o)
+	seen := map[hyp]bool{}
+	for _, s := range f.pool {
+		seen[s.h] = true
+	}
+	for _, e := range f.edges {
+		if !seen[e.h] {
+			f.pool = append(f.pool, e)
+		}
+	}
+	f.edges = nil
+}
+
+// widest returns the ends of w's widest equally good range — of its
+// continuous parameter or, for a timed behaviour, of the behaviour's
+// length, over the hypotheses of w's variant, count and delay that fit as
+// well as w (the range estimate reports) — and whether their ratio
+// exceeds maxSpread. Epoch-aligned windows fit at isolated lengths: only
+// their behaviour's length counts.
+func (f *fit) widest(w scored) (lo, hi scored, wide bool) {
+	ratio := 1.0
+	consider := func(at func(h hyp) float64) {
+		a, b := w, w
+		for _, s := range slices.Concat(f.pool, f.edges) {
+			if s.miss != w.miss || s.h.v != w.h.v || s.h.n != w.h.n || s.h.d != w.h.d || !(at(s.h) > 0) {
+				continue
+			}
+			if at(s.h) < at(a.h) {
+				a = s
+			}
+			if at(s.h) > at(b.h) {
+				b = s
+			}
+		}
+		if r := at(b.h) / at(a.h); r > ratio {
+			lo, hi, ratio = a, b, r
+		}
+	}
+	if !(w.h.v.windowed() && w.h.v.align == limiter.AlignEpoch) {
+		consider(func(h hyp) float64 { return h.x })
+	}
+	if w.h.v.timed() {
+		consider(func(h hyp) float64 { return h.p })
+	}
+	return lo, hi, ratio > maxSpread
+}
+
+// ends returns the hypotheses at the two ends of the range of w's
+// parameter at(h) over which w's hypothesis misses no more than w.
+func (f *fit) ends(w scored, o *observations, at func(h *hyp) *float64) []scored {
+	try := func(v float64) (scored, bool) {
+		h := w.h
+		*at(&h) = v
+		r := replayObs(h, o, f.perClient, w.miss)
+		if r.pruned || r.miss > w.miss {
+			return scored{}, false
+		}
+		return scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r}, true
+	}
+	v0 := *at(&w.h)
+	var out []scored
+	for _, dir := range []float64{-1, 1} {
+		value := func(step float64) float64 { return v0 * math.Pow(1+step, dir) }
+		good, goodS := 0.0, w
+		bad := math.NaN()
+		for step := edgeFirstStep; step <= edgeReach; step *= 2 {
+			if s, ok := try(value(step)); ok {
+				good, goodS = step, s
+				continue
+			}
+			bad = step
+			break
+		}
+		if !math.IsNaN(bad) {
+			for range edgeBisections {
+				mid := (good + bad) / 2
+				if s, ok := try(value(mid)); ok {
+					good, goodS = mid, s
+				} else {
+					bad = mid
+				}
+			}
+		}
+		if goodS.h != w.h {
+			out = append(out, goodS)
+		}
+	}
+	return out
 }

@@ -69,6 +69,9 @@ type fit struct {
 	// bounds are the first fit's ranges per variant, which narrowed
 	// spaces never leave.
 	bounds map[variant][2]float64
+	// edges are the winner's hypotheses at the ends of its equally good
+	// range (findEdges), for the estimate; nil until the conclusion.
+	edges []scored
 }
 
 // slackFor is how many missed outcomes still count as "as good as the best":
@@ -112,6 +115,28 @@ func (f *fit) finish(all []scored, famMiss map[Family]int) {
 			f.fam[v.fam] = b
 		}
 	}
+}
+
+// merge returns the fit of f's and g's hypotheses together; both fit the
+// same observations.
+func (f *fit) merge(g *fit) *fit {
+	m := &fit{total: f.total, best: map[variant]scored{}, fam: map[Family]scored{}, slack: f.slack,
+		perClient: f.perClient, refs: f.refs, bounds: f.bounds}
+	seen := map[hyp]bool{}
+	var all []scored
+	famMiss := map[Family]int{}
+	for _, s := range slices.Concat(f.pool, g.pool) {
+		if seen[s.h] {
+			continue
+		}
+		seen[s.h] = true
+		all = append(all, s)
+		if b, ok := famMiss[s.h.v.fam]; !ok || s.miss < b {
+			famMiss[s.h.v.fam] = s.miss
+		}
+	}
+	m.finish(all, famMiss)
+	return m
 }
 
 // refsOf lists the result indices of o's observations in order.

@@ -158,7 +158,8 @@ func (s *prober) clientOf(res []record.Result) {
 func (s *prober) firstFit(lo, hi time.Duration, a0 int) *fit {
 	o := s.observe()
 	if hi <= 0 {
-		return search(o, defaultSpace(o, s.opts.maxWindow(), s.perClient))
+		s.firstSpace = func(o *observations) space { return defaultSpace(o, s.opts.maxWindow(), s.perClient) }
+		return search(o, s.firstSpace(o))
 	}
 	lowS := max(lo.Seconds(), hi.Seconds()/2, minScaleS)
 	highS := hi.Seconds()
@@ -170,7 +171,8 @@ func (s *prober) firstFit(lo, hi time.Duration, a0 int) *fit {
 	wmax := min(max(4*highS, 2*float64(a0+2)*highS), maxW)
 	rmin := 1 / (firstFitWiden * float64(a0+2) * highS)
 	rmax := min(firstFitWiden/lowS, maxRateS)
-	f := s.decideKey(newSpace(o, wmin, wmax, rmin, rmax, s.perClient))
+	s.firstSpace = func(o *observations) space { return newSpace(o, wmin, wmax, rmin, rmax, s.perClient) }
+	f := s.decideKey(s.firstSpace(o))
 	s.announce(f)
 	return f
 }

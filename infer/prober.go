@@ -90,6 +90,11 @@ type prober struct {
 	// excused says why a validation kind did not run for the validated
 	// answer (see validatedEnough).
 	excused map[validationKind]string
+	// firstSpace rebuilds the first fit's space over later observations
+	// (recheck); nil before the first fit.
+	firstSpace func(o *observations) space
+	// rechecked: the fit was searched afresh before its validations.
+	rechecked bool
 }
 
 // Infer identifies the algorithm behind the target by experiments run

@@ -97,6 +97,11 @@ const (
 	// has refilled about half, a window has not reset, and a bucket that
 	// forgets a key idle for less than the gap is full again.
 	pauseShare = 0.5
+	// maxSpread bounds an exact answer's equally good ranges (the ratio of
+	// their ends, before the timing slack widens them): within it, the
+	// middle value lies within 4 % of any value in the range. A wider
+	// range gets the precision validation, designed between its ends.
+	maxSpread = 1.08
 )
 
 // infer runs the stages from opening to done and concludes.
@@ -159,6 +164,10 @@ func (s *prober) afterValidation() stage {
 // names the same answer, make the answer exact. A failed one (or one the
 // budget has no room for) extends the budget once and designs again.
 func (s *prober) validate(ctx context.Context) (stage, error) {
+	if !s.rechecked {
+		s.rechecked = true
+		s.f = s.recheck(s.f)
+	}
 	for _, kind := range validationKinds {
 		w, ok := s.answer()
 		if !ok || s.validations >= maxValidations {
@@ -167,7 +176,16 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		if s.validated != nil && *s.validated == w.h.v && s.passed[kind] {
 			continue // this answer passed it before the budget was extended
 		}
+		if kind == validatePrecision {
+			if _, _, wide := s.spread(w); !wide {
+				continue // the answer's ranges are narrow already
+			}
+		}
 		e, why := s.validationExperiment(w, kind)
+		if e == nil && kind == validatePrecision {
+			trace("no precision validation: %s", why)
+			continue // the answer stays approximate (validatedEnough)
+		}
 		if e == nil {
 			if kind != validateDisagreement && why != "" {
 				trace("no %v validation: %s", kind, why)
@@ -199,6 +217,7 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		trace("validation %s (%s): %v predicted, misses %d → %d; refit %v", e.phase, why, w.h, before.miss, after.miss, nw.h)
 		if !held || nw.h.v != w.h.v {
 			s.validated, s.passed, s.passedHow, s.excused = nil, nil, nil, nil
+			s.rechecked = false // the next answer is searched for afresh too
 			if !s.extended {
 				return stageExtend, nil
 			}
@@ -239,6 +258,11 @@ func (s *prober) validatedEnough() bool {
 	if len(s.passedHow) == 0 || !s.passed[validateDisagreement] || s.validated == nil {
 		return false
 	}
+	if w, ok := s.answer(); !ok || w.h.v != *s.validated {
+		return false
+	} else if _, _, wide := s.spread(w); wide {
+		return false // the experiments left a parameter unsettled
+	}
 	why := s.excused[validateSustained]
 	sustained := s.passed[validateSustained] || why == fittedOnSustained
 	if s.validated.beh != "" {
@@ -273,13 +297,16 @@ const (
 	// validatePause: an exhausting burst, then another pauseShare of a
 	// time scale later.
 	validatePause
+	// validatePrecision: where the ends of the answer's widest equally
+	// good range disagree most, when it is wider than maxSpread.
+	validatePrecision
 )
 
 // validationKinds are the validation experiments in the order they run.
-var validationKinds = []validationKind{validateDisagreement, validateSustained, validateTrickle, validateHold, validatePause}
+var validationKinds = []validationKind{validateDisagreement, validateSustained, validateTrickle, validateHold, validatePause, validatePrecision}
 
 func (k validationKind) String() string {
-	return [...]string{"disagreement", "sustained", "trickle", "hold", "pause"}[k]
+	return [...]string{"disagreement", "sustained", "trickle", "hold", "pause", "precision"}[k]
 }
 
 // answer is the current fit's winner as the document will name it: among
@@ -403,30 +430,16 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		}
 		return &e, fmt.Sprintf("an exhausting burst, then a request every %s for %s", units.HumanDuration(time.Duration(holdSpacing*float64(X))), units.HumanDuration(time.Duration(holdScales*float64(X))))
 	}
+	if kind == validatePrecision {
+		lo, hi, _ := s.spread(w)
+		if e := s.splitting(lo, hi, s0, margin, fits); e != nil {
+			return e, fmt.Sprintf("where %v and %v, the ends of its equally good range, disagree most", lo.h, hi.h)
+		}
+		return nil, "no experiment within the budget splits its range"
+	}
 	if ru, ok := s.runnerUp(w); ok {
-		dz := &designer{ws: []weighted{{w, 0.5}, {ru, 0.5}}, perClient: s.f.perClient, client: s.client}
-		var cands []experiment
-		top := 0.0
-		for _, e := range dz.candidates(s0, margin) {
-			if !fits(&e) {
-				continue
-			}
-			if e.info = dz.information(&e); e.info >= minInfo {
-				cands = append(cands, e)
-				top = max(top, e.info)
-			}
-		}
-		// The most disagreement; of experiments that come close to it, the
-		// one that ends first.
-		var best *experiment
-		for i := range cands {
-			e := &cands[i]
-			if e.info >= nearTop*top && (best == nil || e.end().Before(best.end())) {
-				best = e
-			}
-		}
-		if best != nil {
-			return best, fmt.Sprintf("where %v and the runner-up %v disagree most", w.h.v, ru.h)
+		if e := s.splitting(w, ru, s0, margin, fits); e != nil {
+			return e, fmt.Sprintf("where %v and the runner-up %v disagree most", w.h.v, ru.h)
 		}
 	}
 	e := s.freshRecovery(w, s0, margin)
@@ -434,6 +447,42 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		return nil, ""
 	}
 	return &e, "a fresh exhaust-and-recover at another phase"
+}
+
+// spread returns the ends of answer w's widest equally good range, found
+// afresh over every observation (fit.findEdges), and whether it is wider
+// than maxSpread (fit.widest).
+func (s *prober) spread(w scored) (lo, hi scored, wide bool) {
+	s.f.findEdges(w, s.observe())
+	lo, hi, wide = s.f.widest(w)
+	trace("spread of %v: %v … %v, wide %v (edges %d)", w.h, lo.h, hi.h, wide, len(s.f.edges))
+	return lo, hi, wide
+}
+
+// splitting returns, among the candidate experiments that fit, the one
+// where hypotheses a and b disagree most (of those that come close to the
+// most, the one that ends first); nil when none tells them apart.
+func (s *prober) splitting(a, b scored, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
+	dz := &designer{ws: []weighted{{a, 0.5}, {b, 0.5}}, perClient: s.f.perClient, client: s.client}
+	var cands []experiment
+	top := 0.0
+	for _, e := range dz.candidates(s0, margin) {
+		if !fits(&e) {
+			continue
+		}
+		if e.info = dz.information(&e); e.info >= minInfo {
+			cands = append(cands, e)
+			top = max(top, e.info)
+		}
+	}
+	var best *experiment
+	for i := range cands {
+		e := &cands[i]
+		if e.info >= nearTop*top && (best == nil || e.end().Before(best.end())) {
+			best = e
+		}
+	}
+	return best
 }
 
 // runnerUp returns the best hypothesis of any variant other than w's.
