@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/rlprobe/rlprobe/limiter"
 )
 
 // The cost of an experiment beyond its duration: the refit and the next
@@ -125,18 +127,24 @@ func (s *prober) refit(prev *fit) *fit {
 }
 
 // recheck searches the first fit's space afresh over every observation
-// and merges what it finds into f. A refit continues its pool and refines
-// around it, so a region it dropped early — when a timed behaviour's
-// length was not yet known, say — is never seen again, even when the truth
-// lies there; before an answer is validated (and so may become exact),
-// the whole space is searched once more.
-func (s *prober) recheck(f *fit) *fit {
-	if s.firstSpace == nil || f == nil {
+// and merges what it finds into f, when f's answer w has a behaviour. A
+// refit continues its pool and refines around it, so a region it dropped
+// early — when a block's length was not yet known, say — is never seen
+// again, even when the truth lies there (a counter that blocks came out an
+// exact sliding log); before such an answer is validated (and so may
+// become exact), the space is searched once more. Epoch-aligned windows
+// are left out: a refit keeps every one of their surviving lengths
+// (narrowed), and they are the costliest to search. Plain answers are not
+// rechecked: the search costs as much again as the first fit, and no plain
+// answer was seen to lose its truth this way.
+func (s *prober) recheck(f *fit, w scored) *fit {
+	if s.firstSpace == nil || f == nil || w.h.v.beh == "" {
 		return f
 	}
 	o := s.observe()
 	sp := s.firstSpace(o)
 	sp.perClient = f.perClient
+	sp.axes = slices.DeleteFunc(sp.axes, func(ax axis) bool { return ax.v.windowed() && ax.v.align == limiter.AlignEpoch })
 	g := search(o, sp)
 	if !slices.Equal(g.refs, f.refs) {
 		return f

@@ -16,7 +16,7 @@ type interval struct{ lo, hi, value float64 }
 // leaky-bucket-queue, the delay= range).
 func (f *fit) estimate(w scored) (n interval, x interval, d interval) {
 	var ties []scored
-	for _, s := range slices.Concat(f.pool, f.edges) {
+	for _, s := range slices.Concat(f.pool, f.brackets) {
 		if s.h.v == w.h.v && s.miss == w.miss {
 			ties = append(ties, s)
 		}
@@ -93,17 +93,19 @@ func roundness(x float64) float64 {
 	return float64(digits) + x/1e9
 }
 
-// Bisecting for the ends of a winner's equally good range (findEdges):
-// the first step out from the winner, relative, doubled up to edgeReach
-// (the reach of one coarse grid step either way and more), then
-// edgeBisections halvings between the last good and the first bad value.
+// Bisecting for the ends of a winner's equally good range (bracket):
+// the first step out from the winner, relative, doubled up to
+// bracketReach (a factor of five either way: a range that reaches further
+// is reported as reaching that far, and is wide), then bracketBisections
+// halvings between the last good and the first bad value (the end to
+// within 0.1 % of the step that found it).
 const (
-	edgeFirstStep  = 0.005
-	edgeReach      = 0.32
-	edgeBisections = 10
+	bracketFirstStep  = 0.005
+	bracketReach      = 4
+	bracketBisections = 10
 )
 
-// findEdges sets f.edges: the winner's hypotheses at the two ends of the
+// bracket sets f.brackets: the winner's hypotheses at the two ends of the
 // range of its continuous parameter (the others as w's) over which it
 // misses no more than w does, and, for a timed behaviour, at the two ends
 // of the range of the behaviour's length (the others as w's); each end is
@@ -112,34 +114,34 @@ const (
 // the truth's value; the reported range is that of everything that fits
 // as well. Epoch-aligned windows fit at isolated lengths: their length is
 // left as sampled.
-func (f *fit) findEdges(w scored, o *observations) {
-	f.edges = nil
+func (f *fit) bracket(w scored, o *observations) {
+	f.brackets = nil
 	if !(w.h.x > 0) {
 		return
 	}
 	if !(w.h.v.windowed() && w.h.v.align == limiter.AlignEpoch) {
-		f.edges = append(f.edges, f.ends(w, o, func(h *hyp) *float64 { return &h.x })...)
+		f.brackets = append(f.brackets, f.bracketOf(w, o, func(h *hyp) *float64 { return &h.x })...)
 	}
 	if w.h.v.timed() && w.h.p > 0 {
-		f.edges = append(f.edges, f.ends(w, o, func(h *hyp) *float64 { return &h.p })...)
+		f.brackets = append(f.brackets, f.bracketOf(w, o, func(h *hyp) *float64 { return &h.p })...)
 	}
 }
 
 // widen adds to the pool the ends of answer w's equally good ranges
-// (findEdges), so that the design sees how far they reach: a range the
+// (bracket), so that the design sees how far they reach: a range the
 // grids sampled narrowly would look settled when it is not.
 func (f *fit) widen(o *observations, w scored) {
-	f.findEdges(w, o)
+	f.bracket(w, o)
 	seen := map[hyp]bool{}
 	for _, s := range f.pool {
 		seen[s.h] = true
 	}
-	for _, e := range f.edges {
+	for _, e := range f.brackets {
 		if !seen[e.h] {
 			f.pool = append(f.pool, e)
 		}
 	}
-	f.edges = nil
+	f.brackets = nil
 }
 
 // widest returns the ends of w's widest equally good range — of its
@@ -152,7 +154,7 @@ func (f *fit) widest(w scored) (lo, hi scored, wide bool) {
 	ratio := 1.0
 	consider := func(at func(h hyp) float64) {
 		a, b := w, w
-		for _, s := range slices.Concat(f.pool, f.edges) {
+		for _, s := range slices.Concat(f.pool, f.brackets) {
 			if s.miss != w.miss || s.h.v != w.h.v || s.h.n != w.h.n || s.h.d != w.h.d || !(at(s.h) > 0) {
 				continue
 			}
@@ -176,9 +178,9 @@ func (f *fit) widest(w scored) (lo, hi scored, wide bool) {
 	return lo, hi, ratio > maxSpread
 }
 
-// ends returns the hypotheses at the two ends of the range of w's
+// bracketOf returns the hypotheses at the two ends of the range of w's
 // parameter at(h) over which w's hypothesis misses no more than w.
-func (f *fit) ends(w scored, o *observations, at func(h *hyp) *float64) []scored {
+func (f *fit) bracketOf(w scored, o *observations, at func(h *hyp) *float64) []scored {
 	try := func(v float64) (scored, bool) {
 		h := w.h
 		*at(&h) = v
@@ -194,7 +196,7 @@ func (f *fit) ends(w scored, o *observations, at func(h *hyp) *float64) []scored
 		value := func(step float64) float64 { return v0 * math.Pow(1+step, dir) }
 		good, goodS := 0.0, w
 		bad := math.NaN()
-		for step := edgeFirstStep; step <= edgeReach; step *= 2 {
+		for step := bracketFirstStep; step <= bracketReach; step *= 2 {
 			if s, ok := try(value(step)); ok {
 				good, goodS = step, s
 				continue
@@ -203,7 +205,7 @@ func (f *fit) ends(w scored, o *observations, at func(h *hyp) *float64) []scored
 			break
 		}
 		if !math.IsNaN(bad) {
-			for range edgeBisections {
+			for range bracketBisections {
 				mid := (good + bad) / 2
 				if s, ok := try(value(mid)); ok {
 					good, goodS = mid, s

@@ -69,9 +69,9 @@ type fit struct {
 	// bounds are the first fit's ranges per variant, which narrowed
 	// spaces never leave.
 	bounds map[variant][2]float64
-	// edges are the winner's hypotheses at the ends of its equally good
-	// range (findEdges), for the estimate; nil until the conclusion.
-	edges []scored
+	// brackets are the winner's hypotheses at the ends of its equally good
+	// range (bracket), for the estimate; nil until the conclusion.
+	brackets []scored
 }
 
 // slackFor is how many missed outcomes still count as "as good as the best":

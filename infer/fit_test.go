@@ -344,3 +344,59 @@ func BenchmarkSearch(b *testing.B) {
 		search(o, sp)
 	}
 }
+
+// TestBracketFindsTheWholeRange: the ends bracket finds for a winner are
+// the ends of the range over which it fits as well — the value just past
+// each misses more — and the range holds the truth, however narrowly the
+// search sampled it; widest calls a range wider than maxSpread wide.
+func TestBracketFindsTheWholeRange(t *testing.T) {
+	for _, cfg := range []limiter.Config{
+		{Algorithm: limiter.FixedWindow, Limit: 4, Window: sec(2), Align: limiter.AlignFirstRequest},
+		{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 3},
+		{Algorithm: limiter.SlidingLog, Limit: 3, Window: sec(1.5)},
+	} {
+		e := newSimEngine(simServer{cfg: cfg}, origin)
+		var all []record.Result
+		res, _ := e.Run(context.Background(), burstSchedule(8))
+		all = append(all, res...)
+		for k := range 6 {
+			e.wait(time.Duration(float64(100*time.Millisecond) * math.Pow(2, float64(k))))
+			res, _ = e.Run(context.Background(), burstSchedule(1))
+			all = append(all, res...)
+		}
+		o := observe(all, origin, 0)
+		f := search(o, defaultSpace(o, time.Minute, false))
+		w, ok := f.winner()
+		if !ok {
+			t.Fatalf("%v: no winner", cfg.Algorithm)
+		}
+		f.bracket(w, o)
+		lo, hi := w.h.x, w.h.x
+		for _, b := range f.brackets {
+			if b.miss > w.miss || b.h.v != w.h.v || b.h.n != w.h.n {
+				t.Errorf("%v: bracket %v misses %d, the winner %v %d", cfg.Algorithm, b.h, b.miss, w.h, w.miss)
+			}
+			lo, hi = math.Min(lo, b.h.x), math.Max(hi, b.h.x)
+		}
+		for _, past := range []float64{lo / (1 + 2*bracketFirstStep), hi * (1 + 2*bracketFirstStep)} {
+			h := w.h
+			h.x = past
+			if r := replayObs(h, o, false, -1); !r.pruned && r.miss <= w.miss && past/w.h.x < 1+bracketReach && w.h.x/past < 1+bracketReach {
+				t.Errorf("%v: %v, past the range [%g, %g], fits as well (%d misses)", cfg.Algorithm, h, lo, hi, r.miss)
+			}
+		}
+		truth := cfg.Window.Seconds()
+		if cfg.Rate > 0 {
+			truth = cfg.Rate
+		}
+		if string(w.h.v.alg) == string(cfg.Algorithm) && w.h.n == cfg.Limit+cfg.Capacity && (truth < lo || truth > hi) {
+			t.Errorf("%v: the truth %g lies outside the range [%g, %g] of %v", cfg.Algorithm, truth, lo, hi, w.h)
+		}
+		_, _, wide := f.widest(w)
+		if want := hi/lo > maxSpread; wide != want {
+			t.Errorf("%v: range [%g, %g]: wide %v, want %v", cfg.Algorithm, lo, hi, wide, want)
+		}
+		t.Logf("%v: %v, range [%g, %g]", cfg.Algorithm, w.h, lo, hi)
+
+	}
+}

@@ -46,7 +46,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 	inf.Algorithm, inf.Closest = w.h.v.fam, w.h.v.fam
 	inf.Reproduced = share(f.total-w.miss, f.total)
 	inf.Fit, inf.Misses = judgeFit(w, f, o, origin)
-	f.findEdges(w, o)
+	f.bracket(w, o)
 	fillParams(inf, f, w, a, o.timingSlack())
 	// Waits are judged with the reported model: the middle of the equally
 	// good range, not its edge, whose window edges drift from the truth's

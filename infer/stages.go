@@ -164,9 +164,9 @@ func (s *prober) afterValidation() stage {
 // names the same answer, make the answer exact. A failed one (or one the
 // budget has no room for) extends the budget once and designs again.
 func (s *prober) validate(ctx context.Context) (stage, error) {
-	if !s.rechecked {
+	if w, ok := s.answer(); ok && !s.rechecked {
 		s.rechecked = true
-		s.f = s.recheck(s.f)
+		s.f = s.recheck(s.f, w)
 	}
 	for _, kind := range validationKinds {
 		w, ok := s.answer()
@@ -450,12 +450,12 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 }
 
 // spread returns the ends of answer w's widest equally good range, found
-// afresh over every observation (fit.findEdges), and whether it is wider
+// afresh over every observation (fit.bracket), and whether it is wider
 // than maxSpread (fit.widest).
 func (s *prober) spread(w scored) (lo, hi scored, wide bool) {
-	s.f.findEdges(w, s.observe())
+	s.f.bracket(w, s.observe())
 	lo, hi, wide = s.f.widest(w)
-	trace("spread of %v: %v … %v, wide %v (edges %d)", w.h, lo.h, hi.h, wide, len(s.f.edges))
+	trace("spread of %v: %v … %v, wide %v (brackets %d)", w.h, lo.h, hi.h, wide, len(s.f.brackets))
 	return lo, hi, wide
 }
 

@@ -159,7 +159,7 @@ func fillBehaviour(inf *Inference, f *fit, w scored, n float64) {
 	var length *Param
 	if w.h.v.timed() {
 		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, s := range slices.Concat(f.pool, f.edges) {
+		for _, s := range slices.Concat(f.pool, f.brackets) {
 			if s.h.v == w.h.v && s.miss == w.miss && float64(s.h.n) == n {
 				lo, hi = math.Min(lo, s.h.p), math.Max(hi, s.h.p)
 			}
