@@ -150,21 +150,33 @@ func (r *rule) bucketAvailMax(lo, hi int64, prior []*obs) int64 {
 }
 
 // bucketPessimist returns, for a rejection, the fewest tokens the bucket
-// can have held: every accepted request as late as possible.
+// can have held: every accepted request as late as possible, less what an
+// nginx-style server's whole-millisecond arithmetic may honestly lose since
+// the bucket was last full (nginxLoss).
 func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 	e := r.e
 	ps := slices.Clone(acc)
 	slices.SortFunc(ps, func(a, b *obs) int { return cmpInt64(a.iv.Hi, b.iv.Hi) })
 	rate := e.Rate / 1e9
-	// tokens after the k-th accepted request (at its Hi), computed once.
+	// tokens after the k-th accepted request (at its Hi), and the
+	// admissions and the time since the bucket was last full, computed once.
 	after := make([]float64, len(ps))
+	sinceFull := make([]int64, len(ps))
+	fullAt := make([]int64, len(ps))
 	tok, at := float64(e.Capacity), int64(0)
+	n, full := int64(0), int64(0)
 	for k, o := range ps {
 		if k > 0 {
 			tok = min(float64(e.Capacity), tok+rate*float64(o.iv.Hi-at))
+		} else {
+			full = o.iv.Hi
+		}
+		if tok >= float64(e.Capacity) {
+			n, full = 0, o.iv.Hi
 		}
 		tok, at = tok-1, o.iv.Hi
-		after[k] = tok
+		n++
+		after[k], sinceFull[k], fullAt[k] = tok, n, full
 	}
 	his := make([]int64, len(ps))
 	los := make([]int64, len(ps))
@@ -177,6 +189,9 @@ func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 		t := float64(e.Capacity)
 		if k > 0 {
 			t = min(float64(e.Capacity), after[k-1]+rate*float64(x.iv.Hi-his[k-1]))
+			if t < float64(e.Capacity) {
+				t -= nginxLoss(e.Rate, sinceFull[k-1], x.iv.Hi-fullAt[k-1])
+			}
 		}
 		// Later accepted requests that may have come first, and the refill
 		// that may not have happened yet; a millisecond for clocks.
@@ -188,6 +203,17 @@ func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 		t -= rate * float64(x.iv.Hi-x.iv.Lo+int64(time.Millisecond))
 		return int64(math.Floor(t + 1e-9))
 	}
+}
+
+// nginxLoss is how many tokens fewer than the declared bucket an
+// nginx-style server (ngx_http_limit_req) may honestly hold after n
+// admissions over el nanoseconds since its bucket was last full: it keeps
+// its last time in whole milliseconds (up to 1 ms of refill lost in all:
+// the elapsed times add up) and its rate and each refill in whole
+// milli-requests (up to a milli-request lost per admission, and per
+// second).
+func nginxLoss(ratePerS float64, n, el int64) float64 {
+	return ratePerS*1e-3 + float64(n)*1e-3 + float64(el)*1e-12
 }
 
 // bucketBand replays the accepted requests through the declared bucket
@@ -211,12 +237,8 @@ func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
 	slices.SortStableFunc(ps, func(a, b *obs) int { return cmpInt64(a.iv.Lo, b.iv.Lo) })
 	var st limiter.State
 	// Admitted requests, and the time, since the model's bucket was last
-	// full: an nginx-style server (ngx_http_limit_req) keeps its last time
-	// in whole milliseconds (up to 1 ms of refill lost in all: the
-	// elapsed times add up) and its rate and each refill in whole
-	// milli-requests (up to a milli-request lost per admission, and per
-	// second): it may hold that many fewer tokens than the declared
-	// bucket, honestly.
+	// full: an nginx-style server may hold nginxLoss fewer tokens than the
+	// declared bucket, honestly.
 	var sinceFull, fullAt int64
 	for i, o := range ps {
 		var d limiter.Decision
@@ -245,7 +267,7 @@ func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
 		// The replay puts every decision at its earliest; the true ones
 		// may come up to the widest bound later, which moves the refill.
 		slack := int64(math.Ceil(e.Rate * float64(width) / 1e9))
-		ms := int64(math.Ceil(e.Rate*1e-3 + float64(sinceFull)*1e-3 + float64(o.iv.Lo-fullAt)*1e-12 - 1e-9))
+		ms := int64(math.Ceil(nginxLoss(e.Rate, sinceFull, o.iv.Lo-fullAt) - 1e-9))
 		lo, hi := first-before-after-1-slack-ms, first+1+slack
 		if l.Remaining < lo || l.Remaining > hi {
 			note(o, "advertised remaining %d where the declared bucket leaves %d (band %d…%d)", l.Remaining, first, lo, hi)

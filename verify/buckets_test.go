@@ -56,3 +56,33 @@ func TestBucketBandNginxArithmetic(t *testing.T) {
 		})
 	}
 }
+
+// TestBucketUnderAdmissionSparesNginxArithmetic: an nginx-style bucket
+// (ngx_http_limit_req) keeps time in whole milliseconds and tokens in
+// whole milli-requests, and honestly holds a few thousandths of a token
+// fewer than the declared bucket: a refusal within that of the first
+// whole token is no certain under-admission; one well past it is.
+func TestBucketUnderAdmissionSparesNginxArithmetic(t *testing.T) {
+	e := Endpoint{Rate: 0.25, Capacity: 5, Headers: []string{"none"}}
+	for _, tc := range []struct {
+		name    string
+		rejectS float64 // the refusal, seconds after the burst
+		certain bool
+	}{
+		{"a hair past the first token", 4.02, false},
+		{"a third of a token past it", 5.4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRun("a", 0)
+			for i := range 5 {
+				b.add(float64(2*i), float64(2*i)+1, 200)
+			}
+			at := 1000 * tc.rejectS
+			b.add(at, at+1, 429)
+			rep := analyze(t, e, Options{}, b)
+			if got := rep.Count(IDUnderAdmission, Certain) == 1; got != tc.certain {
+				t.Errorf("certain under-admission %v, want %v:%s", got, tc.certain, describeFindings(rep))
+			}
+		})
+	}
+}
