@@ -27,7 +27,7 @@ func burstWindow(rate float64) int64 { return int64(math.Ceil(1e9 / (4 * rate)))
 // (countSets).
 func (r *rule) bucketCounts(t *traffic) []Finding {
 	e := r.e
-	capF := float64(e.Capacity) + 1e-6
+	capF := float64(e.Capacity) + msRefill(e.Rate) + 1e-6
 	var c, p BucketSpan
 	var cAcc, pAcc []*obs
 	certain, possible := r.countSets(t)
@@ -75,7 +75,7 @@ func (r *rule) bucketCounts(t *traffic) []Finding {
 }
 
 // bucketRate judges the sustained rate: a bucket admits at most
-// C + rate·L in any span L. A larger bucket shows as an excess that stops
+// C + rate·L in any span L (and a millisecond's refill more, msRefill). A larger bucket shows as an excess that stops
 // growing after a period; a faster refill as one that keeps growing. So
 // the long-run excess is compared with the largest excess over spans up to
 // a period (never less than the declared capacity).
@@ -84,7 +84,7 @@ func (r *rule) bucketRate(g string, acc []*obs, iv []Interval) []Finding {
 	short, _ := MaxBucketExcess(iv, e.Rate, int64(max(e.Period(), time.Duration(1e9/e.Rate))))
 	capEff := max(e.Capacity, int64(math.Floor(short.Excess+1e-9)))
 	c, p := MaxBucketExcess(iv, e.Rate, 0)
-	capEffF := max(float64(e.Capacity), short.Excess) + 1e-6
+	capEffF := max(float64(e.Capacity), short.Excess) + msRefill(e.Rate) + 1e-6
 	switch {
 	case c.Excess > capEffF:
 		ev := pick(acc, c.Members)
@@ -205,6 +205,13 @@ func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 	}
 }
 
+// msRefill is one millisecond's refill at ratePerS: what an nginx-style
+// server (ngx_http_limit_req), which keeps its clock and its last time in
+// whole milliseconds, may honestly count beyond the declared bucket's
+// refill over any span (the elapsed times between admissions add up to the
+// span within a millisecond) — or short of it (nginxLoss).
+func msRefill(ratePerS float64) float64 { return ratePerS * 1e-3 }
+
 // nginxLoss is how many tokens fewer than the declared bucket an
 // nginx-style server (ngx_http_limit_req) may honestly hold after n
 // admissions over el nanoseconds since its bucket was last full: it keeps
@@ -213,7 +220,7 @@ func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 // milli-requests (up to a milli-request lost per admission, and per
 // second).
 func nginxLoss(ratePerS float64, n, el int64) float64 {
-	return ratePerS*1e-3 + float64(n)*1e-3 + float64(el)*1e-12
+	return msRefill(ratePerS) + float64(n)*1e-3 + float64(el)*1e-12
 }
 
 // bucketBand replays the accepted requests through the declared bucket

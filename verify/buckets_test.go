@@ -86,3 +86,35 @@ func TestBucketUnderAdmissionSparesNginxArithmetic(t *testing.T) {
 		})
 	}
 }
+
+// TestBucketRateSparesNginxMilliseconds: nginx keeps its clock in whole
+// milliseconds, so over any span it may count up to a millisecond's more
+// refill than the declared bucket: the ninth admission of a 2/s bucket of
+// 4, half a millisecond before 2.5 s, is no certain excess (real nginx did
+// this under -race in CI); the ninth at 2.4 s is.
+func TestBucketRateSparesNginxMilliseconds(t *testing.T) {
+	e := Endpoint{Rate: 2, Capacity: 4, Headers: []string{"none"}}
+	for _, tc := range []struct {
+		name    string
+		lastMS  float64
+		certain bool
+	}{
+		{"half a millisecond early", 2499.6, false},
+		{"a tenth of a second early", 2400, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRun("a", 0)
+			for i := range 4 {
+				b.add(0.1*float64(i), 0.1*float64(i)+0.1, 200)
+			}
+			for _, at := range []float64{500.5, 1000.5, 1500.5, 2000.5, tc.lastMS} {
+				b.add(at, at+0.1, 200)
+			}
+			rep := analyze(t, e, Options{}, b)
+			got := rep.Count(IDRateLimitExceeded, Certain)+rep.Count(IDBurstLimitExceeded, Certain) > 0
+			if got != tc.certain {
+				t.Errorf("a certain excess %v, want %v:%s", got, tc.certain, describeFindings(rep))
+			}
+		})
+	}
+}
