@@ -61,7 +61,7 @@ func (r *rule) windowMeaning(l headers.Limit) bool {
 // after the decision). It never reads t as "the quota is back after t".
 // Under a declared penalty that starts the count afresh after a refusal
 // (a block shorter than the period), a request that may follow such a
-// refusal is not counted: the penalty's fresh start is a promise the
+// refusal (freshAt) is not counted: the penalty's fresh start is a promise the
 // header could not foresee.
 func (r *rule) effectiveWindows(t *traffic, c *inconsistency) {
 	for _, o := range t.judged {
@@ -73,13 +73,14 @@ func (r *rule) effectiveWindows(t *traffic, c *inconsistency) {
 				continue
 			}
 			end := o.iv.Lo + int64(l.Reset-time.Second)
+			fresh := r.freshAt(t, o, end)
 			var within []*obs
 			for _, x := range t.from(o.iv.Lo) {
 				if x.iv.Lo > end {
 					break
 				}
 				if x.class == record.ClassAccepted && x.check != CheckRace && x.check != CheckKeySpoof &&
-					surelyAfter(o, x) && x.iv.Hi < end && !r.freshBetween(t, o, x) {
+					surelyAfter(o, x) && x.iv.Hi < end && x.iv.Hi < fresh {
 					within = append(within, x)
 				}
 			}

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"math"
 	"slices"
 	"sort"
 
@@ -383,20 +384,22 @@ func (r *rule) retryMoved(t *traffic, x, q *obs) bool {
 	return false
 }
 
-// freshBetween reports whether, under a declared penalty that starts the
-// count afresh after a refusal (freshAfterRefusal), a refusal other than
-// a and b may have been decided between them.
-func (r *rule) freshBetween(t *traffic, a, b *obs) bool {
+// freshAt returns, under a declared penalty that starts the count afresh
+// after a refusal (freshAfterRefusal), the earliest a refusal other than a,
+// possibly decided after a, may have reached the server — looking no
+// further than until; math.MaxInt64 when there is none. A request that
+// answered before that moment surely came before every such refusal.
+func (r *rule) freshAt(t *traffic, a *obs, until int64) int64 {
 	if !r.e.freshAfterRefusal() {
-		return false
+		return math.MaxInt64
 	}
 	for _, o := range t.from(a.iv.Lo) {
-		if o.iv.Lo > b.iv.Hi {
+		if o.iv.Lo > until {
 			break
 		}
-		if o != a && o != b && o.class == record.ClassRejected && possiblyAfter(a, o) && possiblyAfter(o, b) {
-			return true
+		if o != a && o.class == record.ClassRejected && possiblyAfter(a, o) {
+			return o.iv.Lo
 		}
 	}
-	return false
+	return math.MaxInt64
 }
