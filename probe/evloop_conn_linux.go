@@ -199,8 +199,13 @@ func (l *evloop) complete(c *loopConn, err error, reuse bool) {
 // once, on another connection.
 func (l *evloop) failed(c *loopConn, err error) {
 	i := c.send
-	if c.slot == nil && !c.gotFirst && c.used > 0 && !l.retry[i] && l.r.retryable(err) {
-		l.retry[i] = true
+	if l.r.d.retry.once(i, failedSend{
+		err:       err,
+		reused:    c.used > 0,
+		answered:  c.gotFirst,
+		pinned:    c.slot != nil,
+		abandoned: l.r.killed.Load(),
+	}) {
 		l.busy--
 		l.r.wg.Done()
 		c.send = -1
@@ -210,7 +215,7 @@ func (l *evloop) failed(c *loopConn, err error) {
 			l.write(c, i)
 			return
 		}
-		l.pend[p] = slices.Insert(l.pend[p], 0, i)
+		l.queue(p).pushFront(pendingSend{r: l.r, i: i})
 		l.npend++
 		l.maybeDial(p)
 		return
@@ -223,11 +228,10 @@ func (l *evloop) failed(c *loopConn, err error) {
 // makes it idle.
 func (l *evloop) release(c *loopConn) {
 	p := c.p
-	if q := l.pend[p]; len(q) > 0 && !l.stop {
-		i := q[0]
-		l.pend[p] = q[1:]
+	if l.waiting(p) > 0 && !l.stop {
+		ps, _ := l.queues[p].next()
 		l.npend--
-		l.write(c, i)
+		l.write(c, ps.i)
 		return
 	}
 	if len(l.idle[p]) >= maxIdlePerPool {
@@ -252,7 +256,7 @@ func (l *evloop) closeConn(c *loopConn) {
 	}
 	_ = c.nc.Close()
 	c.p.conns.Add(-1)
-	if len(l.pend[c.p]) > 0 {
+	if l.waiting(c.p) > 0 {
 		l.maybeDial(c.p)
 	}
 }

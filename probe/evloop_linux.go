@@ -87,15 +87,13 @@ type evloop struct {
 	efd      int
 	conns    map[int]*loopConn
 	idle     map[*pool][]*loopConn
-	pend     map[*pool][]int
+	queues   map[*pool]*sendQueue
 	npend    int
-	dials    map[*pool]int
 	ndial    int
 	busy     int
 	away     int
 	k        int // next event
 	stop     bool
-	retry    map[int]bool
 	races    []*loopRace // prepared, not yet released
 	rdials   int         // race members' dials in progress
 	out      []loopDone
@@ -138,9 +136,7 @@ func (r *run) startLoop() bool {
 		r:          r,
 		conns:      make(map[int]*loopConn),
 		idle:       make(map[*pool][]*loopConn),
-		pend:       make(map[*pool][]int),
-		dials:      make(map[*pool]int),
-		retry:      make(map[int]bool),
+		queues:     make(map[*pool]*sendQueue),
 		sinkCh:     make(chan []loopDone, 1024),
 		free:       make(chan []loopDone, 64),
 		evs:        make([]unix.EpollEvent, 256),
@@ -385,13 +381,8 @@ func (l *evloop) dispatchDue(now time.Time) time.Time {
 			l.prepareRace(ev.race)
 			continue
 		}
-		if !r.e.lim.AllowN(now, 1) { // (AllowN does not allocate; ReserveN does)
-			rv := r.e.lim.ReserveN(now, 1)
-			d := rv.DelayFrom(now)
-			rv.CancelAt(now)
-			if d > 0 {
-				return now.Add(d)
-			}
+		if d := r.d.guard.take(now, 1); d > 0 {
+			return now.Add(d)
 		}
 		l.k++
 		l.send(ev.idx, now)
@@ -418,7 +409,25 @@ func (l *evloop) send(i int, now time.Time) {
 		l.write(c, i)
 		return
 	}
-	l.pend[p] = append(l.pend[p], i)
+	l.queue(p).push(pendingSend{r: l.r, i: i})
 	l.npend++
 	l.maybeDial(p)
+}
+
+// queue returns p's queue of waiting sends, creating it.
+func (l *evloop) queue(p *pool) *sendQueue {
+	q := l.queues[p]
+	if q == nil {
+		q = new(sendQueue)
+		l.queues[p] = q
+	}
+	return q
+}
+
+// waiting returns the number of p's waiting sends.
+func (l *evloop) waiting(p *pool) int {
+	if q := l.queues[p]; q != nil {
+		return q.len()
+	}
+	return 0
 }

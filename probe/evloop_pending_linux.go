@@ -55,8 +55,12 @@ func (l *evloop) wake() {
 // engine's bounds; the connection is posted back to the loop.
 func (l *evloop) maybeDial(p *pool) {
 	r := l.r
-	for len(l.pend[p]) > l.dials[p] && int(p.conns.Load())+l.dials[p] < r.e.maxConns && l.ndial < maxSendDials && !l.stop {
-		l.dials[p]++
+	q := l.queues[p]
+	if q == nil || l.stop {
+		return
+	}
+	for range q.dialsToStart(int(p.conns.Load()), r.e.maxConns, maxSendDials-l.ndial) {
+		q.dialStarted()
 		l.ndial++
 		go func() {
 			nc, _, err := p.dialRaw(r.dctx, dialH1)
@@ -95,12 +99,12 @@ func (l *evloop) drainInbox() {
 			continue
 		}
 		p := m.p
-		l.dials[p]--
+		l.queues[p].dialEnded()
 		l.ndial--
 		if m.err != nil {
-			if q := l.pend[p]; len(q) > 0 && !l.stop {
-				i := q[0]
-				l.pend[p] = q[1:]
+			if l.waiting(p) > 0 && !l.stop {
+				ps, _ := l.queues[p].next()
+				i := ps.i
 				l.npend--
 				r.dialFailed(m.err)
 				r.wg.Add(1)
@@ -169,7 +173,9 @@ func (l *evloop) fallback(c *loopConn) {
 
 // dropPending forgets the waiting sends: they were never sent.
 func (l *evloop) dropPending() {
-	clear(l.pend)
+	for _, q := range l.queues {
+		q.drop(l.r)
+	}
 	l.npend = 0
 	for _, lr := range l.races { // called off: not sent
 		for _, sl := range lr.slots {

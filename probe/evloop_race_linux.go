@@ -147,9 +147,7 @@ func (l *evloop) releaseDue(now time.Time) time.Time {
 				}
 			}
 			if n > 0 {
-				rv := l.r.e.lim.ReserveN(now, n)
-				if d := rv.DelayFrom(now); rv.OK() && d > 0 {
-					rv.CancelAt(now)
+				if d := l.r.d.guard.take(now, n); d > 0 {
 					lr.at = now.Add(d)
 					keep = append(keep, lr)
 					if next.IsZero() || lr.at.Before(next) {
