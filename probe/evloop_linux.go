@@ -80,28 +80,64 @@ type loopMsg struct {
 	slot  *raceSlot // the race member a dial was for
 }
 
+// evloop is the event loop of one run (see above): every field but the
+// inbox belongs to the loop's goroutine. Its counters, and what holds
+// between them whenever the loop is between two events:
+//
+//   - Every connection in conns is in exactly one state: idle (send < 0,
+//     in idle[c.p]), busy (send >= 0 and not away: its send is written,
+//     being written, or, held, a race member's awaiting the release) or
+//     away (c.away: out of the epoll set, read by a fallback goroutine).
+//     Each is also counted in its pool's p.conns until closeConn.
+//   - busy is the number of busy connections, held ones included; it
+//     goes up in write and hold, and down in complete (the send's result
+//     joins out), in failed's retry, in fallback (the connection goes
+//     away) and in dropPending (a race called off).
+//   - away is the number of away connections; it goes down when the
+//     fallback goroutine's message brings the connection back (drainInbox).
+//   - npend is the number of sends waiting in queues (the sum of their
+//     len). dropPending empties the queues; after it only a retry (see
+//     failed) queues a send again. A waiting send has no connection and
+//     holds no count of r.wg.
+//   - ndial is the number of dials in progress for waiting sends (the sum
+//     of the queues' dials), at most maxSendDials; each posts exactly one
+//     message without slot to the inbox.
+//   - rdials is the number of race members' dials in progress; each posts
+//     exactly one message with its slot.
+//   - r.wg: the loop holds one count from startLoop until run returns;
+//     each busy connection's send holds one; each result in out, or in a
+//     batch sent to the sink and not yet finished, holds one (the sink
+//     releases it after run.finish); each fallback goroutine holds one
+//     until it has finished its send, which may be after its connection
+//     is back. So r.wg.Wait returns only after the loop has ended and
+//     every send it took has been finished.
+//
+// The loop returns when no event is left to dispatch and busy, npend,
+// ndial, away and rdials are 0 and no race is prepared: then nothing
+// holds a count of r.wg for it and no goroutine will post to its inbox.
 type evloop struct {
-	r        *run
-	ep       int
-	tfd      int
-	efd      int
-	conns    map[int]*loopConn
-	idle     map[*pool][]*loopConn
-	queues   map[*pool]*sendQueue
-	npend    int
-	ndial    int
-	busy     int
-	away     int
-	k        int // next event
-	stop     bool
-	races    []*loopRace // prepared, not yet released
-	rdials   int         // race members' dials in progress
-	out      []loopDone
-	sinkCh   chan []loopDone
-	free     chan []loopDone // batches the sink is done with
-	evs      []unix.EpollEvent
-	ts       unix.Timespec // epoll_pwait2's timeout (a field: no allocation per wait)
-	noPwait2 bool          // the kernel lacks epoll_pwait2: timerfd and epoll_wait
+	r      *run
+	ep     int                   // the epoll descriptor
+	tfd    int                   // a timerfd in the epoll set: wakes the loop before a deadline
+	efd    int                   // an eventfd in the epoll set: wakes the loop for the inbox
+	conns  map[int]*loopConn     // by descriptor: every connection the loop owns
+	idle   map[*pool][]*loopConn // idle connections per pool, LIFO
+	queues map[*pool]*sendQueue  // sends waiting for a connection, and their dials
+	npend  int                   // waiting sends, over all queues
+	ndial  int                   // dials in progress for waiting sends
+	busy   int                   // connections with a send in flight, held ones included
+	away   int                   // connections read by a fallback goroutine
+	k      int                   // next event
+	stop   bool                  // dispatching has stopped (dctx done)
+	races  []*loopRace           // prepared, not yet released
+	rdials int                   // race members' dials in progress
+	out    []loopDone            // finished sends, for the sink's next batch
+	sinkCh chan []loopDone
+	free   chan []loopDone // batches the sink is done with
+	evs    []unix.EpollEvent
+	ts     unix.Timespec // epoll_pwait2's timeout (a field: no allocation per wait)
+	// noPwait2: the kernel lacks epoll_pwait2: timerfd and epoll_wait.
+	noPwait2 bool
 
 	dispatched chan struct{} // closed when no event is left to dispatch
 	closedDisp bool
@@ -187,35 +223,6 @@ func (r *run) startLoop() bool {
 	go l.run()
 	<-l.dispatched
 	return true
-}
-
-// sink finishes the loop's results, in batches, off the loop's thread.
-// The batches go back to the loop for reuse: the loop does not allocate
-// in the steady state, so that it never pays for the garbage collector's
-// assists (a stall of milliseconds) while pacing.
-func (l *evloop) sink() {
-	for batch := range l.sinkCh {
-		for _, d := range batch {
-			l.r.finish(d.i, d.res, d.err)
-			l.r.wg.Done()
-		}
-		clear(batch)
-		select {
-		case l.free <- batch[:0]:
-		default:
-		}
-	}
-}
-
-func (l *evloop) flush() {
-	if len(l.out) > 0 {
-		l.sinkCh <- l.out
-		select {
-		case l.out = <-l.free:
-		default:
-			l.out = make([]loopDone, 0, 64)
-		}
-	}
 }
 
 func (l *evloop) closeDispatch() {

@@ -11,8 +11,9 @@ import (
 )
 
 // The event loop's traffic with other goroutines: connections adopted from
-// and returned to the pools, dials for waiting sends and their inbox, and
-// the fallback reader for responses the lean parser declines.
+// and returned to the pools, the sink of finished sends, dials for waiting
+// sends and their inbox, and the fallback reader for responses the lean
+// parser declines.
 
 // adoptIdle takes the pool's idle connections for the event loop: the
 // reader goroutine watching one lets go of it first. A connection that
@@ -49,6 +50,37 @@ func (l *evloop) post(m loopMsg) {
 func (l *evloop) wake() {
 	one := [8]byte{1}
 	_, _ = unix.Write(l.efd, one[:])
+}
+
+// sink finishes the loop's results, in batches, off the loop's thread.
+// The batches go back to the loop for reuse: the loop does not allocate
+// in the steady state, so that it never pays for the garbage collector's
+// assists (a stall of milliseconds) while pacing.
+func (l *evloop) sink() {
+	for batch := range l.sinkCh {
+		for _, d := range batch {
+			l.r.finish(d.i, d.res, d.err)
+			l.r.wg.Done()
+		}
+		clear(batch)
+		select {
+		case l.free <- batch[:0]:
+		default:
+		}
+	}
+}
+
+// flush hands the finished sends in out to the sink as one batch, and
+// takes a batch the sink is done with (or a new one) for the next.
+func (l *evloop) flush() {
+	if len(l.out) > 0 {
+		l.sinkCh <- l.out
+		select {
+		case l.out = <-l.free:
+		default:
+			l.out = make([]loopDone, 0, 64)
+		}
+	}
 }
 
 // maybeDial dials for p's waiting sends, within the pool's and the
