@@ -80,11 +80,14 @@ func (g guard) reserve(now time.Time, n int) (time.Duration, *rate.Reservation) 
 // failedSend is what the retry-once rule knows of a send whose request
 // failed on a connection.
 type failedSend struct {
-	err       error // the write's or the read's error
-	reused    bool  // the connection had completed a request before
-	answered  bool  // a byte of the response arrived
-	pinned    bool  // the send goes on the connection prepared for it or not at all (a batch member)
-	abandoned bool  // the grace period is over: the requests in flight were abandoned
+	err      error // the write's or the read's error
+	reused   bool  // the connection had completed a request before
+	answered bool  // a byte of the response arrived
+	// pinned: the send goes on the connection prepared for it or not at
+	// all: a batch member (on the net.Conn path always, in the event loop
+	// until its release).
+	pinned    bool
+	abandoned bool // the grace period is over: the requests in flight were abandoned
 }
 
 // retryRule is the retry-once rule. A server may close a keep-alive
