@@ -269,9 +269,8 @@ type pool struct {
 	mu       sync.Mutex
 	idle     []*h1Conn // LIFO
 	h2       []*h2Conn
-	pending  []pendingSend // late sends waiting for a connection, FIFO (see take)
-	npending atomic.Int32  // len(pending), read without mu
-	dialing  int           // late sends' dials in progress
+	queue    sendQueue    // late sends waiting for a connection, and late sends' dials (see take)
+	npending atomic.Int32 // queue.len(), read without mu
 }
 
 // getH1 returns an idle HTTP/1.1 connection, or nil.
@@ -291,12 +290,6 @@ func (p *pool) getH1Locked(now time.Time) *h1Conn {
 		c.close()
 	}
 	return nil
-}
-
-// pendingSend is a late send waiting in a pool for a connection.
-type pendingSend struct {
-	r *run
-	i int
 }
 
 // takeResult says what take found for a send.
@@ -331,20 +324,20 @@ func (p *pool) take(r *run, i int, now time.Time, h2 bool) (*h1Conn, takeResult)
 	if p.takeSlotLocked() {
 		return nil, tookSlot
 	}
-	p.pending = append(p.pending, pendingSend{r: r, i: i})
-	p.npending.Store(int32(len(p.pending)))
+	p.queue.push(pendingSend{r: r, i: i})
+	p.npending.Store(int32(p.queue.len()))
 	return nil, tookPending
 }
 
 // takeSlotLocked takes one of the engine's dial slots for a late send of
 // p, unless p has maxConns connections open or being dialled.
 func (p *pool) takeSlotLocked() bool {
-	if int(p.conns.Load())+p.dialing >= p.e.maxConns {
+	if !p.queue.mayDial(int(p.conns.Load()), p.e.maxConns) {
 		return false
 	}
 	select {
 	case p.e.dialSem <- struct{}{}:
-		p.dialing++
+		p.queue.dialStarted()
 		return true
 	default:
 		return false
@@ -355,7 +348,7 @@ func (p *pool) takeSlotLocked() bool {
 // the sends waiting in any pool.
 func (p *pool) slotDone() {
 	p.mu.Lock()
-	p.dialing--
+	p.queue.dialEnded()
 	p.mu.Unlock()
 	p.e.dialDone()
 }
@@ -382,7 +375,7 @@ func (p *pool) putOrNext(c *h1Conn) (ps pendingSend, ok bool) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.pending) > 0 {
+	if p.queue.len() > 0 {
 		ps = p.popPendingLocked()
 		return ps, true
 	}
@@ -400,11 +393,11 @@ func (p *pool) putOrNext(c *h1Conn) (ps pendingSend, ok bool) {
 func (p *pool) dialForPending() {
 	for {
 		p.mu.Lock()
-		if len(p.pending) == 0 {
+		ps, ok := p.queue.first()
+		if !ok {
 			p.mu.Unlock()
 			return
 		}
-		ps := p.pending[0]
 		stopped := ps.r.dctx.Err() != nil
 		if !stopped && !p.takeSlotLocked() {
 			p.mu.Unlock()
@@ -422,10 +415,8 @@ func (p *pool) dialForPending() {
 
 // popPendingLocked removes and returns the longest waiting send.
 func (p *pool) popPendingLocked() pendingSend {
-	ps := p.pending[0]
-	p.pending[0] = pendingSend{}
-	p.pending = p.pending[1:]
-	p.npending.Store(int32(len(p.pending)))
+	ps, _ := p.queue.next()
+	p.npending.Store(int32(p.queue.len()))
 	return ps
 }
 
@@ -434,16 +425,8 @@ func (p *pool) popPendingLocked() pendingSend {
 func (p *pool) dropPending(r *run) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	keep := p.pending[:0]
-	for _, ps := range p.pending {
-		if ps.r != r {
-			keep = append(keep, ps)
-		}
-	}
-	n := len(p.pending) - len(keep)
-	clear(p.pending[len(keep):])
-	p.pending = keep
-	p.npending.Store(int32(len(p.pending)))
+	n := p.queue.drop(r)
+	p.npending.Store(int32(p.queue.len()))
 	return n
 }
 

@@ -6,15 +6,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"net"
-	"os"
 	"runtime"
-	"slices"
 	"sync"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -86,50 +80,64 @@ type loopMsg struct {
 	slot  *raceSlot // the race member a dial was for
 }
 
-// loopRace is a batch the loop prepares and releases: every member gets a
-// connection of its own (last-byte: with all of its request written but
-// the final byte); once every member is ready (or failed) and the release
-// is due, one pass writes every final byte (last-byte) or every whole
-// request (barrier), in member order.
-type loopRace struct {
-	at       time.Time
-	lastByte bool
-	slots    []*raceSlot
-	open     int // members neither ready nor failed
-	released bool
-}
-
-type raceSlot struct {
-	lr  *loopRace
-	i   int
-	c   *loopConn // nil until ready; nil after a failure
-	err error
-}
-
+// evloop is the event loop of one run (see above): every field but the
+// inbox belongs to the loop's goroutine. Its counters, and what holds
+// between them whenever the loop is between two events:
+//
+//   - Every connection in conns is in exactly one state: idle (send < 0,
+//     in idle[c.p]), busy (send >= 0 and not away: its send is written,
+//     being written, or, held, a race member's awaiting the release) or
+//     away (c.away: out of the epoll set, read by a fallback goroutine).
+//     Each is also counted in its pool's p.conns until closeConn.
+//   - busy is the number of busy connections, held ones included; it
+//     goes up in write and hold, and down in complete (the send's result
+//     joins out), in failed's retry, in fallback (the connection goes
+//     away) and in dropPending (a race called off).
+//   - away is the number of away connections; it goes down when the
+//     fallback goroutine's message brings the connection back (drainInbox).
+//   - npend is the number of sends waiting in queues (the sum of their
+//     len). dropPending empties the queues; after it only a retry (see
+//     failed) queues a send again. A waiting send has no connection and
+//     holds no count of r.wg.
+//   - ndial is the number of dials in progress for waiting sends (the sum
+//     of the queues' dials), at most maxSendDials; each posts exactly one
+//     message without slot to the inbox.
+//   - rdials is the number of race members' dials in progress; each posts
+//     exactly one message with its slot.
+//   - r.wg: the loop holds one count from startLoop until run returns;
+//     each busy connection's send holds one; each result in out, or in a
+//     batch sent to the sink and not yet finished, holds one (the sink
+//     releases it after run.finish); each fallback goroutine holds one
+//     until it has finished its send, which may be after its connection
+//     is back. So r.wg.Wait returns only after the loop has ended and
+//     every send it took has been finished.
+//
+// The loop returns when no event is left to dispatch and busy, npend,
+// ndial, away and rdials are 0 and no race is prepared: then nothing
+// holds a count of r.wg for it and no goroutine will post to its inbox.
 type evloop struct {
-	r        *run
-	ep       int
-	tfd      int
-	efd      int
-	conns    map[int]*loopConn
-	idle     map[*pool][]*loopConn
-	pend     map[*pool][]int
-	npend    int
-	dials    map[*pool]int
-	ndial    int
-	busy     int
-	away     int
-	k        int // next event
-	stop     bool
-	retry    map[int]bool
-	races    []*loopRace // prepared, not yet released
-	rdials   int         // race members' dials in progress
-	out      []loopDone
-	sinkCh   chan []loopDone
-	free     chan []loopDone // batches the sink is done with
-	evs      []unix.EpollEvent
-	ts       unix.Timespec // epoll_pwait2's timeout (a field: no allocation per wait)
-	noPwait2 bool          // the kernel lacks epoll_pwait2: timerfd and epoll_wait
+	r      *run
+	ep     int                   // the epoll descriptor
+	tfd    int                   // a timerfd in the epoll set: wakes the loop before a deadline
+	efd    int                   // an eventfd in the epoll set: wakes the loop for the inbox
+	conns  map[int]*loopConn     // by descriptor: every connection the loop owns
+	idle   map[*pool][]*loopConn // idle connections per pool, LIFO
+	queues map[*pool]*sendQueue  // sends waiting for a connection, and their dials
+	npend  int                   // waiting sends, over all queues
+	ndial  int                   // dials in progress for waiting sends
+	busy   int                   // connections with a send in flight, held ones included
+	away   int                   // connections read by a fallback goroutine
+	k      int                   // next event
+	stop   bool                  // dispatching has stopped (dctx done)
+	races  []*loopRace           // prepared, not yet released
+	rdials int                   // race members' dials in progress
+	out    []loopDone            // finished sends, for the sink's next batch
+	sinkCh chan []loopDone
+	free   chan []loopDone // batches the sink is done with
+	evs    []unix.EpollEvent
+	ts     unix.Timespec // epoll_pwait2's timeout (a field: no allocation per wait)
+	// noPwait2: the kernel lacks epoll_pwait2: timerfd and epoll_wait.
+	noPwait2 bool
 
 	dispatched chan struct{} // closed when no event is left to dispatch
 	closedDisp bool
@@ -164,9 +172,7 @@ func (r *run) startLoop() bool {
 		r:          r,
 		conns:      make(map[int]*loopConn),
 		idle:       make(map[*pool][]*loopConn),
-		pend:       make(map[*pool][]int),
-		dials:      make(map[*pool]int),
-		retry:      make(map[int]bool),
+		queues:     make(map[*pool]*sendQueue),
 		sinkCh:     make(chan []loopDone, 1024),
 		free:       make(chan []loopDone, 64),
 		evs:        make([]unix.EpollEvent, 256),
@@ -217,96 +223,6 @@ func (r *run) startLoop() bool {
 	go l.run()
 	<-l.dispatched
 	return true
-}
-
-// adoptIdle takes the pool's idle connections for the event loop: the
-// reader goroutine watching one lets go of it first. A connection that
-// received something unasked meanwhile is closed.
-func (p *pool) adoptIdle() []*h1Conn {
-	p.mu.Lock()
-	idle := p.idle
-	p.idle = nil
-	p.mu.Unlock()
-	got := idle[:0]
-	for _, c := range idle {
-		if c.reader {
-			close(c.adoptReq)
-			_ = c.sc.SetReadDeadline(aLongTimeAgo)
-			<-c.adopted
-			if c.sc.SetDeadline(time.Time{}) != nil || c.br.Buffered() > 0 {
-				c.close()
-				continue
-			}
-		}
-		got = append(got, c)
-	}
-	return got
-}
-
-// newConn registers nc (counted in p.conns) with the loop; nil when it
-// cannot (not a TCP socket).
-func (l *evloop) newConn(p *pool, nc net.Conn, used int) *loopConn {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	fd := -1
-	if raw.Control(func(f uintptr) { fd = int(f) }) != nil || fd < 0 {
-		return nil
-	}
-	c := &loopConn{nc: nc, fd: fd, p: p, src: localAddr(nc), buf: make([]byte, 4096), send: -1, used: used, idleSince: time.Now()}
-	c.br = bufio.NewReaderSize(&c.bbr, 4096)
-	if unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}) != nil {
-		return nil
-	}
-	l.conns[fd] = c
-	return c
-}
-
-// post hands m to the loop from another goroutine.
-func (l *evloop) post(m loopMsg) {
-	l.inMu.Lock()
-	l.inbox = append(l.inbox, m)
-	l.inMu.Unlock()
-	l.wake()
-}
-
-func (l *evloop) wake() {
-	one := [8]byte{1}
-	_, _ = unix.Write(l.efd, one[:])
-}
-
-// sink finishes the loop's results, in batches, off the loop's thread.
-// The batches go back to the loop for reuse: the loop does not allocate
-// in the steady state, so that it never pays for the garbage collector's
-// assists (a stall of milliseconds) while pacing.
-func (l *evloop) sink() {
-	for batch := range l.sinkCh {
-		for _, d := range batch {
-			l.r.finish(d.i, d.res, d.err)
-			l.r.wg.Done()
-		}
-		clear(batch)
-		select {
-		case l.free <- batch[:0]:
-		default:
-		}
-	}
-}
-
-func (l *evloop) flush() {
-	if len(l.out) > 0 {
-		l.sinkCh <- l.out
-		select {
-		case l.out = <-l.free:
-		default:
-			l.out = make([]loopDone, 0, 64)
-		}
-	}
 }
 
 func (l *evloop) closeDispatch() {
@@ -472,13 +388,8 @@ func (l *evloop) dispatchDue(now time.Time) time.Time {
 			l.prepareRace(ev.race)
 			continue
 		}
-		if !r.e.lim.AllowN(now, 1) { // (AllowN does not allocate; ReserveN does)
-			rv := r.e.lim.ReserveN(now, 1)
-			d := rv.DelayFrom(now)
-			rv.CancelAt(now)
-			if d > 0 {
-				return now.Add(d)
-			}
+		if d := r.d.guard.take(now, 1); d > 0 {
+			return now.Add(d)
 		}
 		l.k++
 		l.send(ev.idx, now)
@@ -505,588 +416,25 @@ func (l *evloop) send(i int, now time.Time) {
 		l.write(c, i)
 		return
 	}
-	l.pend[p] = append(l.pend[p], i)
+	l.queue(p).push(pendingSend{r: l.r, i: i})
 	l.npend++
 	l.maybeDial(p)
 }
 
-func (l *evloop) takeIdle(p *pool, now time.Time) *loopConn {
-	for {
-		idle := l.idle[p]
-		if len(idle) == 0 {
-			return nil
-		}
-		c := idle[len(idle)-1]
-		l.idle[p] = idle[:len(idle)-1]
-		if now.Sub(c.idleSince) < maxIdleAge {
-			return c
-		}
-		l.closeConn(c)
+// queue returns p's queue of waiting sends, creating it.
+func (l *evloop) queue(p *pool) *sendQueue {
+	q := l.queues[p]
+	if q == nil {
+		q = new(sendQueue)
+		l.queues[p] = q
 	}
+	return q
 }
 
-// write writes the request of send i on idle connection c.
-func (l *evloop) write(c *loopConn, i int) {
-	r := l.r
-	req := c.p.h1req
-	now := time.Now()
-	c.send = i
-	c.res = r.newResult(i)
-	c.res.Src = c.src
-	c.res.Sent = r.stamp(now)
-	c.gotFirst, c.headDone, c.remain, c.closeAft = false, false, 0, false
-	c.deadline = now.Add(r.e.opt.Timeout)
-	r.wg.Add(1)
-	l.busy++
-	n, err := syscall.Write(c.fd, req)
-	if err == unix.EAGAIN {
-		n, err = 0, nil
+// waiting returns the number of p's waiting sends.
+func (l *evloop) waiting(p *pool) int {
+	if q := l.queues[p]; q != nil {
+		return q.len()
 	}
-	if err != nil {
-		l.failed(c, os.NewSyscallError("write", err))
-		return
-	}
-	if n < len(req) {
-		c.wrest = req[n:]
-		_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLOUT, Fd: int32(c.fd)})
-		return
-	}
-	c.res.Wrote = c.res.Sent
-}
-
-// writeRest writes more of a request a full socket buffer held back,
-// stamping Wrote before the write that may carry its last byte.
-func (l *evloop) writeRest(c *loopConn) {
-	at := time.Now()
-	n, err := syscall.Write(c.fd, c.wrest)
-	if err == unix.EAGAIN {
-		return
-	}
-	if err != nil {
-		c.wrest = nil
-		l.failed(c, os.NewSyscallError("write", err))
-		return
-	}
-	c.wrest = c.wrest[n:]
-	if len(c.wrest) == 0 {
-		c.wrest = nil
-		c.res.Wrote = l.r.stamp(at)
-		_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)})
-	}
-}
-
-var crlfcrlf = []byte("\r\n\r\n")
-
-// onReadable reads once from c and parses what arrived.
-func (l *evloop) onReadable(c *loopConn) {
-	if c.send < 0 { // idle: the server closed it, or sent something unasked
-		l.closeConn(c)
-		return
-	}
-	n, err := syscall.Read(c.fd, c.buf[c.n:])
-	if err == unix.EAGAIN || err == unix.EINTR {
-		return
-	}
-	now := time.Now()
-	switch {
-	case err != nil:
-		l.failed(c, os.NewSyscallError("read", err))
-		return
-	case n == 0:
-		l.failed(c, io.ErrUnexpectedEOF)
-		return
-	}
-	if !c.gotFirst {
-		c.gotFirst = true
-		c.res.TTFB = l.r.stamp(now)
-	}
-	c.n += n
-	l.parse(c, now)
-}
-
-// parse completes what it can of c's response.
-func (l *evloop) parse(c *loopConn, now time.Time) {
-	r := l.r
-	if !c.headDone {
-		end := bytes.Index(c.buf[:c.n], crlfcrlf)
-		if end < 0 {
-			if c.n == len(c.buf) || bytes.Contains(c.buf[:c.n], []byte("\n\n")) {
-				l.fallback(c)
-			}
-			return
-		}
-		end += len(crlfcrlf)
-		c.bbr.Reset(c.buf[:end])
-		c.br.Reset(&c.bbr)
-		h, err := leanHead(c.br, r.e.opt.Captured, r.e.opt.Method, r.e.opt.MaxHeaderBytes, r.e.opt.MaxBodyBytes)
-		if err != nil {
-			l.fallback(c)
-			return
-		}
-		c.res.Status = h.status
-		if h.header != nil {
-			c.res.Headers = r.e.opt.Redactor.Header(h.header)
-		}
-		if h.arrival != nil {
-			r.setArrival(&c.res, string(h.arrival))
-		}
-		c.headDone, c.remain, c.closeAft = true, h.length, h.close
-		c.n = copy(c.buf, c.buf[end:c.n])
-	}
-	take := min(c.remain, int64(c.n))
-	c.remain -= take
-	c.n = copy(c.buf, c.buf[take:c.n])
-	if c.remain > 0 {
-		return
-	}
-	c.res.Done = r.stamp(now)
-	l.complete(c, nil, !c.closeAft && c.n == 0)
-}
-
-// complete finishes c's send with err and frees or closes c.
-func (l *evloop) complete(c *loopConn, err error, reuse bool) {
-	if sl := c.slot; sl != nil { // a race member that failed before its release
-		sl.c, c.slot, c.held = nil, nil, false
-	}
-	l.busy--
-	l.out = append(l.out, loopDone{i: c.send, res: c.res, err: err})
-	c.send = -1
-	if err != nil || !reuse {
-		l.closeConn(c)
-		return
-	}
-	c.used++
-	l.release(c)
-}
-
-// failed ends c's send on a transport error: a request that met a
-// connection the server had closed (reused, no response byte) goes again,
-// once, on another connection.
-func (l *evloop) failed(c *loopConn, err error) {
-	i := c.send
-	if c.slot == nil && !c.gotFirst && c.used > 0 && !l.retry[i] && l.r.retryable(err) {
-		l.retry[i] = true
-		l.busy--
-		l.r.wg.Done()
-		c.send = -1
-		p := c.p
-		l.closeConn(c)
-		if c := l.takeIdle(p, time.Now()); c != nil {
-			l.write(c, i)
-			return
-		}
-		l.pend[p] = slices.Insert(l.pend[p], 0, i)
-		l.npend++
-		l.maybeDial(p)
-		return
-	}
-	c.res.Done = 0
-	l.complete(c, err, false)
-}
-
-// release gives a free connection to its pool's longest waiting send, or
-// makes it idle.
-func (l *evloop) release(c *loopConn) {
-	p := c.p
-	if q := l.pend[p]; len(q) > 0 && !l.stop {
-		i := q[0]
-		l.pend[p] = q[1:]
-		l.npend--
-		l.write(c, i)
-		return
-	}
-	if len(l.idle[p]) >= maxIdlePerPool {
-		l.closeConn(c)
-		return
-	}
-	c.idleSince = time.Now()
-	l.idle[p] = append(l.idle[p], c)
-}
-
-// closeConn closes c and forgets it.
-func (l *evloop) closeConn(c *loopConn) {
-	if l.conns[c.fd] != c {
-		return
-	}
-	_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
-	delete(l.conns, c.fd)
-	if idle := l.idle[c.p]; len(idle) > 0 {
-		if k := slices.Index(idle, c); k >= 0 {
-			l.idle[c.p] = slices.Delete(idle, k, k+1)
-		}
-	}
-	_ = c.nc.Close()
-	c.p.conns.Add(-1)
-	if len(l.pend[c.p]) > 0 {
-		l.maybeDial(c.p)
-	}
-}
-
-// maybeDial dials for p's waiting sends, within the pool's and the
-// engine's bounds; the connection is posted back to the loop.
-func (l *evloop) maybeDial(p *pool) {
-	r := l.r
-	for len(l.pend[p]) > l.dials[p] && int(p.conns.Load())+l.dials[p] < r.e.maxConns && l.ndial < maxSendDials && !l.stop {
-		l.dials[p]++
-		l.ndial++
-		go func() {
-			nc, _, err := p.dialRaw(r.dctx, dialH1)
-			l.post(loopMsg{p: p, nc: nc, err: err})
-		}()
-	}
-}
-
-// drainInbox handles what other goroutines posted.
-func (l *evloop) drainInbox() {
-	l.inMu.Lock()
-	msgs := l.inbox
-	l.inbox = nil
-	l.inMu.Unlock()
-	r := l.r
-	for _, m := range msgs {
-		if m.c != nil { // back from a fallback reader
-			c := m.c
-			l.away--
-			c.away = false
-			if !m.reuse {
-				l.closeConn(c)
-				continue
-			}
-			c.used++
-			if unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)}) != nil {
-				l.closeConn(c)
-				continue
-			}
-			l.release(c)
-			continue
-		}
-		if m.slot != nil {
-			l.rdials--
-			l.raceConn(m.slot, m.p, m.nc, m.err)
-			continue
-		}
-		p := m.p
-		l.dials[p]--
-		l.ndial--
-		if m.err != nil {
-			if q := l.pend[p]; len(q) > 0 && !l.stop {
-				i := q[0]
-				l.pend[p] = q[1:]
-				l.npend--
-				r.dialFailed(m.err)
-				r.wg.Add(1)
-				l.out = append(l.out, loopDone{i: i, res: r.newResult(i), err: m.err})
-			}
-			l.maybeDial(p) // for the sends still waiting
-			continue
-		}
-		p.conns.Add(1)
-		r.connected.Store(true)
-		if c := l.newConn(p, m.nc, 0); c != nil {
-			l.release(c)
-		} else {
-			p.conns.Add(-1)
-			_ = m.nc.Close()
-		}
-		l.maybeDial(p)
-	}
-}
-
-// prefixConn reads pre before the connection.
-type prefixConn struct {
-	net.Conn
-	pre []byte
-}
-
-func (c *prefixConn) Read(b []byte) (int, error) {
-	if len(c.pre) > 0 {
-		n := copy(b, c.pre)
-		c.pre = c.pre[n:]
-		return n, nil
-	}
-	return c.Conn.Read(b)
-}
-
-// fallback hands c, whose response the lean parser declined, to a
-// goroutine that reads it with net/http's reader and gives c back.
-func (l *evloop) fallback(c *loopConn) {
-	r := l.r
-	_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
-	l.busy--
-	l.away++
-	c.away = true
-	pre := slices.Clone(c.buf[:c.n])
-	c.n = 0
-	i, res, deadline := c.send, c.res, c.deadline
-	c.send = -1
-	go func() {
-		_ = c.nc.SetDeadline(deadline)
-		pc := &prefixConn{Conn: c.nc, pre: pre}
-		h := newH1Conn(pc)
-		ttfb := res.TTFB
-		reuse, err := r.readH1(i, h, &res)
-		if ttfb != 0 {
-			res.TTFB = ttfb
-		}
-		reuse = err == nil && reuse && len(pc.pre) == 0 && h.br.Buffered() == 0
-		if reuse {
-			reuse = c.nc.SetDeadline(time.Time{}) == nil
-		}
-		l.post(loopMsg{c: c, reuse: reuse}) // first: the connection may be due
-		r.finish(i, res, err)
-		r.wg.Done()
-	}()
-}
-
-// scanTimeouts fails the sends in flight past their deadline.
-func (l *evloop) scanTimeouts(now time.Time) {
-	for _, c := range l.conns {
-		if c.send >= 0 && !c.away && !c.held && now.After(c.deadline) {
-			l.complete(c, fmt.Errorf("read tcp %s: %w", c.src, os.ErrDeadlineExceeded), false)
-		}
-	}
-}
-
-// abandon fails every send in flight (the grace period is over).
-func (l *evloop) abandon() {
-	for _, c := range l.conns {
-		if c.send >= 0 && !c.away {
-			l.complete(c, errors.New("request abandoned"), false)
-		}
-	}
-	l.dropPending()
-}
-
-// dropPending forgets the waiting sends: they were never sent.
-func (l *evloop) dropPending() {
-	clear(l.pend)
-	l.npend = 0
-	for _, lr := range l.races { // called off: not sent
-		for _, sl := range lr.slots {
-			if c := sl.c; c != nil {
-				sl.c = nil
-				c.held, c.slot = false, nil
-				l.busy--
-				l.r.wg.Done()
-				c.send = -1
-				l.closeConn(c) // it may hold an incomplete request
-			}
-		}
-	}
-	l.races = nil
-}
-
-// finishUp returns the idle connections to their pools, for the next run
-// (or race) of the engine, and closes the loop's descriptors.
-func (l *evloop) finishUp() {
-	l.flush()
-	for p, idle := range l.idle {
-		for _, c := range idle {
-			_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
-			delete(l.conns, c.fd)
-			h := newH1Conn(c.nc)
-			h.pool = p
-			h.used = c.used
-			h.reader = true // it watches the idle connection, as on the net.Conn path
-			p.putIdle(h, c.idleSince)
-			go p.readLoop(h)
-		}
-	}
-	for _, c := range l.conns { // cannot happen: the loop ends with none busy
-		_ = c.nc.Close()
-		c.p.conns.Add(-1)
-	}
-	_ = unix.Close(l.ep)
-	_ = unix.Close(l.tfd)
-	_ = unix.Close(l.efd)
-}
-
-// putIdle returns an idle connection to the pool's idle list.
-func (p *pool) putIdle(c *h1Conn, since time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c.idleSince = since
-	if len(p.idle) >= maxIdlePerPool {
-		c.close()
-		return
-	}
-	p.idle = append(p.idle, c)
-}
-
-// prepareRace gets every member of rc a connection: an idle one of its
-// pool, or one dialled for it (races are not bound by the pool's cap, as
-// on the net.Conn path).
-func (l *evloop) prepareRace(rc *race) {
-	r := l.r
-	lr := &loopRace{at: r.begin.Add(rc.at), lastByte: r.e.opt.RaceMode == RaceLastByte, open: len(rc.members)}
-	l.races = append(l.races, lr)
-	now := time.Now()
-	for _, i := range rc.members {
-		sl := &raceSlot{lr: lr, i: i}
-		lr.slots = append(lr.slots, sl)
-		p := r.items[i].pool
-		if c := l.takeIdle(p, now); c != nil {
-			l.hold(sl, c)
-			continue
-		}
-		l.rdials++
-		go func() {
-			nc, _, err := p.dialRaw(r.dctx, dialH1)
-			l.post(loopMsg{p: p, nc: nc, err: err, slot: sl})
-		}()
-	}
-}
-
-// raceConn gives a dialled connection (or the dial's error) to a member.
-func (l *evloop) raceConn(sl *raceSlot, p *pool, nc net.Conn, err error) {
-	r := l.r
-	if err == nil {
-		p.conns.Add(1)
-		r.connected.Store(true)
-		c := l.newConn(p, nc, 0)
-		if c == nil {
-			p.conns.Add(-1)
-			_ = nc.Close()
-			err = errors.New("probe: connection not usable by the event loop")
-		} else if l.stop || !slices.Contains(l.races, sl.lr) {
-			l.release(c) // the race was called off
-			return
-		} else {
-			l.hold(sl, c)
-			return
-		}
-	}
-	if !slices.Contains(l.races, sl.lr) {
-		return // called off: not sent
-	}
-	sl.err = err
-	sl.lr.open--
-	if r.dialFailed(err) || r.dctx.Err() == nil {
-		r.wg.Add(1)
-		l.out = append(l.out, loopDone{i: sl.i, res: r.newResult(sl.i), err: err})
-	}
-}
-
-// hold makes c member sl's connection; last-byte writes all of the request
-// but its final byte now.
-func (l *evloop) hold(sl *raceSlot, c *loopConn) {
-	r := l.r
-	lr := sl.lr
-	sl.c = c
-	lr.open--
-	c.held = true
-	c.slot = sl
-	c.send = sl.i
-	c.res = r.newResult(sl.i)
-	c.res.Src = c.src
-	c.gotFirst, c.headDone, c.remain, c.closeAft = false, false, 0, false
-	c.deadline = lr.at.Add(r.e.opt.Timeout)
-	r.wg.Add(1)
-	l.busy++
-	if !lr.lastByte {
-		return
-	}
-	req := c.p.h1req
-	c.res.Sent = r.stamp(time.Now())
-	n, err := syscall.Write(c.fd, req[:len(req)-1])
-	if err == syscall.EAGAIN {
-		n, err = 0, nil
-	}
-	if err != nil {
-		l.complete(c, os.NewSyscallError("write", err), false)
-		return
-	}
-	if n < len(req)-1 { // the rest goes with the final byte
-		c.wrest = req[n : len(req)-1]
-	}
-}
-
-// releaseDue releases every prepared race that is due and ready, and
-// returns the next release instant (zero: none waits for a time).
-func (l *evloop) releaseDue(now time.Time) time.Time {
-	var next time.Time
-	keep := l.races[:0]
-	for _, lr := range l.races {
-		switch {
-		case lr.open > 0: // members still dialling: released when ready
-			keep = append(keep, lr)
-		case lr.at.After(now):
-			keep = append(keep, lr)
-			if next.IsZero() || lr.at.Before(next) {
-				next = lr.at
-			}
-		default:
-			n := 0
-			for _, sl := range lr.slots {
-				if sl.c != nil {
-					n++
-				}
-			}
-			if n > 0 {
-				rv := l.r.e.lim.ReserveN(now, n)
-				if d := rv.DelayFrom(now); rv.OK() && d > 0 {
-					rv.CancelAt(now)
-					lr.at = now.Add(d)
-					keep = append(keep, lr)
-					if next.IsZero() || lr.at.Before(next) {
-						next = lr.at
-					}
-					continue
-				}
-			}
-			l.releaseRace(lr)
-		}
-	}
-	clear(l.races[len(keep):])
-	l.races = keep
-	return next
-}
-
-// releaseRace writes, in one pass and in member order, every member's
-// final byte (last-byte) or whole request (barrier), stamping each write.
-func (l *evloop) releaseRace(lr *loopRace) {
-	r := l.r
-	type failure struct {
-		c   *loopConn
-		err error
-	}
-	var fails []failure
-	for _, sl := range lr.slots {
-		c := sl.c
-		if c == nil {
-			continue
-		}
-		c.held, c.slot = false, nil
-		req := c.p.h1req
-		b := req[len(req)-1:]
-		at := time.Now()
-		if !lr.lastByte {
-			b = req
-			c.res.Sent = r.stamp(at)
-		}
-		if len(c.wrest) > 0 { // a prefix the socket held back
-			c.wrest = append(slices.Clip(c.wrest), b...)
-			_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLOUT, Fd: int32(c.fd)})
-			continue
-		}
-		n, err := syscall.Write(c.fd, b)
-		if err == syscall.EAGAIN {
-			n, err = 0, nil
-		}
-		if err != nil {
-			fails = append(fails, failure{c, os.NewSyscallError("write", err)})
-			continue
-		}
-		if n < len(b) {
-			c.wrest = b[n:]
-			_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLOUT, Fd: int32(c.fd)})
-			continue
-		}
-		c.res.Wrote = r.stamp(at)
-		c.deadline = at.Add(r.e.opt.Timeout)
-	}
-	for _, f := range fails {
-		l.complete(f.c, f.err, false)
-	}
-	lr.released = true
+	return 0
 }

@@ -90,8 +90,8 @@ func TestWaitingSendsAreNotSentWhenTheRunStops(t *testing.T) {
 			t.Fatalf("%d pools, want 1", len(e.pools))
 		}
 		for _, p := range e.pools {
-			if len(p.pending) != 0 {
-				t.Errorf("%d sends still waiting in the pool", len(p.pending))
+			if p.queue.len() != 0 {
+				t.Errorf("%d sends still waiting in the pool", p.queue.len())
 			}
 		}
 	})

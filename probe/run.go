@@ -52,6 +52,7 @@ type run struct {
 	items       []item
 	events      []event
 	capture     bool // keep the first body bytes (Preflight)
+	d           *dispatcher
 
 	parent  context.Context
 	dctx    context.Context // dispatching: ends on cancel or abort
@@ -86,6 +87,7 @@ func (e *Engine) newRun(ctx context.Context, zero, begin time.Time, sends []Send
 		results:  make([]record.Result, len(sends)),
 		finished: make([]bool, len(sends)),
 		reading:  make([]atomic.Pointer[h1Conn], len(sends)),
+		d:        newDispatcher(e),
 	}
 	e.mu.Lock()
 	r.base = e.seq
@@ -290,11 +292,7 @@ func (r *run) dispatch() {
 // It reports false when dctx ended during the wait.
 func (r *run) guard(p pacer, n int) bool {
 	now := time.Now()
-	rv := r.e.lim.ReserveN(now, n)
-	if !rv.OK() { // larger than the bucket: refused by checkSends
-		return true
-	}
-	if d := rv.DelayFrom(now); d > 0 {
+	if d, rv := r.d.guard.reserve(now, n); d > 0 {
 		p.wait(r.dctx, now.Add(d))
 		if r.dctx.Err() != nil {
 			rv.CancelAt(time.Now())
@@ -501,7 +499,13 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 		reuse, err = r.readH1(i, c, &res)
 	}
 	own := c
-	if err != nil && retry && c.used > 0 && res.TTFB == 0 && r.retryable(err) {
+	if err != nil && r.d.retry.once(i, failedSend{
+		err:       err,
+		reused:    c.used > 0,
+		answered:  res.TTFB != 0,
+		pinned:    !retry,
+		abandoned: r.killed.Load(),
+	}) {
 		c.close()
 		res = r.newResult(i)
 		var nc conn
@@ -533,18 +537,6 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 // getConnNew dials a new HTTP/1.1 connection for a retry.
 func (r *run) getConnNew(p *pool) (conn, error) {
 	return p.dialConn(r.rctx, dialH1, false)
-}
-
-// retryable reports whether err is a connection closed by the server.
-func (r *run) retryable(err error) bool {
-	if r.killed.Load() || isTimeout(err) || classify(err) != record.ErrReset {
-		return false
-	}
-	switch r.e.opt.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return false
 }
 
 // readH1 reads the response to send i from c into res and reports whether
