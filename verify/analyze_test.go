@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/record"
 )
 
@@ -160,6 +161,48 @@ func TestAnalyzeFixedWindows(t *testing.T) {
 	}
 	if rep := analyze(t, e, Options{}, b); len(rep.Findings) != 0 {
 		t.Errorf("epoch windows: %+v", rep.Findings)
+	}
+}
+
+// TestAnalyzeTimerWindows: windows on a limiter's own timer start at
+// Phase + k·Window since the Unix epoch (t0 is a multiple of 2.5 s, so the
+// tick falls 925 ms after it), give or take PhaseSpread; a request counts
+// as surely inside a window only when it is for every start the spread
+// allows.
+func TestAnalyzeTimerWindows(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		ms      []float64
+		spread  time.Duration
+		certain bool
+	}{
+		{"six inside one window", []float64{100, 200, 300, 400, 500, 600}, 10 * time.Millisecond, true},
+		{"three and three across the tick", []float64{600, 700, 800, 1000, 1100, 1200}, 10 * time.Millisecond, false},
+		{"six before the tick, the last 25 ms before it", []float64{400, 500, 600, 700, 800, 900}, 10 * time.Millisecond, true},
+		{"six before the tick, the last within its spread", []float64{400, 500, 600, 700, 800, 900}, 100 * time.Millisecond, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := Endpoint{Limit: 5, Window: 2500 * time.Millisecond, WindowType: Fixed, Align: limiter.AlignTimer,
+				Phase: 925 * time.Millisecond, PhaseSpread: tt.spread, Headers: []string{"none"}}
+			b := newRun("a", 0)
+			for _, ms := range tt.ms {
+				b.add(ms, ms+1, 200)
+			}
+			got := slices.Contains(certainIDs(analyze(t, e, Options{}, b)), IDWindowLimitExceeded)
+			if got != tt.certain {
+				t.Errorf("certain window-limit-exceeded %v, want %v", got, tt.certain)
+			}
+		})
+	}
+	// Epoch-aligned, the same windows would start at t0: the six across
+	// the timer's tick are in one of them.
+	b := newRun("a", 0)
+	for _, ms := range []float64{600, 700, 800, 1000, 1100, 1200} {
+		b.add(ms, ms+1, 200)
+	}
+	e := Endpoint{Limit: 5, Window: 2500 * time.Millisecond, WindowType: Fixed, Align: limiter.AlignEpoch, Headers: []string{"none"}}
+	if !slices.Contains(certainIDs(analyze(t, e, Options{}, b)), IDWindowLimitExceeded) {
+		t.Errorf("epoch-aligned: want a certain window-limit-exceeded")
 	}
 }
 

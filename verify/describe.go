@@ -27,6 +27,9 @@ func (e *Endpoint) String() string {
 	switch {
 	case e.IsBucket():
 		fmt.Fprintf(&b, "rate %s, capacity %d", units.HumanRate(e.Rate), e.capacity())
+	case e.Limit > 0 && e.WindowType == Fixed && e.Align == limiter.AlignTimer:
+		fmt.Fprintf(&b, "%d per %s window (timer-aligned at phase %s ± %s)", e.Limit, units.HumanDuration(e.Window),
+			units.HumanDuration(e.Phase), units.HumanDuration(e.PhaseSpread))
 	case e.Limit > 0 && e.WindowType == Fixed:
 		fmt.Fprintf(&b, "%d per %s window (%s-aligned)", e.Limit, units.HumanDuration(e.Window),
 			cmp(string(e.Align), string(limiter.AlignFirstRequest)))

@@ -21,7 +21,11 @@ func (e *Endpoint) Model() limiter.Config {
 		if align == "" {
 			align = limiter.AlignFirstRequest
 		}
-		return limiter.Config{Algorithm: limiter.FixedWindow, Limit: e.Limit, Window: e.Window, Align: align, Penalty: e.Penalty}
+		c := limiter.Config{Algorithm: limiter.FixedWindow, Limit: e.Limit, Window: e.Window, Align: align, Penalty: e.Penalty}
+		if align == limiter.AlignTimer {
+			c.Phase = e.Phase
+		}
+		return c
 	}
 	return limiter.Config{Algorithm: limiter.SlidingLog, Limit: e.Limit, Window: e.Window, Penalty: e.Penalty}
 }

@@ -29,7 +29,7 @@ import (
 // firstRequest reports whether the rule counts fixed windows that start at
 // a key's first request.
 func (e *Endpoint) firstRequest() bool {
-	return !e.IsBucket() && e.WindowType == Fixed && e.Align != limiter.AlignEpoch
+	return !e.IsBucket() && e.WindowType == Fixed && e.Align != limiter.AlignEpoch && e.Align != limiter.AlignTimer
 }
 
 // freshAfterRefusal reports whether, under the declared penalty, an honest

@@ -93,8 +93,16 @@ type Endpoint struct {
 	// WindowType is Sliding (default) or Fixed.
 	WindowType WindowType
 	// Align says where fixed windows start: limiter.AlignEpoch or
-	// limiter.AlignFirstRequest (default). Only for Fixed.
+	// limiter.AlignFirstRequest (default), or limiter.AlignTimer — windows
+	// on the limiter's own timer, at Phase — which only an inference
+	// gives (a policy file cannot name a timer's phase). Only for Fixed.
 	Align limiter.Align
+	// Phase places AlignTimer windows: they start at Phase + k·Window
+	// since the Unix epoch, give or take PhaseSpread (a measured phase),
+	// 0 ≤ Phase < Window. A window whose start is that uncertain counts a
+	// request as surely inside only when it is for every start the spread
+	// allows.
+	Phase, PhaseSpread time.Duration
 
 	// Rate is a bucket's refill rate in requests per second.
 	Rate float64
@@ -276,12 +284,20 @@ func (e *Endpoint) validate(prefix string, ps *problems) {
 		}
 		switch e.Align {
 		case "":
-		case limiter.AlignEpoch, limiter.AlignFirstRequest:
+		case limiter.AlignEpoch, limiter.AlignFirstRequest, limiter.AlignTimer:
 			if e.WindowType != Fixed {
 				add("align", "applies to fixed windows only: add window_type fixed")
 			}
 		default:
 			add("align", "must be epoch or first-request, not %q", e.Align)
+		}
+		switch {
+		case e.Align != limiter.AlignTimer && (e.Phase != 0 || e.PhaseSpread != 0):
+			add("phase", "applies to timer-aligned windows only")
+		case e.Phase < 0 || (e.Window > 0 && e.Phase >= e.Window):
+			add("phase", "must lie in [0, window), not %v", e.Phase)
+		case e.PhaseSpread < 0:
+			add("phase", "spread must not be negative, not %v", e.PhaseSpread)
 		}
 	}
 	if bucket {
@@ -386,6 +402,8 @@ type endpointJSON struct {
 	Window     string   `json:"window,omitempty"`
 	WindowType string   `json:"window_type,omitempty"`
 	Align      string   `json:"align,omitempty"`
+	Phase      string   `json:"phase,omitempty"`
+	PhaseSprd  string   `json:"phase_spread,omitempty"`
 	Rate       string   `json:"rate,omitempty"`
 	Capacity   int64    `json:"capacity,omitempty"`
 	Burst      *int64   `json:"burst,omitempty"`
@@ -407,6 +425,9 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 	}
 	if e.Window != 0 {
 		w.Window = e.Window.String()
+	}
+	if e.Align == limiter.AlignTimer {
+		w.Phase, w.PhaseSprd = e.Phase.String(), e.PhaseSpread.String()
 	}
 	if e.Rate != 0 {
 		w.Rate = units.FormatRate(e.Rate)

@@ -64,6 +64,8 @@ func TestParsePolicyFileProblems(t *testing.T) {
 			[]string{"not both"}},
 		{"align without fixed", "version: 1\nendpoints:\n  - limit: 5\n    window: 1s\n    align: epoch\n",
 			[]string{"line 5: endpoints[0].align: applies to fixed windows only"}},
+		{"align timer", "version: 1\nendpoints:\n  - limit: 5\n    window: 1s\n    window_type: fixed\n    align: timer\n",
+			[]string{"line 6: endpoints[0].align: timer-aligned windows need the timer's phase, which only infer measures: use epoch or first-request"}},
 		{"bad key, status, dialect, retry_after", "version: 1\nendpoints:\n  - limit: 5\n    window: 1s\n    key: cookie\n    status: 200\n    headers: draft-9\n    retry_after: sometimes\n",
 			[]string{"key: must be global, ip or header:NAME", "status: a reject status is 400 to 599", "unknown dialect \"draft-9\"", "retry_after: must be required or optional"}},
 		{"missing version and endpoints", "{}", []string{"version: missing", "endpoints: declare a policy"}},

@@ -200,6 +200,9 @@ func decodeEndpoint(n *yaml.Node, prefix string, ps *problems) Endpoint {
 			e.WindowType = WindowType(scalarString(v, field, ps))
 		case "align":
 			e.Align = limiter.Align(scalarString(v, field, ps))
+			if e.Align == limiter.AlignTimer {
+				ps.add(field, v.Line, "timer-aligned windows need the timer's phase, which only infer measures: use epoch or first-request")
+			}
 		case "rate":
 			if s, ok := scalar(v, field, ps); ok {
 				r, err := units.ParseRate(s)

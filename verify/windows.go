@@ -21,11 +21,28 @@ func (r *rule) windowsFor(os []*obs) []Window {
 		return nil
 	}
 	w := int64(r.e.Window)
-	if r.e.Align == limiter.AlignEpoch {
+	switch r.e.Align {
+	case limiter.AlignEpoch:
 		lo, hi := span(seen)
 		return EpochWindows(r.origin, lo, hi, w)
+	case limiter.AlignTimer:
+		return r.timerWindows(seen)
 	}
 	return FirstRequestWindows(ivsOf(seen), w)
+}
+
+// timerWindows returns the timer-aligned windows of rule e touching the
+// requests seen: windows at Phase + k·Window since the Unix epoch, each
+// start widened by PhaseSpread either way.
+func (r *rule) timerWindows(seen []*obs) []Window {
+	w, ph, sp := int64(r.e.Window), int64(r.e.Phase), int64(r.e.PhaseSpread)
+	lo, hi := span(seen)
+	wins := EpochWindows(r.origin-ph, lo-sp, hi+sp, w)
+	for i := range wins {
+		wins[i].StartLo -= sp
+		wins[i].StartHi += sp
+	}
+	return wins
 }
 
 // windowCounts raises window-limit-exceeded when more than N accepted
