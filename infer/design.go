@@ -519,9 +519,13 @@ func (dz *designer) medianEdge(t time.Time) (time.Time, bool) {
 			continue
 		}
 		var e int64
-		if h.v.align == limiter.AlignEpoch {
+		switch h.v.align {
+		case limiter.AlignEpoch:
 			e = (tu/w + 1) * w
-		} else {
+		case limiter.AlignTimer:
+			ph := int64(math.Round(h.ph * 1e6))
+			e = ph + ((tu-ph)/w+1)*w
+		default:
 			st := x.s.states.get(fitKey(dz.client, dz.perClient))
 			if st.At == 0 {
 				continue

@@ -6,8 +6,6 @@ import (
 	"math"
 	"slices"
 	"time"
-
-	"github.com/rlprobe/rlprobe/limiter"
 )
 
 // The cost of an experiment beyond its duration: the refit and the next
@@ -144,7 +142,7 @@ func (s *prober) recheck(f *fit, w scored) *fit {
 	o := s.observe()
 	sp := s.firstSpace(o)
 	sp.perClient = f.perClient
-	sp.axes = slices.DeleteFunc(sp.axes, func(ax axis) bool { return ax.v.windowed() && ax.v.align == limiter.AlignEpoch })
+	sp.axes = slices.DeleteFunc(sp.axes, func(ax axis) bool { return ax.v.aligned() })
 	g := search(o, sp)
 	if !slices.Equal(g.refs, f.refs) {
 		return f

@@ -3,8 +3,6 @@ package infer
 import (
 	"math"
 	"slices"
-
-	"github.com/rlprobe/rlprobe/limiter"
 )
 
 // interval is the range of a parameter over equally good hypotheses.
@@ -61,8 +59,8 @@ func (f *fit) estimate(w scored) (n interval, x interval, d interval) {
 		}
 	}
 	x.value = (x.lo + x.hi) / 2
-	if w.h.v.windowed() && w.h.v.align == limiter.AlignEpoch {
-		// Epoch-aligned windows fit at isolated lengths; the roundest one
+	if w.h.v.aligned() {
+		// Aligned windows fit at isolated lengths; the roundest one
 		// (fewest digits in seconds) is the one a server would configure.
 		best := math.Inf(1)
 		for _, s := range ties {
@@ -119,7 +117,7 @@ func (f *fit) bracket(w scored, o *observations) {
 	if !(w.h.x > 0) {
 		return
 	}
-	if !(w.h.v.windowed() && w.h.v.align == limiter.AlignEpoch) {
+	if !w.h.v.aligned() {
 		f.brackets = append(f.brackets, f.bracketOf(w, o, func(h *hyp) *float64 { return &h.x })...)
 	}
 	if w.h.v.timed() && w.h.p > 0 {
@@ -169,7 +167,7 @@ func (f *fit) widest(w scored) (lo, hi scored, wide bool) {
 			lo, hi, ratio = a, b, r
 		}
 	}
-	if !(w.h.v.windowed() && w.h.v.align == limiter.AlignEpoch) {
+	if !w.h.v.aligned() {
 		consider(func(h hyp) float64 { return h.x })
 	}
 	if w.h.v.timed() {

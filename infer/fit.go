@@ -226,7 +226,7 @@ func (f *fit) extend(o *observations) *fit {
 		global = min(global, m)
 	}
 	for k, nb := range newBest {
-		if nb <= oldBest[k] || famMiss[k.v.fam] > global+refineBehind*g.slack || (k.v.windowed() && k.v.align == limiter.AlignEpoch) {
+		if nb <= oldBest[k] || famMiss[k.v.fam] > global+refineBehind*g.slack || k.v.aligned() {
 			continue
 		}
 		var centres []float64
@@ -268,17 +268,41 @@ func (f *fit) extend(o *observations) *fit {
 			try(h)
 		}
 	}
+	// A timer's phase comes from the edge gaps, which the new observations
+	// may have added to: place it afresh at every length still in the
+	// running.
+	var edges *edgeSet
+	for _, s := range slices.Clone(all) {
+		if s.h.v.align != limiter.AlignTimer || famMiss[s.h.v.fam] > global+refineBehind*g.slack {
+			continue
+		}
+		if edges == nil {
+			es := findEdges(o, f.perClient)
+			edges = &es
+		}
+		for _, ph := range edges.phases(s.h.x) {
+			h := s.h
+			h.ph = ph
+			try(h)
+		}
+	}
 	g.finish(all, famMiss)
 	return g
 }
 
-// lessHyp orders hypotheses of one variant for reproducible choices.
+// lessHyp orders hypotheses of one variant for reproducible choices. An
+// aligned window's rounder length comes first: of the isolated lengths
+// that fit, it is the one a server would configure (and the one estimate
+// reports), so the hypothesis that predicts is the one reported.
 func lessHyp(a, b hyp) bool {
 	if a.n != b.n {
 		return a.n < b.n
 	}
 	if a.d != b.d {
 		return a.d < b.d
+	}
+	if ra, rb := roundness(a.x), roundness(b.x); a.v.aligned() && ra != rb {
+		return ra < rb
 	}
 	if a.x != b.x {
 		return a.x < b.x
@@ -299,8 +323,13 @@ const (
 // order of allVariants — except that a behaviour beyond the plain models
 // must earn its place: the best plain hypothesis wins unless the best with
 // a behaviour misses more than slack fewer outcomes (what timing noise
-// explains is no evidence of a penalty or a quirk).
+// explains is no evidence of a penalty or a quirk). One plain answer gives
+// way without that margin: an epoch-aligned fixed window at a length less
+// round than that of a timer-aligned one that misses no more (epochTimer).
 func (f *fit) winner() (scored, bool) {
+	if t, ok := f.epochTimer(); ok {
+		return t, true
+	}
 	var plain, beh scored
 	hasPlain, hasBeh := false, false
 	for _, v := range allVariants {
@@ -319,6 +348,31 @@ func (f *fit) winner() (scored, bool) {
 		return beh, true
 	}
 	return plain, hasPlain
+}
+
+// epochTimer returns the best timer-aligned window when it displaces the
+// best plain answer, an epoch-aligned fixed window: it misses no more, at
+// a rounder length. Epoch-aligned windows of neighbouring lengths fall at
+// phases that look random, so over a run's span one of them passes for a
+// timer at any phase (2.496 s where a timer ticks every 2.5 s); a server
+// configures round lengths, and one that ticks on a timer of its own is
+// the simpler account of an epoch window nobody would configure.
+func (f *fit) epochTimer() (scored, bool) {
+	var plain scored
+	has := false
+	for _, v := range plainVariants {
+		if b, ok := f.best[v]; ok && (!has || b.miss < plain.miss) {
+			plain, has = b, true
+		}
+	}
+	t, ok := f.best[timerVariant]
+	if !ok || !has || plain.h.v.fam != FixedWindow || plain.h.v.align != limiter.AlignEpoch {
+		return scored{}, false
+	}
+	if t.miss <= plain.miss && roundness(t.h.x) < roundness(plain.h.x) {
+		return t, true
+	}
+	return scored{}, false
 }
 
 // winnerFor is winner with an advertisement as evidence: among the

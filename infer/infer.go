@@ -124,6 +124,7 @@ func FamilyNames() []string {
 const (
 	AlignEpoch        = "epoch"
 	AlignFirstRequest = "first-request"
+	AlignTimer        = "timer" // windows on the limiter's own timer, at params.phase_s
 	AlignUnknown      = "unknown"
 
 	KeyGlobal  = "global"
@@ -307,6 +308,9 @@ type Params struct {
 	Undelayed *Param `json:"undelayed"`  // leaky-bucket-queue: served at once from idle (nginx delay + 1)
 	Queue     *Param `json:"queue"`      // leaky-bucket-queue: further requests held rather than rejected
 	IdleS     *Param `json:"idle_s"`     // idle-eviction: seconds without a request after which a key starts afresh
+	// PhaseS places timer-aligned windows (alignment timer): they start at
+	// PhaseS + k·WindowS seconds since the Unix epoch, 0 ≤ PhaseS < WindowS.
+	PhaseS *Param `json:"phase_s"`
 }
 
 // PenaltyFit is an inferred penalty: its kind and, for block, the block's

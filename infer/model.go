@@ -27,6 +27,15 @@ type variant struct {
 // (capacity, rate).
 func (v variant) windowed() bool { return v.fam != TokenBucket && v.fam != LeakyBucketQueue }
 
+// aligned reports whether the variant's windows start at fixed instants
+// of the clock rather than at a key's requests: epoch-aligned windows, and
+// windows on a server-wide timer (at a phase of their own). Their edges
+// depend on the window's length to the nanosecond, so they are fitted at
+// every length of a grid, never refined around a best point.
+func (v variant) aligned() bool {
+	return v.windowed() && (v.align == limiter.AlignEpoch || v.align == limiter.AlignTimer)
+}
+
 // timed reports whether the variant's behaviour has a duration of its own
 // (hyp.p): a block's length, or the idle time after which a key is
 // forgotten.
@@ -92,8 +101,16 @@ var behaviourVariants = func() []variant {
 	vs = append(vs, with(BehaviourBlock, tb, fw, sl, swc)...)
 	vs = append(vs, with(BehaviourIdle, tb)...)
 	vs = append(vs, with(BehaviourWholeToken, tb)...)
+	// A bucket refilled whole on a server-wide timer, or a fixed window on
+	// the limiter's own timer: windows at a phase of their own.
+	vs = append(vs, timerVariant)
 	return vs
 }()
+
+// timerVariant is a fixed window on a server-wide timer at a phase of its
+// own (hyp.ph): a bucket refilled whole at each tick, or a window limiter
+// that keeps its own timer.
+var timerVariant = variant{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignTimer, beh: BehaviourTimer}
 
 // allVariants are every candidate shape, plain ones first (see
 // behaviourVariants), in the order ties are broken.
@@ -106,6 +123,9 @@ type hyp struct {
 	x float64 // window in seconds (windows) or rate per second (buckets)
 	d int64   // leaky-bucket-queue: nginx delay= (undelayed − 1)
 	p float64 // timed behaviours: the block's or the idle time's length, seconds
+	// ph is a timer-aligned window's phase: windows start at ph + k·x
+	// seconds since the Unix epoch, 0 ≤ ph < x.
+	ph float64
 }
 
 // degenerate reports whether h is a bucket with a timed behaviour (a
@@ -126,6 +146,9 @@ func (h hyp) config() limiter.Config {
 	if h.v.windowed() {
 		c.Limit = h.n
 		c.Window = max(time.Duration(math.Round(h.x*1e6))*time.Microsecond, time.Microsecond)
+		if h.v.align == limiter.AlignTimer {
+			c.Phase = min(time.Duration(math.Round(h.ph*1e6))*time.Microsecond, c.Window-time.Microsecond)
+		}
 	} else {
 		c.Capacity = h.n
 		c.Rate = h.x
@@ -163,6 +186,9 @@ func (h hyp) String() string {
 	switch {
 	case h.v.windowed():
 		s = fmt.Sprintf("%v limit=%d window=%s", h.v, h.n, units.HumanDuration(units.Seconds(h.x)))
+		if h.v.align == limiter.AlignTimer {
+			s += fmt.Sprintf(" phase=%.6fs", h.ph)
+		}
 	case h.v.fam == LeakyBucketQueue:
 		s = fmt.Sprintf("%v rate=%s capacity=%d undelayed=%d", h.v, units.HumanRate(h.x), h.n, h.d+1)
 	default:

@@ -47,7 +47,7 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 	inf.Reproduced = share(f.total-w.miss, f.total)
 	inf.Fit, inf.Misses = judgeFit(w, f, o, origin)
 	f.bracket(w, o)
-	fillParams(inf, f, w, a, o.timingSlack())
+	fillParams(inf, f, w, a, o.timingSlack(), o.first)
 	// Waits are judged with the reported model: the middle of the equally
 	// good range, not its edge, whose window edges drift from the truth's
 	// over a long run of spread requests.
@@ -104,6 +104,11 @@ func judgeFit(w scored, f *fit, o *observations, origin time.Time) (Fit, []Miss)
 		misses = append(misses, missOf(m, w.h, origin))
 	}
 	trace("fit: %v misses %d of %d (slack %d, %d clusters)", w.h, w.miss, f.total, f.slack, len(o.clusters))
+	for _, v := range allVariants {
+		if b, ok := f.best[v]; ok {
+			trace("  best %v: %v misses %d", v, b.h, b.miss)
+		}
+	}
 	if w.miss > f.farBehind() && share(f.total-w.miss, f.total) < misfitShare {
 		return FitMisfit, misses
 	}
@@ -126,12 +131,12 @@ func missOf(m mismatch, h hyp, origin time.Time) Miss {
 		Observed: fmt.Sprintf("%d of %d accepted", m.observedAccept, m.size)}
 }
 
-// fillParams sets the winner's parameters, with the ranges over which
+// fillParams (first: the run's first request) sets the winner's parameters, with the ranges over which
 // they fit as well, and the switches the data settled (alignment, counting
 // rejected requests); a switch the data could not settle is unknown, unless
 // the advertisement a names the winner. The continuous parameter's range
 // is widened by slack, the timing the run could not resolve.
-func fillParams(inf *Inference, f *fit, w scored, a advert, slack time.Duration) {
+func fillParams(inf *Inference, f *fit, w scored, a advert, slack time.Duration, first time.Time) {
 	n, x, d := f.estimate(w)
 	// The range of equally good values is widened by what the timing of
 	// the run cannot resolve: slack relative to the time scale.
@@ -155,10 +160,13 @@ func fillParams(inf *Inference, f *fit, w scored, a advert, slack time.Duration)
 		inf.Params.Undelayed = &Param{Value: d.value + 1, Low: d.lo + 1, High: d.hi + 1}
 		inf.Params.Queue = &Param{Value: n.value - d.value - 1, Low: math.Max(n.lo-d.hi-1, 0), High: n.hi - d.lo - 1}
 	}
-	fillBehaviour(inf, f, w, n.value)
+	fillBehaviour(inf, f, w, n.value, first)
 	aligns, crs := map[limiter.Align]bool{}, map[bool]bool{}
 	for _, s := range f.pool {
 		if s.h.v.fam == w.h.v.fam && s.miss == w.miss {
+			if epochOrTimer(s.h.v.align) && epochOrTimer(w.h.v.align) && s.h.v.align != w.h.v.align {
+				continue // decided by the lengths' roundness (fit.epochTimer)
+			}
 			aligns[s.h.v.align] = true
 			crs[s.h.v.cr] = true
 		}
@@ -182,6 +190,11 @@ func fillParams(inf *Inference, f *fit, w scored, a advert, slack time.Duration)
 		inf.CountsRejected = &no
 	}
 }
+
+// epochOrTimer reports whether a is an alignment to the clock: windows
+// at multiples of their length since the Unix epoch, at phase 0 or at a
+// timer's phase.
+func epochOrTimer(a limiter.Align) bool { return a == limiter.AlignEpoch || a == limiter.AlignTimer }
 
 // alternatives lists every other family's best, with what ruled it out,
 // most confident first.

@@ -53,8 +53,13 @@ func (inf *Inference) Rule() (rule verify.Endpoint, note string, err error) {
 		rule.WindowType = verify.Sliding
 		if inf.Algorithm == FixedWindow {
 			rule.WindowType, rule.Align = verify.Fixed, limiter.AlignFirstRequest
-			if inf.Alignment != nil && *inf.Alignment == AlignEpoch {
+			switch {
+			case inf.Alignment == nil:
+			case *inf.Alignment == AlignEpoch:
 				rule.Align = limiter.AlignEpoch
+			case *inf.Alignment == AlignTimer && p.PhaseS != nil:
+				rule.Align = limiter.AlignTimer
+				rule.Phase, rule.PhaseSpread = timerPhase(*p.PhaseS, rule.Window)
 			}
 		}
 	case TokenBucket, LeakyBucketQueue:
@@ -78,4 +83,19 @@ func (inf *Inference) Rule() (rule verify.Endpoint, note string, err error) {
 		note = fmt.Sprintf("the rule of the closest family, %s, not validated by an experiment it was not fitted on (fit approximate)", inf.Algorithm)
 	}
 	return rule, note, nil
+}
+
+// minPhaseSpread is the least uncertainty of an inferred timer's phase, a
+// fraction of its window: arrival estimates that place the edges carry
+// more than the phases that tie at the answer's length show.
+const minPhaseSpread = 50
+
+// timerPhase returns an inferred timer's phase within [0, window) and its
+// spread: half the range of the phases that fit as well, at least
+// window/minPhaseSpread.
+func timerPhase(p Param, window time.Duration) (phase, spread time.Duration) {
+	phase = units.Seconds(p.Value).Round(time.Microsecond)
+	phase = ((phase % window) + window) % window
+	spread = units.Seconds(math.Max(p.Value-p.Low, p.High-p.Value)).Round(time.Microsecond)
+	return phase, max(spread, window/minPhaseSpread)
 }

@@ -27,6 +27,8 @@ func TestRuleRoundTrip(t *testing.T) {
 			limiter.Config{Algorithm: limiter.FixedWindow, Limit: 8, Window: 2 * time.Second, Align: limiter.AlignEpoch}},
 		{"fixed-window first-request", limiter.Config{Algorithm: limiter.FixedWindow, Limit: 6, Window: 1500 * time.Millisecond, Align: limiter.AlignFirstRequest},
 			limiter.Config{Algorithm: limiter.FixedWindow, Limit: 6, Window: 1500 * time.Millisecond, Align: limiter.AlignFirstRequest}},
+		{"fixed-window timer", limiter.Config{Algorithm: limiter.FixedWindow, Limit: 5, Window: 2500 * time.Millisecond, Align: limiter.AlignTimer, Phase: 925 * time.Millisecond},
+			limiter.Config{Algorithm: limiter.FixedWindow, Limit: 5, Window: 2500 * time.Millisecond, Align: limiter.AlignTimer, Phase: 925 * time.Millisecond}},
 		{"sliding-log", limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: time.Second},
 			limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: time.Second}},
 		{"token-bucket", limiter.Config{Algorithm: limiter.TokenBucket, Rate: 4, Capacity: 5},
@@ -63,6 +65,15 @@ func TestRuleRoundTrip(t *testing.T) {
 			}
 			if r := tt.want.Rate; r > 0 && math.Abs(got.Rate-r) > 0.05*r {
 				t.Errorf("rate %v, want %v ± 5 %%", got.Rate, r)
+			}
+			if tt.want.Align == limiter.AlignTimer {
+				// The phase places windows near the run: within its spread
+				// of the timer's (the spread at most a tenth of the window).
+				d := (got.Phase - tt.want.Phase) % got.Window
+				d = min(d.Abs(), got.Window-d.Abs())
+				if d > rule.PhaseSpread || rule.PhaseSpread > got.Window/10 {
+					t.Errorf("phase %v ± %v, want %v within the spread (at most a tenth of the window)", got.Phase, rule.PhaseSpread, tt.want.Phase)
+				}
 			}
 		})
 	}

@@ -24,9 +24,10 @@ func geomGrid(lo, hi, ratio float64) []float64 {
 
 // search fits every hypothesis of sp to o.
 //
-// Epoch-aligned variants are evaluated at every window of their grid:
-// whole multiples of a round unit (1 ms for short windows), because the
-// edges of an epoch-aligned window depend on its length to the nanosecond.
+// Aligned variants (epoch, timer) are evaluated at every window of their
+// grid: whole multiples of a round unit (1 ms for short windows), because
+// the edges of an aligned window depend on its length to the nanosecond; a
+// timer's phase at each length is the one the edge gaps place (edgeSet.phase).
 //
 // Every other variant is searched in passes. A coarse geometric grid is
 // scored with a generous timing tolerance (coarseTolDiv), so that points
@@ -159,7 +160,7 @@ func (sr *searcher) grid() []line {
 	edges := findEdges(sr.o, sr.sp.perClient)
 	epochLines := 0
 	for _, ax := range sr.sp.axes {
-		if ax.v.windowed() && ax.v.align == limiter.AlignEpoch {
+		if ax.v.aligned() {
 			epochLines += len(ax.counts)
 		}
 	}
@@ -168,7 +169,7 @@ func (sr *searcher) grid() []line {
 	for _, ax := range sr.sp.axes {
 		v := ax.v
 		xs := ax.xs
-		epoch := v.windowed() && v.align == limiter.AlignEpoch
+		epoch := v.aligned()
 		if xs == nil {
 			if epoch {
 				xs = unitGrid(ax.lo, ax.hi, unitPoints)
@@ -176,7 +177,21 @@ func (sr *searcher) grid() []line {
 				xs = geomGrid(ax.lo, ax.hi, coarseRatio)
 			}
 		}
-		if epoch {
+		// A timer's phases at each length come from the edge gaps (a
+		// length that places none is no candidate): each length appears
+		// once per candidate phase.
+		var phs []float64
+		switch {
+		case v.align == limiter.AlignTimer:
+			kept := xs[:0:0]
+			for _, x := range xs {
+				for _, ph := range edges.phases(x) {
+					kept = append(kept, x)
+					phs = append(phs, ph)
+				}
+			}
+			xs = kept
+		case epoch:
 			xs = edges.filter(v, xs)
 		}
 		delays := []int64{0}
@@ -196,6 +211,9 @@ func (sr *searcher) grid() []line {
 					l := line{v: v, n: n, d: d, p: p, xs: xs, miss: make([]int, len(xs))}
 					for i, x := range xs {
 						h := hyp{v: v, n: n, x: x, d: d, p: p}
+						if phs != nil {
+							h.ph = phs[i]
+						}
 						if epoch || ax.xs != nil {
 							l.miss[i] = sr.eval(h)
 						} else {

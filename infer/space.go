@@ -4,8 +4,6 @@ import (
 	"math"
 	"slices"
 	"time"
-
-	"github.com/rlprobe/rlprobe/limiter"
 )
 
 // narrowed returns the space of a refit after more observations: for each
@@ -49,7 +47,7 @@ func (f *fit) narrowed() space {
 		}
 		slices.Sort(ax.counts)
 		slices.Sort(ax.delays)
-		if v.windowed() && v.align == limiter.AlignEpoch {
+		if v.aligned() {
 			for x := range a.xs {
 				ax.xs = append(ax.xs, x)
 			}

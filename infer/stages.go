@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/units"
 )
@@ -45,7 +46,7 @@ const (
 	// maxValidations bounds the validation experiments of one run: an
 	// answer that failed one is refitted, designed for and validated
 	// again, but not forever.
-	maxValidations = 7
+	maxValidations = 12
 	// budgetExtension is the factor by which an answer not yet exact
 	// extends the budget, once: 2·(6·W + 30 s).
 	budgetExtension = 2
@@ -262,6 +263,9 @@ func (s *prober) validatedEnough() bool {
 		return false
 	} else if _, _, wide := s.spread(w); wide {
 		return false // the experiments left a parameter unsettled
+	} else if w.h.v.align == limiter.AlignEpoch && roundness(w.h.x) >= unroundEpoch {
+		trace("an epoch-aligned window of %v: a length no server configures", units.Seconds(w.h.x))
+		return false
 	}
 	why := s.excused[validateSustained]
 	sustained := s.passed[validateSustained] || why == fittedOnSustained
@@ -272,6 +276,14 @@ func (s *prober) validatedEnough() bool {
 	}
 	return sustained || why != ""
 }
+
+// unroundEpoch is the roundness (decimal digits of the length in seconds,
+// to the millisecond) from which an epoch-aligned answer is never exact:
+// servers configure lengths such as 1 s, 1.5 s or 250 ms, and windows of
+// neighbouring lengths fall at phases that look random, so over a run one
+// of them — 2.498 s — passes for a limiter's own timer of 2.5 s, or for a
+// window that drifts, and would drift out of step within the hour.
+const unroundEpoch = 3
 
 // fittedOnSustained excuses the sustained validation: the design already
 // held the answer to sustained load above its rate, and a model

@@ -155,7 +155,7 @@ func idleCandidates(gaps []time.Duration) []float64 {
 // length and the range over which it reproduces the outcomes as well (the
 // tied hypotheses of the winner's variant and count n), widened by what
 // the run's timing cannot resolve.
-func fillBehaviour(inf *Inference, f *fit, w scored, n float64) {
+func fillBehaviour(inf *Inference, f *fit, w scored, n float64, first time.Time) {
 	var length *Param
 	if w.h.v.timed() {
 		lo, hi := math.Inf(1), math.Inf(-1)
@@ -181,7 +181,37 @@ func fillBehaviour(inf *Inference, f *fit, w scored, n float64) {
 		inf.Params.IdleS = length
 	case BehaviourWholeToken:
 		inf.Quirks = append(inf.Quirks, BehaviourWholeToken)
+	case BehaviourTimer:
+		inf.Params.PhaseS = timerParam(f, w, n, inf.Params.WindowS.Value, first)
 	}
+}
+
+// timerParam returns a timer-aligned answer's phase as the document states
+// it: relative to the reported window (rounded, as the document gives
+// it), so that windows start at phase + k·window near the run — a phase
+// is taken modulo the window since the Unix epoch, and the answer's own
+// length differs from the reported one by a hair that, over the epoch's
+// billions of windows, would move it anywhere. The range is the spread,
+// either way, of the phases that fit as well at the answer's length.
+func timerParam(f *fit, w scored, n, window float64, first time.Time) *Param {
+	x := w.h.x
+	if !(window > 0) {
+		window = x
+	}
+	t := unixSec(first)
+	// The first tick at or after the run's first request, on the
+	// answer's own timer.
+	tick := w.h.ph + math.Ceil((t-w.h.ph)/x)*x
+	spread := 0.0
+	for _, s := range slices.Concat(f.pool, f.brackets) {
+		if s.h.v == w.h.v && s.miss == w.miss && float64(s.h.n) == n && s.h.x == x {
+			d := math.Mod(math.Abs(s.h.ph-w.h.ph), x)
+			spread = math.Max(spread, math.Min(d, x-d))
+		}
+	}
+	ph := math.Mod(tick, window)
+	ph = math.Round(ph*1e6) / 1e6
+	return &Param{Value: ph, Low: math.Round((ph-spread)*1e6) / 1e6, High: math.Round((ph+spread)*1e6) / 1e6}
 }
 
 // decisive reports whether the outcomes tell w's answer apart from every

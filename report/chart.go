@@ -106,8 +106,8 @@ func (in *Input) trailingCounts(p *prepared, acc map[uint32][]int64) windowSerie
 			}
 		case r != nil && r.fixed():
 			origin := ts[0]
-			if r.align() == "epoch" {
-				origin = -(startUnix % window)
+			if r.clockAligned() {
+				origin = r.edgeOrigin(startUnix)
 			}
 			cur, n := int64(math.MinInt64), 0
 			for _, t := range ts {
@@ -225,9 +225,10 @@ func (in *Input) edgeRule(r *rule) *rule {
 		}
 		if e := inferredRule(inf); e != nil {
 			e.WindowType = verify.Fixed
-			e.Align = infer.AlignFirstRequest
-			if *inf.Alignment == infer.AlignEpoch {
-				e.Align = infer.AlignEpoch
+			switch *inf.Alignment {
+			case infer.AlignEpoch, infer.AlignTimer: // as Rule gives it
+			default:
+				e.Align = infer.AlignFirstRequest
 			}
 			return e
 		}
@@ -239,13 +240,13 @@ func (in *Input) edgeRule(r *rule) *rule {
 // without), and false when there are more than maxEdges.
 func (in *Input) windowEdges(p *prepared, acc map[uint32][]int64, t0, t1 int64, maxEdges int) ([]int64, bool) {
 	r := p.edges
-	if r == nil || (r.PerClient() && r.align() != "epoch") {
+	if r == nil || (r.PerClient() && !r.clockAligned()) {
 		return nil, true
 	}
 	w := int64(r.Window)
 	var origin int64
-	if r.align() == "epoch" {
-		origin = -(in.Start.UnixNano() % w)
+	if r.clockAligned() {
+		origin = r.edgeOrigin(in.Start.UnixNano())
 	} else {
 		first := int64(math.MaxInt64)
 		for _, ts := range acc {

@@ -17,7 +17,25 @@ func (r *rule) isWindow() bool { return !r.IsBucket() && r.Limit > 0 && r.Window
 func (r *rule) isBucket() bool { return r.IsBucket() && r.Rate > 0 && r.Quota() > 0 }
 func (r *rule) fixed() bool    { return r.WindowType == verify.Fixed }
 
-// align says where fixed windows start: epoch or first-request.
+// clockAligned reports whether the rule's fixed windows start at instants
+// of the clock (epoch or a timer's phase) rather than at a key's request.
+func (r *rule) clockAligned() bool {
+	return string(r.Align) == infer.AlignEpoch || string(r.Align) == infer.AlignTimer
+}
+
+// edgeOrigin returns the time, in ns relative to start (Unix ns), of a
+// window edge of a clock-aligned rule: edges fall at Phase + k·Window since
+// the Unix epoch (Phase 0 for epoch alignment).
+func (r *rule) edgeOrigin(start int64) int64 {
+	w := int64(r.Window)
+	var ph int64
+	if string(r.Align) == infer.AlignTimer {
+		ph = int64(r.Phase)
+	}
+	return -((((start - ph) % w) + w) % w)
+}
+
+// align says where fixed windows start: epoch, first-request or timer.
 func (r *rule) align() string {
 	if r.Align == "" {
 		return infer.AlignFirstRequest

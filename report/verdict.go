@@ -195,6 +195,7 @@ func estimateRows(inf *infer.Inference) [][3]string {
 	add("undelayed", p.Undelayed)
 	add("queue", p.Queue)
 	add("idle_s", p.IdleS)
+	add("phase_s", p.PhaseS)
 	if pen := inf.Penalty; pen != nil {
 		rows = append(rows, [3]string{"penalty", string(pen.Kind), ""})
 		add("penalty duration_s", pen.DurationS)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -61,10 +60,9 @@ func serveBinary(t *testing.T, bin string, args ...string) string {
 // not named over real sockets yet (a known gap: the answer is an
 // approximate token bucket without the quirk, 3 runs of 3; the sim names
 // it), so its row asserts only that it is never named wrongly at full
-// confidence. Interval refill — a fixed window on a timer started with
-// the server — is a known confident miss (RLPROBE_KNOWN_GAPS=1 runs its
-// row): infer has no timer alignment yet and answers an exact fixed window
-// aligned to the epoch, 2.468 s for the timer's 2.5 s.
+// confidence. Interval refill — the whole capacity restored at each tick
+// of a timer started with the server — is a fixed window on that timer:
+// named fixed-window with alignment timer (exact: the window within 5 %).
 func TestInferNamesServeBehaviours(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time inference over sockets")
@@ -80,19 +78,16 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 		blockS  float64
 		quirk   infer.Behaviour
 		named   bool // must be named (else: only never exact and wrong)
-		gap     bool // a known gap: runs with RLPROBE_KNOWN_GAPS=1
+		timer   bool // a fixed window on the server's timer: alignment timer
 	}{
 		{"block", append(slices.Clone(window), "--penalty", "block:2s"), infer.FixedWindow, limiter.PenaltyBlock, 2, "", true, false},
 		{"extend", append(slices.Clone(window), "--penalty", "extend"), infer.FixedWindow, limiter.PenaltyExtend, 0, "", true, false},
 		{"restart", append(slices.Clone(window), "--penalty", "restart"), infer.FixedWindow, limiter.PenaltyRestart, 0, "", true, false},
 		{"whole-token-refill", append(slices.Clone(bucket), "--refill", "whole"), infer.TokenBucket, "", 0, infer.BehaviourWholeToken, true, false},
 		{"idle-eviction", append(slices.Clone(bucket), "--forget-idle", "500ms"), infer.TokenBucket, "", 0, infer.BehaviourIdle, false, false},
-		{"interval-refill", append(slices.Clone(bucket), "--refill", "interval"), infer.FixedWindow, "", 0, "", false, true},
+		{"interval-refill", append(slices.Clone(bucket), "--refill", "interval"), infer.FixedWindow, "", 0, "", true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.gap && os.Getenv("RLPROBE_KNOWN_GAPS") == "" {
-				t.Skip("known gap (set RLPROBE_KNOWN_GAPS to run it): infer has no timer alignment")
-			}
 			url := serveBinary(t, bin, c.args...)
 			cmd := exec.Command(bin, "infer", url, "--json", "--out", filepath.Join(t.TempDir(), "infer.jsonl"))
 			cmd.Dir = t.TempDir()
@@ -106,16 +101,16 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 				pen = inf.Penalty.Kind
 			}
 			right := inf.Algorithm == c.fam && pen == c.penalty && (c.quirk == "" && len(inf.Quirks) == 0 || slices.Equal(inf.Quirks, []infer.Behaviour{c.quirk}))
-			t.Logf("%s: %s, fit %s, penalty %q, quirks %v, complete %v", c.name, inf.Algorithm, inf.Fit, pen, inf.Quirks, inf.Complete)
-			if c.gap && inf.Fit == infer.FitExact && (inf.Alignment == nil || *inf.Alignment != "timer") {
-				al := "null"
-				if inf.Alignment != nil {
-					al = *inf.Alignment
-				}
-				t.Fatalf("exact %s aligned %s, want timer", inf.Algorithm, al)
+			al := "null"
+			if inf.Alignment != nil {
+				al = *inf.Alignment
 			}
+			if c.timer && al != infer.AlignTimer {
+				right = false
+			}
+			t.Logf("%s: %s, fit %s, alignment %s, penalty %q, quirks %v, complete %v", c.name, inf.Algorithm, inf.Fit, al, pen, inf.Quirks, inf.Complete)
 			if inf.Fit == infer.FitExact && !right {
-				t.Fatalf("exact %s with penalty %q and quirks %v, want %s with %q %q", inf.Algorithm, pen, inf.Quirks, c.fam, c.penalty, c.quirk)
+				t.Fatalf("exact %s aligned %s with penalty %q and quirks %v, want %s with %q %q", inf.Algorithm, al, pen, inf.Quirks, c.fam, c.penalty, c.quirk)
 			}
 			if !c.named {
 				return
@@ -127,7 +122,7 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 				right = true
 			}
 			if !right {
-				t.Fatalf("named %s (fit %s) with penalty %q and quirks %v, want %s with %q %q", inf.Algorithm, inf.Fit, pen, inf.Quirks, c.fam, c.penalty, c.quirk)
+				t.Fatalf("named %s (fit %s) aligned %s with penalty %q and quirks %v, want %s with %q %q", inf.Algorithm, inf.Fit, al, pen, inf.Quirks, c.fam, c.penalty, c.quirk)
 			}
 			if c.blockS > 0 {
 				if d := inf.Penalty.DurationS; d == nil || math.Abs(d.Value-c.blockS) > 0.05*c.blockS {
@@ -138,7 +133,7 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 				for name, p := range map[string]struct {
 					got  *infer.Param
 					want float64
-				}{"limit": {inf.Params.Limit, 5}, "window_s": {inf.Params.WindowS, map[bool]float64{false: 1, true: 2.5}[c.gap]}, "capacity": {inf.Params.Capacity, 5}, "rate_per_s": {inf.Params.RatePerS, 2}} {
+				}{"limit": {inf.Params.Limit, 5}, "window_s": {inf.Params.WindowS, map[bool]float64{false: 1, true: 2.5}[c.timer]}, "capacity": {inf.Params.Capacity, 5}, "rate_per_s": {inf.Params.RatePerS, 2}} {
 					if (c.fam == infer.FixedWindow) != (name == "limit" || name == "window_s") {
 						continue
 					}
