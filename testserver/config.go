@@ -41,6 +41,7 @@ type RouteSpec struct {
 	RetryAfter       string     `yaml:"retry_after"`
 	RetryAfterFormat string     `yaml:"retry_after_format"`
 	Fault            StringList `yaml:"fault"`
+	KeyFault         string     `yaml:"key_fault"`
 }
 
 // Duration is a duration in Go syntax ("1.5s", "2m"), bare numbers
@@ -197,6 +198,7 @@ func (s RouteSpec) Route() (Route, error) {
 		}
 		pol.Dialects = ds
 	}
+	pol.KeyFault = KeyFault(s.KeyFault)
 	for _, f := range s.Fault {
 		pol.Faults = append(pol.Faults, Fault(f))
 	}

@@ -66,6 +66,9 @@ type HandlerOptions struct {
 	// lets requests be decided in another order than they arrived. Tests
 	// use it to inject that disorder; nil means no wait.
 	DecisionDelay func(r *http.Request) time.Duration
+	// Deployment runs the limiter as several instances behind the
+	// handler; the zero value is one instance.
+	Deployment Deployment
 }
 
 // Handler is the reference rate-limited HTTP handler. Each request is
@@ -107,6 +110,9 @@ type Handler struct {
 	// start is when the handler was made: the start of the timers of
 	// policies with TimerAtStart, kept across reloads.
 	start time.Time
+	// deploy is HandlerOptions.Deployment; bal assigns its instances.
+	deploy Deployment
+	bal    *balancer
 }
 
 // route is a validated Route.
@@ -128,8 +134,12 @@ var _ http.Handler = (*Handler)(nil)
 // NewHandler validates routes and returns their handler. Paths must be
 // unique and start with "/" (or be "" for the catch-all route).
 func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
+	if err := opt.Deployment.Validate(); err != nil {
+		return nil, err
+	}
 	h := &Handler{now: opt.Now, echo: opt.EchoArrival, onError: opt.OnBackendError, log: opt.Log,
-		decisionDelay: opt.DecisionDelay, stopping: make(chan struct{})}
+		decisionDelay: opt.DecisionDelay, stopping: make(chan struct{}),
+		deploy: opt.Deployment, bal: newBalancer(opt.Deployment)}
 	if h.now == nil {
 		h.now = time.Now
 		h.realClock = true
@@ -142,7 +152,7 @@ func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
 		return nil, fmt.Errorf("testserver: on-backend-error %q (valid: allow, deny)", h.onError)
 	}
 	h.start = h.now()
-	t, err := newTable(routes, h.start)
+	t, err := newTable(routes, h.start, h.deploy.perInstance())
 	if err != nil {
 		return nil, err
 	}
@@ -157,8 +167,9 @@ type table struct {
 }
 
 // newTable validates routes into a table; timers that start with the
-// server start at start.
-func newTable(routes []Route, start time.Time) (*table, error) {
+// server start at start; a route without a Backend gets n memory
+// instances of its limiter (one state each).
+func newTable(routes []Route, start time.Time, n int) (*table, error) {
 	if len(routes) == 0 {
 		return nil, errors.New("testserver: no route")
 	}
@@ -166,7 +177,7 @@ func newTable(routes []Route, start time.Time) (*table, error) {
 	var errs []error
 	for i, r := range routes {
 		r.Policy = r.Policy.withStart(start)
-		rt, err := newRoute(r)
+		rt, err := newRoute(r, n)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("route %d (%q): %w", i+1, r.Path, err))
 			continue
@@ -191,7 +202,7 @@ func newTable(routes []Route, start time.Time) (*table, error) {
 // decided under the new ones, with fresh limiter state (memory backends)
 // or the backends given. On an error nothing changes.
 func (h *Handler) Reload(routes []Route) error {
-	t, err := newTable(routes, h.start)
+	t, err := newTable(routes, h.start, h.deploy.perInstance())
 	if err != nil {
 		return err
 	}
@@ -199,7 +210,7 @@ func (h *Handler) Reload(routes []Route) error {
 	return nil
 }
 
-func newRoute(r Route) (*route, error) {
+func newRoute(r Route, n int) (*route, error) {
 	var errs []error
 	if r.Path != "" && r.Path[0] != '/' {
 		errs = append(errs, fmt.Errorf("testserver: path %q does not start with /", r.Path))
@@ -214,11 +225,18 @@ func newRoute(r Route) (*route, error) {
 	rt := &route{path: r.Path, policy: r.Policy, key: key, backend: r.Backend, status: r.Policy.Status,
 		dialect: r.Policy.Dialects, faults: map[Fault]bool{}}
 	if rt.backend == nil {
-		b, err := NewMemoryBackend(r.Policy.Limiter)
-		if err != nil {
-			return nil, err
+		is := make(instances, max(n, 1))
+		for i := range is {
+			b, err := NewMemoryBackend(r.Policy.Limiter)
+			if err != nil {
+				return nil, err
+			}
+			is[i] = b
 		}
-		rt.backend = b
+		rt.backend = is[0]
+		if len(is) > 1 {
+			rt.backend = is
+		}
 	}
 	if rt.status == 0 {
 		rt.status = DefaultStatus
@@ -285,7 +303,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no route for this path", http.StatusNotFound)
 		return
 	}
-	key := rt.keyOf(r)
+	key, logKey := rt.keyOf(r)
+	if h.bal.n > 1 {
+		r = r.WithContext(withInstance(r.Context(), h.bal.instance(r)))
+	}
 	// at is when the limiter decides: the arrival, unless a decision delay
 	// makes the request wait, and then the moment the wait ends.
 	at := arrival
@@ -304,13 +325,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dec, err := h.decide(w, r, rt, key, at)
 	if err != nil {
 		if h.onError == BackendErrorAllow {
-			h.logf(r, arrival, key, http.StatusOK, "backend error, allowed: "+err.Error())
+			h.logf(r, arrival, logKey, http.StatusOK, "backend error, allowed: "+err.Error())
 			writeBody(w, http.StatusOK, "ok (limiter unavailable)\n")
 			return
 		}
 		w.Header().Set("Retry-After", "1")
 		w.Header().Set("Cache-Control", "no-store")
-		h.logf(r, arrival, key, http.StatusServiceUnavailable, "backend error: "+err.Error())
+		h.logf(r, arrival, logKey, http.StatusServiceUnavailable, "backend error: "+err.Error())
 		writeBody(w, http.StatusServiceUnavailable, "rate limiter unavailable\n")
 		return
 	}
@@ -324,7 +345,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			w.Header().Set("Cache-Control", "no-store")
 		}
-		h.logf(r, arrival, key, rt.status, fmt.Sprintf("remaining=%d retry_after=%v", dec.Remaining, dec.RetryAfter))
+		h.logf(r, arrival, logKey, rt.status, fmt.Sprintf("remaining=%d retry_after=%v", dec.Remaining, dec.RetryAfter))
 		writeBody(w, rt.status, "rate limited\n")
 		return
 	}
@@ -334,14 +355,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
-			h.logf(r, arrival, key, 0, fmt.Sprintf("client gone while delayed %v", dec.Delay))
+			h.logf(r, arrival, logKey, 0, fmt.Sprintf("client gone while delayed %v", dec.Delay))
 			return
 		case <-h.stopping:
 			t.Stop()
 			w.Header().Set("Retry-After", "1")
 			w.Header().Set("Cache-Control", "no-store")
 			w.Header().Set("Connection", "close")
-			h.logf(r, arrival, key, http.StatusServiceUnavailable, "server stopping while delayed")
+			h.logf(r, arrival, logKey, http.StatusServiceUnavailable, "server stopping while delayed")
 			writeBody(w, http.StatusServiceUnavailable, "server stopping\n")
 			return
 		}
@@ -350,7 +371,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt.faults[FaultRetryAfterOnSuccess] {
 		w.Header().Set("Retry-After", headers.FormatRetryAfter(max(time.Second, dec.UntilFull-dec.Delay), headers.RetryAfterSeconds, at))
 	}
-	h.logf(r, arrival, key, http.StatusOK, fmt.Sprintf("remaining=%d delay=%v", dec.Remaining, dec.Delay))
+	h.logf(r, arrival, logKey, http.StatusOK, fmt.Sprintf("remaining=%d delay=%v", dec.Remaining, dec.Delay))
 	writeBody(w, http.StatusOK, "ok\n")
 }
 
@@ -362,7 +383,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, rt *route, key 
 		return rt.backend.Decide(r.Context(), key, at)
 	}
 	dec, n, err := ob.DecideOrdered(r.Context(), key, at)
-	if err == nil {
+	if err == nil && n > 0 {
 		w.Header().Set(headers.DecisionHeader, strconv.FormatInt(n, 10))
 	}
 	return dec, err
@@ -380,8 +401,19 @@ func writeBody(w http.ResponseWriter, status int, body string) {
 	_, _ = io.WriteString(w, body)
 }
 
-// keyOf returns the limiter key of r under the route's key kind.
-func (rt *route) keyOf(r *http.Request) string {
+// keyOf returns the limiter key of r under the route's key kind, and the
+// key the log shows: the same, but under KeyCollapse every request is
+// decided as KeyGlobal while the log shows the configured key.
+func (rt *route) keyOf(r *http.Request) (decide, log string) {
+	k := rt.configuredKey(r)
+	if rt.policy.KeyFault == KeyCollapse {
+		return KeyGlobal, k
+	}
+	return k, k
+}
+
+// configuredKey returns the limiter key of r under the route's key kind.
+func (rt *route) configuredKey(r *http.Request) string {
 	switch rt.key.kind {
 	case KeyIP:
 		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {

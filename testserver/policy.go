@@ -164,6 +164,8 @@ type Policy struct {
 	RetryAfterFormat headers.RetryAfterFormat
 	// Faults are the defects to inject into the headers.
 	Faults []Fault
+	// KeyFault is a defect of the key derivation ("" none; KeyCollapse).
+	KeyFault KeyFault
 	// TimerAtStart starts the limiter's timer (RefillInterval, AlignTimer)
 	// with the server: the Handler (or Server) sets Limiter.Phase to its
 	// creation time modulo the timer's period, and keeps that start across
@@ -215,6 +217,9 @@ func (p Policy) Validate() error {
 		if _, err := headers.ParseRetryAfterFormat(string(p.RetryAfterFormat)); err != nil {
 			errs = append(errs, fmt.Errorf("testserver: %w", err))
 		}
+	}
+	if p.KeyFault != "" && p.KeyFault != KeyCollapse {
+		errs = append(errs, fmt.Errorf("testserver: key fault %q (valid: %s)", p.KeyFault, KeyCollapse))
 	}
 	for _, f := range p.Faults {
 		if !slices.Contains(Faults, f) {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -266,5 +267,64 @@ func TestRaceTwoServersShareRedis(t *testing.T) {
 			t.Errorf("atomic servers sharing Redis admitted %d of %d, want exactly 10", got, n)
 		}
 		t.Logf("%s: %d of %d admitted", tc.name, got, n)
+	}
+}
+
+// TestRedisInstances: a deployment with a local store on Redis gives
+// instance i its own keys (PREFIX i<i>:), so three instances admit three
+// times the limit; with a shared store they share the one state.
+func TestRedisInstances(t *testing.T) {
+	addr := testenv.StartRedis(t)
+	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 2, Window: time.Minute, Align: limiter.AlignFirstRequest}
+	for _, tc := range []struct {
+		store Store
+		want  int
+	}{{StoreLocal, 6}, {StoreShared, 2}} {
+		t.Run(string(tc.store), func(t *testing.T) {
+			prefix := "inst-" + string(tc.store) + ":"
+			s, err := New(Config{
+				Routes:  []Route{{Path: "/x", Policy: Policy{Limiter: cfg}}},
+				Backend: BackendRedis, Redis: RedisConfig{URL: "redis://" + addr, Prefix: prefix},
+				Listen:  "127.0.0.1:0",
+				Handler: HandlerOptions{Deployment: Deployment{Instances: 3, Store: tc.store, Balance: BalanceRequest}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Shutdown(context.Background()) })
+			client := &http.Client{Timeout: 5 * time.Second}
+			admitted := 0
+			for range 9 {
+				resp, err := client.Get(s.URL() + "/x")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					admitted++
+				}
+			}
+			if admitted != tc.want {
+				t.Errorf("admitted %d of 9, want %d", admitted, tc.want)
+			}
+			rc := redis.NewClient(&redis.Options{Addr: addr})
+			defer rc.Close()
+			keys, err := rc.Keys(t.Context(), prefix+"*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			instanceKeys := 0
+			for _, k := range keys {
+				if strings.HasPrefix(k, prefix+"i") {
+					instanceKeys++
+				}
+			}
+			if local := tc.store == StoreLocal; (instanceKeys == 3) != local || (!local && instanceKeys != 0) {
+				t.Errorf("keys %v: want one per instance (PREFIX i<i>:) with a local store, none with a shared one", keys)
+			}
+		})
 	}
 }

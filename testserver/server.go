@@ -121,6 +121,8 @@ type Server struct {
 	// start is when New ran: the start of the timers of policies with
 	// TimerAtStart, kept across reloads.
 	start time.Time
+	// conns numbers accepted connections (a deployment's balancer).
+	conns connCounter
 
 	mu       sync.Mutex
 	listener net.Listener
@@ -209,35 +211,52 @@ func New(cfg Config) (*Server, error) {
 
 // buildRoutes gives each route its backend: the server's Redis when it
 // has one, the non-atomic memory backend when asked, else (nil) the
-// handler's memory backend.
+// handler's memory backend — one per instance of a deployment with a
+// local store (Redis: instance i's keys start with PREFIX i<i>:).
 func (s *Server) buildRoutes(in []Route) ([]Route, error) {
 	routes := make([]Route, len(in))
 	var errs []error
+	n := s.cfg.Handler.Deployment.perInstance()
 	for i, r := range in {
 		if r.Backend != nil {
 			errs = append(errs, fmt.Errorf("testserver: route %q: Config routes get their backend from Config.Backend", r.Path))
 			continue
 		}
 		r.Policy = r.Policy.withStart(s.start)
-		if s.redis != nil {
-			b, err := NewRedisBackend(s.redis, r.Policy.Limiter, RedisOptions{
-				Prefix: s.cfg.Redis.Prefix + routeID(r.Path) + ":", NonAtomic: s.cfg.Redis.NonAtomic, RaceGap: s.cfg.Redis.RaceGap})
+		if s.redis == nil && !s.cfg.Memory.NonAtomic {
+			routes[i] = r // the handler's memory backends
+			continue
+		}
+		is := make(instances, n)
+		for k := range is {
+			b, err := s.backend(r, k, n)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("route %q: %w", r.Path, err))
-				continue
+				break
 			}
-			r.Backend = b
-		} else if s.cfg.Memory.NonAtomic {
-			b, err := NewNonAtomicMemoryBackend(r.Policy.Limiter, NonAtomicOptions{RaceGap: s.cfg.Memory.RaceGap})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("route %q: %w", r.Path, err))
-				continue
-			}
-			r.Backend = b
+			is[k] = b
+		}
+		r.Backend = is[0]
+		if n > 1 {
+			r.Backend = is
 		}
 		routes[i] = r
 	}
 	return routes, errors.Join(errs...)
+}
+
+// backend returns instance k (of n) of route r's backend: Redis when the
+// server has it, else the non-atomic memory backend.
+func (s *Server) backend(r Route, k, n int) (Backend, error) {
+	if s.redis != nil {
+		prefix := s.cfg.Redis.Prefix
+		if n > 1 {
+			prefix += fmt.Sprintf("i%d:", k)
+		}
+		return NewRedisBackend(s.redis, r.Policy.Limiter, RedisOptions{
+			Prefix: prefix + routeID(r.Path) + ":", NonAtomic: s.cfg.Redis.NonAtomic, RaceGap: s.cfg.Redis.RaceGap})
+	}
+	return NewNonAtomicMemoryBackend(r.Policy.Limiter, NonAtomicOptions{RaceGap: s.cfg.Memory.RaceGap})
 }
 
 // Reload replaces the server's routes with those of cfg, as nginx -s
@@ -369,6 +388,7 @@ func (s *Server) serve(l net.Listener) error {
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			ctx = s.conns.withConn(ctx)
 			if tc, ok := c.(*tls.Conn); ok {
 				c = tc.NetConn()
 			}

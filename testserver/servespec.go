@@ -33,6 +33,10 @@ type ServeSpec struct {
 	H2C            bool
 	EchoArrival    bool
 	ConfigFile     string
+	// Instances, Store and Balance are the Deployment.
+	Instances int
+	Store     string
+	Balance   string
 	// Log, when set, receives one line per request.
 	Log io.Writer
 }
@@ -50,7 +54,14 @@ func (o ServeSpec) Config() (Config, error) {
 		TLSKeyFile:  o.TLSKey,
 		H2C:         o.H2C,
 		Handler: HandlerOptions{EchoArrival: o.EchoArrival,
-			OnBackendError: BackendErrorMode(o.OnBackendError)},
+			OnBackendError: BackendErrorMode(o.OnBackendError),
+			Deployment:     Deployment{Instances: o.Instances, Store: Store(o.Store), Balance: Balance(o.Balance)}},
+	}
+	if o.Instances < 1 {
+		return cfg, fmt.Errorf("--instances %d: want at least 1", o.Instances)
+	}
+	if err := cfg.Handler.Deployment.Validate(); err != nil {
+		return cfg, err
 	}
 	cfg.Handler.Log = o.Log
 	switch o.Backend {

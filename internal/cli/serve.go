@@ -25,7 +25,7 @@ type ServeOptions struct {
 // serveRouteFlags are the flags that describe the single route; --config
 // replaces them all.
 var serveRouteFlags = []string{"algorithm", "limit", "window", "rate", "capacity", "burst", "nodelay", "delay",
-	"align", "count-rejected", "penalty", "forget-idle", "refill", "key", "status", "headers", "retry-after", "retry-after-format", "fault"}
+	"align", "count-rejected", "penalty", "forget-idle", "refill", "key", "status", "headers", "retry-after", "retry-after-format", "fault", "key-fault"}
 
 // NewCmdServe builds `rlprobe serve`; runF (nil: the real one) runs it.
 func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *ServeOptions) error) *cobra.Command {
@@ -78,6 +78,10 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 	fl.StringVar(&o.Route.RetryAfter, "retry-after", "accurate", "Retry-After on rejections: accurate, missing, early (half the wait) or late (wait + a window)")
 	fl.StringVar(&o.Route.RetryAfterFormat, "retry-after-format", "seconds", "Retry-After format: seconds or http-date")
 	fl.StringSliceVar(&faults, "fault", nil, "header defects: malformed-ratelimit, malformed-retry-after, remaining-stuck, policy-lie, cacheable-reject, advertise-rate, constant-reset, retry-after-ms, retry-after-unix, retry-after-zero, retry-after-window, retry-after-on-success, remaining-off-by-one, remaining-random, reset-epoch, reset-delta")
+	fl.StringVar(&o.Route.KeyFault, "key-fault", "", "key derivation defect: collapse (every request keyed as global whatever --key says, as a limiter that sees the proxy's address)")
+	fl.IntVar(&o.Instances, "instances", 1, "limiter instances behind the one listener (a deployment behind a load balancer)")
+	fl.StringVar(&o.Store, "store", "local", "with --instances: local (each instance keeps its own state: K times the limit) or shared (one state)")
+	fl.StringVar(&o.Balance, "balance", "connection", "with --instances: connection (each new connection to the next instance, kept there) or request (each request to the next)")
 	fl.StringVar(&o.Backend, "backend", "memory", "where limiter state lives: memory or redis")
 	fl.StringVar(&o.RedisURL, "redis", testserver.DefaultRedisURL, "Redis URL (--backend redis)")
 	fl.StringVar(&o.RedisPrefix, "redis-prefix", testserver.DefaultRedisPrefix, "prefix of every Redis key (--backend redis)")

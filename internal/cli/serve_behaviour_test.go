@@ -118,3 +118,14 @@ func TestServeRefillInterval(t *testing.T) {
 		{2400 * time.Millisecond, 3, "200 200 429/2"},
 	})
 }
+
+// TestServeInstances: --instances 3 with a local store admits three times
+// the limit of 2 when every request goes to the next instance, and the
+// limit when the store is shared; --key-fault collapse keys every client
+// as one (the requests of the steps all come from one address, so it is
+// the store that decides).
+func TestServeInstances(t *testing.T) {
+	fw := []string{"--algorithm", "fixed-window", "--limit", "2", "--window", "30s"}
+	runSteps(t, append(fw, "--instances", "3", "--balance", "request"), []step{{0, 7, "200 200 200 200 200 200 429/30"}})
+	runSteps(t, append(fw, "--instances", "3", "--balance", "request", "--store", "shared"), []step{{0, 3, "200 200 429/30"}})
+}

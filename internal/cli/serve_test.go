@@ -182,6 +182,10 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"--algorithm", "token-bucket", "--rate", "1/s", "--refill", "interval", "--backend", "redis"}, "--refill cannot be used with --backend redis"},
 		{append(fw, "--forget-idle", "1m", "--backend", "redis"), "--forget-idle cannot be used with --backend redis"},
 		{[]string{"--config", penaltyCfg, "--backend", "redis", "--redis", deadRedis}, "penalty extend is decided by the memory backend only"},
+		{append(fw, "--instances", "0"), "--instances 0: want at least 1"},
+		{append(fw, "--instances", "2", "--store", "both"), `store "both"`},
+		{append(fw, "--instances", "2", "--balance", "random"), `balance "random"`},
+		{append(fw, "--key-fault", "scramble"), `key fault "scramble"`},
 		{append(fw, "extra"), "unknown command"},
 	}
 	for _, tc := range tests {
