@@ -33,7 +33,7 @@ type ServeSpec struct {
 	H2C            bool
 	EchoArrival    bool
 	ConfigFile     string
-	// Instances, Store and Balance are the Deployment.
+	// Instances, Store and Balance are the Deployment (Instances 0: one).
 	Instances int
 	Store     string
 	Balance   string
@@ -57,7 +57,7 @@ func (o ServeSpec) Config() (Config, error) {
 			OnBackendError: BackendErrorMode(o.OnBackendError),
 			Deployment:     Deployment{Instances: o.Instances, Store: Store(o.Store), Balance: Balance(o.Balance)}},
 	}
-	if o.Instances < 1 {
+	if o.Instances < 0 {
 		return cfg, fmt.Errorf("--instances %d: want at least 1", o.Instances)
 	}
 	if err := cfg.Handler.Deployment.Validate(); err != nil {

@@ -53,6 +53,9 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 			for _, s := range faults {
 				o.Route.Fault = append(o.Route.Fault, testserver.SplitList(s)...)
 			}
+			if o.Instances < 1 {
+				return UsageErr(fmt.Errorf("--instances %d: want at least 1", o.Instances))
+			}
 			o.RouteFlags = changedFlags(cmd, serveRouteFlags, "")
 			o.RedisFlags = changedFlags(cmd, []string{"redis", "redis-prefix", "atomic", "race-gap"}, "")
 			return runOr(runF, serveRun)(cmd.Context(), o)
