@@ -80,7 +80,7 @@ func (r *rule) underAdmission(t *traffic, penalty map[*obs]bool) []Finding {
 	slack := max(1, (q+9)/10)
 	explains := r.penaltyExplains(t)
 	judged := filter(t.judged, func(o *obs) bool {
-		return o.class == record.ClassRejected && !penalty[o] && (explains == nil || !explains(o))
+		return o.class == record.ClassRejected && !penalty[o] && !r.collapsedObs[o] && (explains == nil || !explains(o))
 	})
 	if len(judged) == 0 {
 		return nil

@@ -81,7 +81,7 @@ type Options struct {
 
 // foreignExplains lists the findings that another client's requests,
 // unseen by the probe, could cause on an honest server.
-var foreignExplains = []string{IDRateLimitHeaderInconsistent, IDRetryAfterEarly, IDUnderAdmission, IDUndeclaredPenalty}
+var foreignExplains = []string{IDRateLimitHeaderInconsistent, IDRetryAfterEarly, IDUnderAdmission, IDUndeclaredPenalty, IDKeyCollapsed}
 
 // Analyze judges the merged records against the policy p (normalized,
 // valid) and returns the document. It reads no clock and runs in
@@ -176,6 +176,9 @@ type rule struct {
 	wins     []Window // fixed windows of the group being analyzed
 	// sp cuts the group's counts at refusals (penalty.go); nil: no cut.
 	sp *split
+	// collapsedObs are the refusals key-collapsed explains (collapse.go):
+	// under-admission leaves them to it.
+	collapsedObs map[*obs]bool
 	// late caches effectiveWindow; nil until asked.
 	late *bool
 }
@@ -246,7 +249,8 @@ func analyzeRule(m *record.Merged, e *Endpoint) []Finding {
 		groups[o.group] = append(groups[o.group], o)
 	}
 	slices.Sort(names)
-	var out []Finding
+	out, explained := r.collapsed(groups, names)
+	r.collapsedObs = explained
 	for _, g := range names {
 		out = append(out, r.group(r.traffic(g, groups[g]))...)
 	}

@@ -68,6 +68,7 @@ const (
 	IDRateLimitPolicyMismatch     = "ratelimit-policy-mismatch"
 	IDCacheable429                = "cacheable-429"
 	IDKeySpoofable                = "key-spoofable"
+	IDKeyCollapsed                = "key-collapsed"
 	IDRetryAfterMissing           = "retry-after-missing"
 	IDRetryAfterLate              = "retry-after-late"
 	IDRetryAfterConstant          = "retry-after-constant"
@@ -113,6 +114,7 @@ var findingTable = []findingSpec{
 	{IDRateLimitPolicyMismatch, SeverityError, CheckHeaders, "The advertised quota or window differs from the declared or observed policy: advertise what is enforced (buckets: q=capacity, w=ceil(capacity/rate))."},
 	{IDCacheable429, SeverityError, CheckHeaders, "Rejections must not be cached (RFC 6585): send Cache-Control: no-store on them."},
 	{IDKeySpoofable, SeverityError, CheckKeySpoof, "The per-IP limit trusts client-supplied headers: key on the connection's address, or on X-Forwarded-For only as set by your own proxy."},
+	{IDKeyCollapsed, SeverityError, CheckKeySpoof, "Every client shares one quota though the limit is per client: key on the client's own address or header (behind a proxy, the address the proxy forwards, from your proxy only), not on the connection's peer."},
 	{IDRetryAfterMissing, SeverityWarning, CheckRetryAfter, "Send Retry-After on rejections so that clients know when to retry."},
 	{IDRetryAfterLate, SeverityWarning, CheckRetryAfter, "Retry-After asks clients to wait much longer than needed: advertise the real wait."},
 	{IDRetryAfterConstant, SeverityWarning, CheckRetryAfter, "Retry-After is always the window length: advertise the time left until a retry is admitted."},

@@ -1,0 +1,59 @@
+package verify
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestKeyCollapsed: under a per-client rule, a client refused while its
+// own quota was surely left, after other clients used the quota, is
+// key-collapsed — certain when the others' acceptances surely fill the
+// window before the refusal, possible when they only may — and not
+// under-admission; with one client, or a refusal the pooled count cannot
+// explain, it stays under-admission.
+func TestKeyCollapsed(t *testing.T) {
+	type req struct {
+		client string
+		ms     float64
+		status int
+	}
+	e := Endpoint{Limit: 3, Window: time.Second, Key: "header:X-Client", Headers: []string{"none"}}
+	for _, tt := range []struct {
+		name        string
+		uncertainty time.Duration
+		reqs        []req
+		want        map[string]Certainty
+	}{
+		{"A exhausts, B refused", 0, []req{{"a", 0, 200}, {"a", 10, 200}, {"a", 20, 200}, {"b", 100, 429}},
+			map[string]Certainty{IDKeyCollapsed: Certain}},
+		{"A exhausts, B admitted: keys apart", 0, []req{{"a", 0, 200}, {"a", 10, 200}, {"a", 20, 200}, {"b", 100, 200}}, map[string]Certainty{}},
+		{"A's acceptances may have left the window", 500 * time.Millisecond, []req{{"a", 0, 200}, {"a", 10, 200}, {"a", 20, 200}, {"b", 900, 429}},
+			map[string]Certainty{IDKeyCollapsed: Possible}},
+		{"one client refused early: under-admission", 0, []req{{"b", 0, 429}}, map[string]Certainty{IDUnderAdmission: Certain}},
+		{"B refused, A used one: the pool cannot explain it", 0, []req{{"a", 0, 200}, {"b", 100, 429}},
+			map[string]Certainty{IDUnderAdmission: Certain}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newRun("a1", tt.uncertainty)
+			for _, r := range tt.reqs {
+				b.add(r.ms, r.ms+1, r.status).Client = r.client
+			}
+			rep := analyze(t, e, Options{}, b)
+			got := map[string]Certainty{}
+			for _, f := range rep.Findings {
+				if slices.Contains([]string{IDKeyCollapsed, IDUnderAdmission}, f.ID) {
+					got[f.ID] = f.Certainty
+				}
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("findings %v, want %v:%s", got, tt.want, describeFindings(rep))
+			}
+			for id, c := range tt.want {
+				if got[id] != c {
+					t.Errorf("%s %s, want %s:%s", id, got[id], c, describeFindings(rep))
+				}
+			}
+		})
+	}
+}
