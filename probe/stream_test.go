@@ -354,3 +354,34 @@ func TestStreamHeapIsBounded(t *testing.T) {
 		t.Errorf("peak heap %.1f MB, want under %d MB", float64(peak)/(1<<20), limit>>20)
 	}
 }
+
+// TestStreamOnBothSendPaths streams a schedule over real loopback sockets
+// on the event loop (Linux) and on the net.Conn path, with the
+// connections bounded: every send answered, each result once.
+func TestStreamOnBothSendPaths(t *testing.T) {
+	srv := startServer(t, nil, nil)
+	for _, noLoop := range []bool{false, true} {
+		e := newEngine(t, Options{URLs: []string{srv.URL}, MaxRate: 1e5, Connections: 4})
+		e.noLoop = noLoop
+		sends := steady(3000, 0, 100*time.Microsecond) // 10000/s
+		sink := &memSink{}
+		now := time.Now()
+		c, err := e.Stream(t.Context(), now, now.Add(20*ms), seqOf(sends), sink)
+		if err != nil {
+			t.Fatalf("noLoop=%v: Stream: %v", noLoop, err)
+		}
+		if want := int64(0); !noLoop && runtime.GOOS == "linux" && e.loopRuns.Load() == want {
+			t.Errorf("the event loop did not run the stream")
+		}
+		results := sink.sorted()
+		checkOnePerSend(t, results, sends, results[0].Seq)
+		if got := outcomes(results); got["response"] != len(sends) || c.Responses != int64(len(sends)) {
+			t.Errorf("noLoop=%v: outcomes %v, counts %+v, want %d responses", noLoop, got, c, len(sends))
+		}
+		for i, r := range results {
+			if r.Status != 200 || r.Sent == 0 || r.Sched != now.Add(20*ms+sends[i].At).Sub(now).Nanoseconds() {
+				t.Fatalf("noLoop=%v: results[%d] = %+v", noLoop, i, r)
+			}
+		}
+	}
+}
