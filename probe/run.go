@@ -872,13 +872,14 @@ func redactError(red *record.Redactor, err error) error {
 }
 
 // writeLocked counts res and passes it to the sink; a sink error aborts
-// the run.
+// the run. A Run stops writing to a sink that failed (Run returns every
+// result); a Stream, which keeps none, goes on writing to it.
 func (r *run) writeLocked(res record.Result) {
 	r.counts.add(res)
-	if r.sink == nil || r.sinkErr != nil {
+	if r.sink == nil || (r.sinkErr != nil && r.st == nil) {
 		return
 	}
-	if err := r.sink.WriteResult(res); err != nil {
+	if err := r.sink.WriteResult(res); err != nil && r.sinkErr == nil {
 		r.sinkErr = err
 		r.abortLocked(fmt.Errorf("writing results: %w", err))
 	}

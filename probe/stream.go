@@ -56,7 +56,9 @@ func (c *StreamCounts) add(res record.Result) {
 // the sends sends has not given yet are drawn from it and recorded
 // not-sent, so that the record still holds one result per send.
 //
-// It returns the counts of the results written, and Run's errors.
+// A sink error aborts the run as in Run, but the sink goes on receiving
+// every result (Stream keeps none to return). It returns the counts of the
+// results written, and Run's errors.
 func (e *Engine) Stream(ctx context.Context, zero, begin time.Time, sends iter.Seq[Send], sink Sink) (StreamCounts, error) {
 	e.runMu.Lock()
 	defer e.runMu.Unlock()
