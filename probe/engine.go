@@ -76,6 +76,9 @@ type Engine struct {
 	// maxConns bounds the HTTP/1.1 connections of a pool, dialled ahead
 	// or by late sends (Options.Connections; tests lower it).
 	maxConns int
+	// maxInFlight bounds a Stream's sends in flight (maxStreamInFlight;
+	// tests lower it).
+	maxInFlight int
 	// lbGoroutines releases last-byte races from one goroutine per member
 	// parked on a closed channel, instead of one loop (benchmarks compare).
 	lbGoroutines bool
@@ -104,15 +107,16 @@ func New(opt Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		opt:      opt,
-		targets:  targets,
-		dial:     opt.Dial,
-		pacer:    defaultPacer(),
-		respReq:  &http.Request{Method: opt.Method},
-		dialSem:  make(chan struct{}, maxSendDials),
-		maxConns: opt.Connections,
-		pools:    make(map[poolKey]*pool),
-		rr:       make(map[int]int),
+		opt:         opt,
+		targets:     targets,
+		dial:        opt.Dial,
+		pacer:       defaultPacer(),
+		respReq:     &http.Request{Method: opt.Method},
+		dialSem:     make(chan struct{}, maxSendDials),
+		maxConns:    opt.Connections,
+		maxInFlight: maxStreamInFlight,
+		pools:       make(map[poolKey]*pool),
+		rr:          make(map[int]int),
 		h2t: &http2.Transport{
 			AllowHTTP:          true,
 			DisableCompression: true,

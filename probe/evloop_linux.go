@@ -385,6 +385,11 @@ func (l *evloop) dispatchDue(now time.Time) time.Time {
 		if d := r.d.guard.take(now, 1); d > 0 {
 			return now.Add(d)
 		}
+		if r.crowded(l.k) {
+			// A Stream with too many sends in flight: look again once
+			// the answers there are have been read.
+			return now.Add(crowdedPoll)
+		}
 		l.k++
 		l.send(ev.idx, now)
 		now = time.Now()

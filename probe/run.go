@@ -58,6 +58,10 @@ type run struct {
 	rctx    context.Context // requests in flight: ends when the grace runs out
 	rcancel context.CancelFunc
 
+	// done counts the sends finished (a Stream's; see crowded), and
+	// freedCh wakes a dispatcher waiting for one.
+	done      atomic.Int64
+	freedCh   chan struct{}
 	connected atomic.Bool // some connection to the target worked
 	killed    atomic.Bool // requests in flight were abandoned
 	wg        sync.WaitGroup
@@ -304,7 +308,7 @@ func (r *run) dispatch() {
 			go r.race(ev.race)
 			continue
 		}
-		if !r.guard(p, 1) {
+		if !r.guard(p, 1) || !r.room(k) {
 			return
 		}
 		r.send(ev.idx)
@@ -835,6 +839,7 @@ func (r *run) finish(i int, res record.Result, err error) {
 	if !r.bk.finish(i) {
 		return // cannot happen: every path finishes a send once
 	}
+	r.freed(i)
 	if r.results != nil {
 		r.results[i] = res
 	}

@@ -17,6 +17,18 @@ const (
 	predialLookahead      = time.Second
 )
 
+// maxStreamInFlight bounds the sends of a Stream that are dispatched and
+// not finished: answering or waiting in their pool for a connection. Due
+// beyond it, a send waits in the source until an earlier one finishes;
+// it is late by then anyway (it would have waited for a connection), and
+// it is recorded with its actual send time. So the memory of a run that
+// offers more than the target answers stays bounded.
+const maxStreamInFlight = 1 << 16
+
+// crowdedPoll is how soon the event loop looks again at a Stream that had
+// maxStreamInFlight sends in flight.
+const crowdedPoll = 100 * time.Microsecond
+
 // StreamCounts counts the results of a Stream, one per send of its
 // schedule, by outcome.
 type StreamCounts struct {
@@ -71,6 +83,7 @@ func (e *Engine) Stream(ctx context.Context, zero, begin time.Time, sends iter.S
 	defer r.rcancel()
 	defer r.dcancel(nil)
 	r.st = newStreamSrc(e, next)
+	r.freedCh = make(chan struct{}, 1)
 	if r.predial() {
 		r.dispatch()
 	}
@@ -322,4 +335,37 @@ func pullBatches(seq iter.Seq[Send]) (next func() (Send, bool), stop func()) {
 		})
 	}
 	return next, stop
+}
+
+// crowded reports whether a Stream that has dispatched its first k sends
+// has maxStreamInFlight of them in flight. (A send finishes once, after
+// its dispatch, so k − done counts those in flight.)
+func (r *run) crowded(k int) bool {
+	return r.st != nil && int64(k)-r.done.Load() >= int64(r.e.maxInFlight)
+}
+
+// room waits, in a Stream that has dispatched its first k sends, until
+// fewer than maxStreamInFlight of them are in flight; it reports false
+// when dctx ended first.
+func (r *run) room(k int) bool {
+	for r.crowded(k) {
+		select {
+		case <-r.freedCh:
+		case <-r.dctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// freed counts send i finished and wakes a dispatcher waiting for room.
+// The caller holds r.mu.
+func (r *run) freed(int) {
+	r.done.Add(1)
+	if r.freedCh != nil {
+		select {
+		case r.freedCh <- struct{}{}:
+		default:
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"reflect"
@@ -384,4 +385,43 @@ func TestStreamOnBothSendPaths(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStreamBoundsSendsInFlight checks that a Stream offered more than
+// the target answers keeps at most its bound of sends in flight: the
+// rest wait, go out late and are answered, every one recorded.
+func TestStreamBoundsSendsInFlight(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		var mu sync.Mutex
+		cur, peak := 0, 0
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			cur++
+			peak = max(peak, cur)
+			mu.Unlock()
+			time.Sleep(100 * ms)
+			mu.Lock()
+			cur--
+			mu.Unlock()
+		})
+		e := newTestEngine(t, newPipeNet(h), Options{MaxRate: 1e6, Connections: 100})
+		e.maxInFlight = 8
+		sends := steady(40, 0, ms)
+		sink := &memSink{}
+		zero := time.Now()
+		c, err := e.Stream(t.Context(), zero, zero, seqOf(sends), sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := sink.sorted()
+		checkOnePerSend(t, got, sends, 0)
+		if c.Responses != 40 || peak != 8 {
+			t.Errorf("%d responses, %d at once at the server; want 40, at most 8", c.Responses, peak)
+		}
+		for i, r := range got {
+			if want := int64(i/8) * int64(100*ms); i >= 8 && r.Sent < want {
+				t.Errorf("result %d sent at %v, before %v: more than 8 in flight", i, time.Duration(r.Sent), time.Duration(want))
+			}
+		}
+	})
 }
