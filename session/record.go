@@ -44,7 +44,7 @@ type recorder struct {
 	// streamed and streamedSent count the results of streamed runs, which
 	// are written to the file and not kept.
 	streamed, streamedSent int64
-	samples                []probe.ClockSample // of the results written so far
+	clockIv                probe.ClockInterval // of the results written so far
 	end                    *record.End         // once closed
 }
 
@@ -150,11 +150,11 @@ func (r *recorder) reserve(n int) int64 {
 	return first
 }
 
-// write writes res to the file, keeping its clock sample.
+// write writes res to the file, intersecting its clock bounds with the others'.
 func (r *recorder) write(res record.Result) error {
 	if s, ok := probe.ResultClockSample(res, r.hdr.Start); ok {
 		r.mu.Lock()
-		r.samples = append(r.samples, s)
+		r.clockIv.Add(s)
 		r.mu.Unlock()
 	}
 	if r.w == nil {
@@ -209,7 +209,7 @@ func (r *recorder) clock(e record.End, warn func(string, ...any)) record.End {
 		return e
 	}
 	r.mu.Lock()
-	off, unc, err := probe.EstimateClock(r.samples)
+	off, unc, err := r.clockIv.Estimate()
 	r.mu.Unlock()
 	switch {
 	case err == nil:
