@@ -357,11 +357,13 @@ func TestStreamHeapIsBounded(t *testing.T) {
 }
 
 // TestStreamOnBothSendPaths streams a schedule over real loopback sockets
-// on the event loop (Linux) and on the net.Conn path, with the
-// connections bounded: every send answered, each result once.
+// on the event loop (Linux) and on the net.Conn path, offering more than
+// the server answers on the connections allowed (4 × 1/2ms = 2000/s of
+// 10000/s): every send answered late, each result once, and never more
+// than 4 connections.
 func TestStreamOnBothSendPaths(t *testing.T) {
-	srv := startServer(t, nil, nil)
 	for _, noLoop := range []bool{false, true} {
+		srv := startServer(t, func(http.ResponseWriter, *http.Request) { time.Sleep(2 * ms) }, nil)
 		e := newEngine(t, Options{URLs: []string{srv.URL}, MaxRate: 1e5, Connections: 4})
 		e.noLoop = noLoop
 		sends := steady(3000, 0, 100*time.Microsecond) // 10000/s
@@ -379,10 +381,17 @@ func TestStreamOnBothSendPaths(t *testing.T) {
 		if got := outcomes(results); got["response"] != len(sends) || c.Responses != int64(len(sends)) {
 			t.Errorf("noLoop=%v: outcomes %v, counts %+v, want %d responses", noLoop, got, c, len(sends))
 		}
+		late := 0
 		for i, r := range results {
 			if r.Status != 200 || r.Sent == 0 || r.Sched != now.Add(20*ms+sends[i].At).Sub(now).Nanoseconds() {
 				t.Fatalf("noLoop=%v: results[%d] = %+v", noLoop, i, r)
 			}
+			if r.Sent-r.Sched > int64(LateThreshold) {
+				late++
+			}
+		}
+		if n := srv.newConn.Load(); n > 4 || late < len(sends)/2 {
+			t.Errorf("noLoop=%v: %d connections, %d of %d late; want at most 4 and most late", noLoop, n, late, len(sends))
 		}
 	}
 }
