@@ -13,14 +13,18 @@ import (
 // sends in flight are ever held, whatever the length of the schedule.
 
 const (
-	chunkBits = 10
+	// chunkBits sizes the chunks: 256 sends, about 15 KB. A chunk lives
+	// as long as its slowest send, so a small one pins little memory for
+	// a straggler (a send that waits out its timeout).
+	chunkBits = 8
 	// chunkSize is the number of sends a chunk holds.
 	chunkSize = 1 << chunkBits
 	chunkMask = chunkSize - 1
-	// streamDirBits sizes a streamed run's directory of chunks: 2^16
-	// chunks, so up to 64 M sends may be in flight at once (the run aborts
-	// beyond; see book.add).
-	streamDirBits = 16
+	// streamDirBits sizes a streamed run's directory of chunks: 2^18
+	// chunks (2 MB of pointers), so the sends from the oldest one in
+	// flight to the newest may span 64 M (the run aborts beyond; see
+	// book.add).
+	streamDirBits = 18
 )
 
 // sendChunk is the state of chunkSize consecutive sends of a run.
