@@ -58,7 +58,7 @@ type run struct {
 	rctx    context.Context // requests in flight: ends when the grace runs out
 	rcancel context.CancelFunc
 
-	// done counts the sends finished (a Stream's; see crowded), and
+	// done counts the sends finished (see crowded), and
 	// freedCh wakes a dispatcher waiting for one.
 	done      atomic.Int64
 	freedCh   chan struct{}
@@ -78,7 +78,7 @@ type run struct {
 
 // newRun returns the state of a run of n sends (a Run's or a Preflight's),
 // their results kept, or, with n < 0, of a Stream, whose Seqs are taken
-// when it ends (see endStream).
+// when it ends (see streamSrc.close).
 func (e *Engine) newRun(ctx context.Context, zero, begin time.Time, n int, sink Sink) *run {
 	r := &run{
 		e:      e,
