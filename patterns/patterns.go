@@ -39,7 +39,10 @@ type Send struct {
 }
 
 // Schedule is an ordered list of sends. Sends are sorted by At (stable), and
-// Duration is at least the last At. The zero value is an empty schedule.
+// Duration is at least the last At. A streamed schedule (Streamed, made by
+// Plan.Streamed) holds no Sends: All produces them on demand and Len
+// counts them; code that reads Sends directly must be given a schedule
+// that is not streamed. The zero value is an empty schedule.
 // A Schedule is a value: the constructors and methods of this package never
 // modify a schedule they are given, so one may be shared by goroutines that
 // only read it.
@@ -57,6 +60,10 @@ type Schedule struct {
 	Start time.Time `json:"start,omitzero"`
 	// Phases describes the schedule's phases in order, pauses included.
 	Phases []PhaseInfo `json:"phases,omitempty"`
+
+	// stream, when non-nil, makes a streamed schedule: Sends is nil and
+	// All computes the sends from these phases' closed forms.
+	stream []segment
 }
 
 // PhaseInfo describes one phase of a schedule.

@@ -327,7 +327,8 @@ func (p *Plan) has(i int, key string) bool {
 // *problem.Error (see planError): the version, that each phase is a pattern or a pause, that
 // each pattern has its required keys and no keys it does not take, that
 // values are in range, that all races share one race mode, that phase
-// names are unique, and that the plan holds at most MaxSends requests.
+// names are unique, and that the plan holds at most MaxSends requests
+// (MaxStreamSends when it is Streamable).
 // Wall-clock edges (at as a time, or period) are checked for form only;
 // whether they fit is known when Schedule is given the start time.
 func (p *Plan) Validate() error {
@@ -399,7 +400,22 @@ func (p *Plan) Validate() error {
 			continue // the constructor would only restate these
 		}
 		// Values: build the phase (edges at a relative offset stand in for
-		// wall-clock ones) and report what the constructor refuses.
+		// wall-clock ones) and report what the constructor refuses. A
+		// phase that can stream is counted in closed form, not built.
+		if ph.streams() {
+			g, err := ph.segment("", 0)
+			if err != nil {
+				var pe *ParamError
+				if errors.As(err, &pe) {
+					add(p.lineOf(i, pe.Param), label, "%s %s", pe.Param, pe.Msg)
+				} else {
+					add(line, label, "%v", err)
+				}
+			} else {
+				total += float64(g.count())
+			}
+			continue
+		}
 		if s, err := ph.build(time.Time{}, 0, true); err != nil {
 			var pe *ParamError
 			if errors.As(err, &pe) {
@@ -411,7 +427,10 @@ func (p *Plan) Validate() error {
 			total += float64(len(s.Sends))
 		}
 	}
-	if total > MaxSends {
+	switch {
+	case p.Streamable() && total > MaxStreamSends:
+		add(0, "", "the plan holds %.0f requests, more than the %d one streamed schedule may hold", total, int64(MaxStreamSends))
+	case !p.Streamable() && total > MaxSends:
 		add(0, "", "the plan holds %.0f requests, more than the %d one schedule may hold", total, MaxSends)
 	}
 	if len(probs) > 0 {
@@ -724,4 +743,99 @@ func (p *Plan) MaxRate() float64 {
 		peak = math.Max(peak, r*c)
 	}
 	return peak
+}
+
+// streams reports whether the phase can be streamed: a pause, or a steady,
+// ramp or recovery without jitter (jitter re-sorts the sends, which takes
+// them all in memory).
+func (ph *Phase) streams() bool {
+	switch ph.Pattern {
+	case "":
+		return true
+	case PatternSteady, PatternRamp, PatternRecovery:
+		return ph.Jitter == 0
+	}
+	return false
+}
+
+// segment returns the closed form of a streamable pattern phase (not a
+// pause), due offset into the schedule, its sends named name.
+func (ph *Phase) segment(name string, offset time.Duration) (segment, error) {
+	var sh shape
+	var err error
+	switch ph.Pattern {
+	case PatternSteady:
+		sh, err = steadyShape(float64(ph.Rate), time.Duration(ph.Duration))
+	case PatternRamp:
+		sh, err = rampShape(float64(ph.From), float64(ph.To), time.Duration(ph.Duration))
+	case PatternRecovery:
+		sh, err = recoveryShape(time.Duration(ph.Every), time.Duration(ph.Span))
+	default:
+		return segment{}, fmt.Errorf("patterns: %s cannot be streamed", ph.kind())
+	}
+	if err != nil {
+		return segment{}, err
+	}
+	clients := max(ph.Clients, 1)
+	if float64(sh.n)*float64(clients) > MaxStreamSends {
+		return segment{}, tooManyStream(ph.Pattern, float64(sh.n)*float64(clients))
+	}
+	return segment{sh: sh, clients: clients, offset: offset, phase: name}, nil
+}
+
+// duration returns a streamable pattern phase's planned length.
+func (ph *Phase) duration() time.Duration {
+	if ph.Pattern == PatternRecovery {
+		return time.Duration(ph.Span)
+	}
+	return time.Duration(ph.Duration)
+}
+
+// Streamable reports whether every phase of the plan is a steady, ramp or
+// recovery without jitter, or a pause: whether Streamed makes a streamed
+// schedule.
+func (p *Plan) Streamable() bool {
+	for i := range p.Phases {
+		if !p.Phases[i].streams() {
+			return false
+		}
+	}
+	return len(p.Phases) > 0
+}
+
+// Streamed is Schedule for a plan that is Streamable, with the sends
+// produced on demand (Schedule.All) instead of held in memory: the same
+// sends, phases, clients and duration Schedule gives, and no MaxSends
+// ceiling. A plan that is not Streamable gets Schedule's schedule. seed
+// and start are as for Schedule.
+func (p *Plan) Streamed(seed uint64, start time.Time) (Schedule, error) {
+	if !p.Streamable() {
+		return p.Schedule(seed, start)
+	}
+	if err := p.Validate(); err != nil {
+		return Schedule{}, err
+	}
+	names := p.phaseNames()
+	out := Schedule{stream: []segment{}}
+	var cursor time.Duration
+	for i := range p.Phases {
+		ph := &p.Phases[i]
+		if ph.Pattern == "" {
+			d := time.Duration(ph.Pause)
+			out.Phases = append(out.Phases, PhaseInfo{Name: PatternPause, Pattern: PatternPause, Offset: cursor, Duration: d})
+			cursor += d
+			continue
+		}
+		g, err := ph.segment(names[i], cursor)
+		if err != nil {
+			return Schedule{}, err
+		}
+		d := ph.duration()
+		out.stream = append(out.stream, g)
+		out.Phases = append(out.Phases, PhaseInfo{Name: names[i], Pattern: ph.Pattern, Offset: cursor, Duration: d, Requests: int(g.count())})
+		out.Clients = max(out.Clients, g.clients)
+		cursor += d
+	}
+	out.Duration = cursor
+	return out, nil
 }

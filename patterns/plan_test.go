@@ -170,8 +170,12 @@ phases:
 			[]string{"p.yaml:7: phase 1 (edge): set at or period, not both"}},
 		{"edge phase range", "version: 1\nphases:\n  - pattern: edge\n    count: 1\n    gap: 1s\n    period: 1m\n    phase: 2m\n",
 			[]string{"p.yaml:7: phase 1 (edge): phase must be in [0, period)"}},
-		{"too many", "version: 1\nphases:\n  - pattern: steady\n    rate: 600000/s\n    duration: 1s\n  - pattern: steady\n    rate: 600000/s\n    duration: 1s\n",
+		// A plan that is built in memory (a burst makes it so) keeps the
+		// MaxSends ceiling; a streamed one does not (stream_test.go).
+		{"too many", "version: 1\nphases:\n  - pattern: burst\n    count: 1\n  - pattern: steady\n    rate: 600000/s\n    duration: 1s\n  - pattern: steady\n    rate: 600000/s\n    duration: 1s\n",
 			[]string{"more than the 1000000 one schedule may hold"}},
+		{"too many streamed", "version: 1\nphases:\n  - pattern: steady\n    rate: 1000000000/s\n    duration: 1000000h\n",
+			[]string{"one streamed schedule may hold"}},
 		{"two documents", "version: 1\nphases: [{pattern: burst, count: 1}]\n---\nversion: 1\n", []string{"one YAML document"}},
 		{"duplicate names", "version: 1\nphases:\n  - {pattern: burst, count: 1, name: a}\n  - {pattern: burst, count: 1, name: a}\n",
 			[]string{`p.yaml:4: phase 2 (burst): name "a" is already used by phase 1`}},

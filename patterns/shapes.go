@@ -29,9 +29,11 @@ var Patterns = []string{PatternSteady, PatternBurst, PatternEdge, PatternRecover
 // RaceModes lists the race modes in the contract's order.
 var RaceModes = []RaceMode{Barrier, LastByte, SinglePacket}
 
-// MaxSends bounds the size of one schedule, so that a typo in a rate cannot
-// exhaust memory: 1,000,000 sends take about 50 MB. Safety caps far below
-// this (run's --max-requests) are the caller's business.
+// MaxSends bounds the size of one schedule held in memory (Schedule.Sends),
+// so that a typo in a rate cannot exhaust memory: 1,000,000 sends take
+// about 50 MB. A streamed schedule (Plan.Streamed) holds no sends and is
+// not bound by it (see MaxStreamSends). Safety caps far below this (run's
+// --max-requests) are the caller's business.
 const MaxSends = 1_000_000
 
 // ParamError reports an invalid pattern parameter. Param is spelled as the
@@ -101,13 +103,13 @@ func Steady(rate float64, d time.Duration) (Schedule, error) {
 	if n := rate * d.Seconds(); n > MaxSends {
 		return Schedule{}, tooMany(PatternSteady, n)
 	}
-	sends := make([]Send, 0, int(math.Ceil(rate*d.Seconds()))+1)
-	for i := 0; ; i++ {
-		at := roundNS(float64(i) * float64(time.Second) / rate)
-		if at >= d {
-			break
-		}
-		sends = append(sends, Send{At: at})
+	sh, err := steadyShape(rate, d)
+	if err != nil {
+		return Schedule{}, err
+	}
+	sends, err := sh.sends(PatternSteady)
+	if err != nil {
+		return Schedule{}, err
 	}
 	return single(PatternSteady, sends, d), nil
 }
@@ -178,9 +180,13 @@ func Recovery(every, span time.Duration) (Schedule, error) {
 	if n > MaxSends {
 		return Schedule{}, tooMany(PatternRecovery, float64(n))
 	}
-	sends := make([]Send, n)
-	for i := range sends {
-		sends[i].At = time.Duration(i) * every
+	sh, err := recoveryShape(every, span)
+	if err != nil {
+		return Schedule{}, err
+	}
+	sends, err := sh.sends(PatternRecovery)
+	if err != nil {
+		return Schedule{}, err
 	}
 	return single(PatternRecovery, sends, span), nil
 }
@@ -240,24 +246,13 @@ func Ramp(from, to float64, d time.Duration) (Schedule, error) {
 	if n := (from + to) / 2 * secs; n > MaxSends {
 		return Schedule{}, tooMany(PatternRamp, n)
 	}
-	// Solve a·t² + b·t = i for t ≥ 0 with a = (to−from)/2d, b = from, in
-	// the form 2i / (b + √(b² + 4ai)), stable for a = 0 and for b = 0.
-	a := (to - from) / (2 * secs)
-	sends := make([]Send, 0, int(math.Ceil((from+to)/2*secs))+1)
-	for i := 0; ; i++ {
-		disc := from*from + 4*a*float64(i)
-		if disc < 0 {
-			break // the rate would have reached 0 before d
-		}
-		t := 0.0
-		if i > 0 {
-			t = 2 * float64(i) / (from + math.Sqrt(disc))
-		}
-		at := roundNS(t * float64(time.Second))
-		if at >= d {
-			break
-		}
-		sends = append(sends, Send{At: at})
+	sh, err := rampShape(from, to, d)
+	if err != nil {
+		return Schedule{}, err
+	}
+	sends, err := sh.sends(PatternRamp)
+	if err != nil {
+		return Schedule{}, err
 	}
 	return single(PatternRamp, sends, d), nil
 }

@@ -89,26 +89,57 @@ func (s ClockSample) Bounds() (lo, hi time.Duration, ok bool) {
 // that had bounds; it is an error when none had, or when the intersection
 // is empty.
 func clockInterval(samples []ClockSample) (lo, hi time.Duration, n int, err error) {
+	var ci ClockInterval
 	for _, s := range samples {
-		l, h, ok := s.Bounds()
-		if !ok {
-			continue
-		}
-		if n == 0 || l > lo {
-			lo = l
-		}
-		if n == 0 || h < hi {
-			hi = h
-		}
-		n++
+		ci.Add(s)
 	}
+	return ci.interval()
+}
+
+// ClockInterval intersects the bounds of clock samples added one at a
+// time, holding only the intersection and a count: what EstimateClock
+// computes of them all, for samples too many to keep. The zero value is
+// empty. It is not safe for concurrent use.
+type ClockInterval struct {
+	lo, hi time.Duration
+	n      int // samples with bounds
+}
+
+// Add intersects the bounds of s (a sample without bounds is ignored).
+func (ci *ClockInterval) Add(s ClockSample) {
+	l, h, ok := s.Bounds()
+	if !ok {
+		return
+	}
+	if ci.n == 0 || l > ci.lo {
+		ci.lo = l
+	}
+	if ci.n == 0 || h < ci.hi {
+		ci.hi = h
+	}
+	ci.n++
+}
+
+// interval returns the intersection, the number of samples with bounds,
+// and the errors of clockInterval.
+func (ci *ClockInterval) interval() (lo, hi time.Duration, n int, err error) {
 	switch {
-	case n == 0:
+	case ci.n == 0:
 		return 0, 0, 0, ErrNoClockReference
-	case lo > hi:
-		return lo, hi, n, fmt.Errorf("%w: no offset fits all %d of them (the tightest bounds cross by %v)", ErrClockDisagree, n, lo-hi)
+	case ci.lo > ci.hi:
+		return ci.lo, ci.hi, ci.n, fmt.Errorf("%w: no offset fits all %d of them (the tightest bounds cross by %v)", ErrClockDisagree, ci.n, ci.lo-ci.hi)
 	}
-	return lo, hi, n, nil
+	return ci.lo, ci.hi, ci.n, nil
+}
+
+// Estimate is EstimateClock of the samples added.
+func (ci *ClockInterval) Estimate() (offset, uncertainty time.Duration, err error) {
+	lo, hi, _, err := ci.interval()
+	if err != nil {
+		return 0, 0, err
+	}
+	half := (hi - lo) / 2
+	return lo + half, hi - lo - half, nil
 }
 
 // EstimateClock returns this agent's clock offset (agent − reference: what
@@ -118,12 +149,11 @@ func clockInterval(samples []ClockSample) (lo, hi time.Duration, n int, err erro
 // ErrNoClockReference when no sample has bounds, and with ErrClockDisagree
 // when the bounds have nothing in common. It is a pure function.
 func EstimateClock(samples []ClockSample) (offset, uncertainty time.Duration, err error) {
-	lo, hi, _, err := clockInterval(samples)
-	if err != nil {
-		return 0, 0, err
+	var ci ClockInterval
+	for _, s := range samples {
+		ci.Add(s)
 	}
-	half := (hi - lo) / 2
-	return lo + half, hi - lo - half, nil
+	return ci.Estimate()
 }
 
 // ResultClockSample turns one recorded result into a clock sample, the

@@ -44,12 +44,6 @@ const (
 	// maxSendDials is how many connections late sends may be dialling at
 	// once (see pool.take).
 	maxSendDials = 256
-	// maxPoolConns bounds the HTTP/1.1 connections of a pool that late
-	// sends may dial: beyond it they wait for one to be freed. Sends due
-	// faster than the client or the target can answer then share the open
-	// connections instead of piling up new ones (which only add work to
-	// both ends and exhaust the target's connection slots).
-	maxPoolConns = 1024
 )
 
 // dialMode says which protocols a new connection may speak.

@@ -4,6 +4,10 @@
 // exactly one [record.Result] per send: a response (any status), a
 // transport error classified as refused, timeout, reset, dns, tls or other,
 // or not-sent (the run was interrupted, aborted or out of budget).
+// [Engine.Run] takes the schedule as a slice and returns every result;
+// [Engine.Stream] takes it as an iterator, keeps the state of a send only
+// while it is in flight and hands the results to the sink alone, so a
+// schedule of any length runs in bounded memory.
 //
 // The engine builds its own transports from a [DialFunc], so tests run it
 // over in-memory connections and it controls pooling, source addresses and
@@ -17,8 +21,8 @@
 //     network poller, reads the response, with a lean parser for the
 //     common head (HTTP/1.1, Content-Length) and net/http's reader for any
 //     other. A send that finds no idle connection at its deadline dials
-//     one (at most 256 dials at a time per engine, 1024 connections per
-//     client and target) or, past those bounds, waits in its pool, without
+//     one (at most 256 dials at a time per engine, Options.Connections,
+//     default 256, per client and target) or, past those bounds, waits in its pool, without
 //     a goroutine, for a connection freed meanwhile (whose reader then
 //     writes it) or room to dial, whichever comes first; it is then late,
 //     and counted so.

@@ -73,9 +73,12 @@ type Engine struct {
 	pacer   pacer
 	respReq *http.Request // what http.ReadResponse needs to know of the request
 	dialSem chan struct{} // dial slots of late sends (pool.take)
-	// maxConns bounds the HTTP/1.1 connections of a pool that late sends
-	// may dial (maxPoolConns; tests lower it).
+	// maxConns bounds the HTTP/1.1 connections of a pool, dialled ahead
+	// or by late sends (Options.Connections; tests lower it).
 	maxConns int
+	// maxInFlight bounds a Stream's sends in flight (maxStreamInFlight;
+	// tests lower it).
+	maxInFlight int
 	// lbGoroutines releases last-byte races from one goroutine per member
 	// parked on a closed channel, instead of one loop (benchmarks compare).
 	lbGoroutines bool
@@ -104,15 +107,16 @@ func New(opt Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		opt:      opt,
-		targets:  targets,
-		dial:     opt.Dial,
-		pacer:    defaultPacer(),
-		respReq:  &http.Request{Method: opt.Method},
-		dialSem:  make(chan struct{}, maxSendDials),
-		maxConns: maxPoolConns,
-		pools:    make(map[poolKey]*pool),
-		rr:       make(map[int]int),
+		opt:         opt,
+		targets:     targets,
+		dial:        opt.Dial,
+		pacer:       defaultPacer(),
+		respReq:     &http.Request{Method: opt.Method},
+		dialSem:     make(chan struct{}, maxSendDials),
+		maxConns:    opt.Connections,
+		maxInFlight: maxStreamInFlight,
+		pools:       make(map[poolKey]*pool),
+		rr:          make(map[int]int),
 		h2t: &http2.Transport{
 			AllowHTTP:          true,
 			DisableCompression: true,
@@ -339,10 +343,10 @@ func (e *Engine) Run(ctx context.Context, zero, begin time.Time, sends []Send, s
 	if err := e.checkSends(sends); err != nil {
 		return nil, err
 	}
-	r := e.newRun(ctx, zero, begin, sends, sink)
+	r := e.newRun(ctx, zero, begin, len(sends), sink)
 	defer r.rcancel()
 	defer r.dcancel(nil)
-	r.plan()
+	r.plan(sends)
 	if r.predial() {
 		r.dispatch()
 	}
@@ -362,11 +366,16 @@ func (e *Engine) Preflight(ctx context.Context, zero time.Time) (record.Result, 
 	if e.isClosed() {
 		return record.Result{}, nil, ErrClosed
 	}
-	r := e.newRun(ctx, zero, time.Now(), []Send{{Phase: PhasePreflight}}, nil)
+	r := e.newRun(ctx, zero, time.Now(), 1, nil)
 	defer r.rcancel()
 	defer r.dcancel(nil)
 	r.capture = true
-	r.items[0].pool = e.pool(0, 0)
+	if _, err := r.bk.add(Send{Phase: PhasePreflight}, e.pool(0, 0)); err != nil {
+		return record.Result{}, nil, fmt.Errorf("probe: preflight: %w", err)
+	}
+	r.mu.Lock()
+	r.bk.seal()
+	r.mu.Unlock()
 	r.send(0)
 	done := make(chan struct{})
 	go func() {
@@ -379,10 +388,12 @@ func (e *Engine) Preflight(ctx context.Context, zero time.Time) (record.Result, 
 		r.dropPending()
 		<-done
 	}
-	if !r.finished[0] { // ctx ended while it waited for a connection
+	r.mu.Lock()
+	finished, res := r.bk.finished(0), r.results[0]
+	r.mu.Unlock()
+	if !finished { // ctx ended while it waited for a connection
 		return record.Result{}, nil, fmt.Errorf("probe: preflight: %w", context.Cause(r.dctx))
 	}
-	res := r.results[0]
 	if res.Outcome != record.OutcomeResponse {
 		return res, nil, fmt.Errorf("probe: preflight: %w", r.lastErr)
 	}

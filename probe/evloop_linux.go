@@ -196,16 +196,7 @@ func (r *run) startLoop() bool {
 	}
 	// Adopt the idle connections of the run's pools that no reader
 	// goroutine watches (those dialled ahead of the run).
-	seen := make(map[*pool]bool)
-	for _, ev := range r.events {
-		if ev.race != nil {
-			continue
-		}
-		p := r.items[ev.idx].pool
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
+	for _, p := range r.sendPools() {
 		for _, h := range p.adoptIdle() {
 			c := l.newConn(p, h.sc.Conn, h.used)
 			if c == nil {
@@ -377,8 +368,11 @@ func (l *evloop) wait(d time.Duration) (int, error) {
 func (l *evloop) dispatchDue(now time.Time) time.Time {
 	r := l.r
 	sent := 0
-	for l.k < len(r.events) {
-		ev := r.events[l.k]
+	for {
+		ev, ok := r.event(l.k)
+		if !ok {
+			break
+		}
 		at := r.begin.Add(ev.at)
 		if at.After(now) {
 			return at
@@ -390,6 +384,11 @@ func (l *evloop) dispatchDue(now time.Time) time.Time {
 		}
 		if d := r.d.guard.take(now, 1); d > 0 {
 			return now.Add(d)
+		}
+		if r.crowded(l.k) {
+			// A Stream with too many sends in flight: look again once
+			// the answers there are have been read.
+			return now.Add(crowdedPoll)
 		}
 		l.k++
 		l.send(ev.idx, now)
@@ -411,7 +410,7 @@ const readEvery = 16
 // send runs send i on an idle connection of its pool, or queues it for
 // the next one freed or dialled.
 func (l *evloop) send(i int, now time.Time) {
-	p := l.r.items[i].pool
+	p := l.r.bk.pool(i)
 	if c := l.takeIdle(p, now); c != nil {
 		l.write(c, i)
 		return

@@ -48,7 +48,7 @@ func (l *evloop) prepareRace(rc *race) {
 	for _, i := range rc.members {
 		sl := &raceSlot{lr: lr, i: i}
 		lr.slots = append(lr.slots, sl)
-		p := r.items[i].pool
+		p := r.bk.pool(i)
 		if c := l.takeIdle(p, now); c != nil {
 			l.hold(sl, c)
 			continue

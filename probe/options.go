@@ -71,6 +71,7 @@ const (
 	DefaultAbortAfterErrors = 20
 	DefaultGrace            = 2 * time.Second
 	DefaultRaceHold         = 100 * time.Millisecond
+	DefaultConnections      = 256
 	DefaultUserAgent        = "rlprobe"
 	// LateThreshold is how late (sent − sched) a send must be to count as
 	// late in a Summary.
@@ -131,6 +132,14 @@ type Options struct {
 	// back by it goes out late and counts as late. 0 means 1000; a batch
 	// larger than the bucket is refused.
 	MaxRate float64
+	// Connections bounds the HTTP/1.1 connections each client keeps to
+	// each URL, those dialled ahead of a run included: sends due while all
+	// of them are busy wait for one to be freed, go out late and count as
+	// late (with their actual send time), instead of piling up new
+	// connections that only add work to both ends. 0 means
+	// DefaultConnections (256). Batch members (races), which each take a
+	// connection of their own, are not bound by it.
+	Connections int
 	// AbortAfterErrors is how many consecutive transport errors (in
 	// completion order) abort a run; 0 means 20, negative never aborts.
 	AbortAfterErrors int
@@ -249,6 +258,12 @@ func (opt Options) validate() (Options, []*target, error) {
 		bad("negative max body bytes %d", opt.MaxBodyBytes)
 	case opt.MaxBodyBytes == 0:
 		opt.MaxBodyBytes = MaxBodyDrain
+	}
+	switch {
+	case opt.Connections < 0:
+		bad("connections must be at least 1, got %d", opt.Connections)
+	case opt.Connections == 0:
+		opt.Connections = DefaultConnections
 	}
 	if opt.AbortAfterErrors == 0 {
 		opt.AbortAfterErrors = DefaultAbortAfterErrors

@@ -95,7 +95,7 @@ func (r *run) releaseHeld(b *heldBatch) {
 // for the gate and completes the request.
 func (r *run) member(i int, release time.Time, lastByte bool, held *heldBatch, prepared *sync.WaitGroup, gate, off <-chan struct{}) {
 	defer r.wg.Done()
-	p := r.items[i].pool
+	p := r.bk.pool(i)
 	res := r.newResult(i)
 	mode := dialAny
 	if lastByte {

@@ -23,11 +23,6 @@ import (
 // aLongTimeAgo is a deadline in the past, to unblock a read at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// item is what the plan decided for one send.
-type item struct {
-	pool *pool
-}
-
 // event is a step of the dispatcher: one send, or the preparation of a
 // batch.
 type event struct {
@@ -42,17 +37,20 @@ type race struct {
 	members []int         // send indexes
 }
 
-// run is the state of one Run (or Preflight).
+// run is the state of one Run, Stream or Preflight.
 type run struct {
 	e           *Engine
 	zero, begin time.Time
-	sends       []Send
 	sink        Sink
-	base        int64 // Seq of sends[0]
-	items       []item
-	events      []event
-	capture     bool // keep the first body bytes (Preflight)
-	d           *dispatcher
+	base        int64 // Seq of send 0
+	// bk holds the state of the sends in flight (all of a Run's sends).
+	bk *book
+	// events are a Run's dispatcher steps, sorted; a Stream's are its
+	// sends in source order, read through event (see stream.go).
+	events  []event
+	st      *streamSrc // a Stream's source; nil for Run and Preflight
+	capture bool       // keep the first body bytes (Preflight)
+	d       *dispatcher
 
 	parent  context.Context
 	dctx    context.Context // dispatching: ends on cancel or abort
@@ -60,38 +58,45 @@ type run struct {
 	rctx    context.Context // requests in flight: ends when the grace runs out
 	rcancel context.CancelFunc
 
+	// done counts the sends finished (see crowded), and
+	// freedCh wakes a dispatcher waiting for one.
+	done      atomic.Int64
+	freedCh   chan struct{}
 	connected atomic.Bool // some connection to the target worked
 	killed    atomic.Bool // requests in flight were abandoned
 	wg        sync.WaitGroup
 
-	mu       sync.Mutex // guards the fields below
-	results  []record.Result
-	finished []bool
-	reading  []atomic.Pointer[h1Conn] // by send: the connection being read
-	consec   int                      // consecutive transport errors
+	mu       sync.Mutex      // guards the fields below
+	results  []record.Result // by send: a Run's results (nil in a Stream)
+	counts   StreamCounts    // the results written
+	consec   int             // consecutive transport errors
 	abortErr error
 	sinkErr  error
 	lastErr  error
 	body     []byte // Preflight's body bytes
 }
 
-func (e *Engine) newRun(ctx context.Context, zero, begin time.Time, sends []Send, sink Sink) *run {
+// newRun returns the state of a run of n sends (a Run's or a Preflight's),
+// their results kept, or, with n < 0, of a Stream, whose Seqs are taken
+// when it ends (see streamSrc.close).
+func (e *Engine) newRun(ctx context.Context, zero, begin time.Time, n int, sink Sink) *run {
 	r := &run{
-		e:        e,
-		zero:     zero,
-		begin:    begin,
-		sends:    sends,
-		sink:     sink,
-		items:    make([]item, len(sends)),
-		parent:   ctx,
-		results:  make([]record.Result, len(sends)),
-		finished: make([]bool, len(sends)),
-		reading:  make([]atomic.Pointer[h1Conn], len(sends)),
-		d:        newDispatcher(e),
+		e:      e,
+		zero:   zero,
+		begin:  begin,
+		sink:   sink,
+		parent: ctx,
+		d:      newDispatcher(e),
 	}
 	e.mu.Lock()
 	r.base = e.seq
-	e.seq += int64(len(sends))
+	if n >= 0 {
+		e.seq += int64(n)
+		r.bk = bookFor(n)
+		r.results = make([]record.Result, n)
+	} else {
+		r.bk = newBook(streamDirBits)
+	}
 	e.mu.Unlock()
 	r.dctx, r.dcancel = context.WithCancelCause(ctx)
 	r.rctx, r.rcancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -109,8 +114,12 @@ func (r *run) stamp(t time.Time) int64 {
 
 // newResult returns the result of send i with its identity filled in.
 func (r *run) newResult(i int) record.Result {
-	s := r.sends[i]
-	p := r.items[i].pool
+	return r.resultOf(i, r.bk.send(i), r.bk.pool(i))
+}
+
+// resultOf returns the result of send i, s, of pool p, with its identity
+// filled in.
+func (r *run) resultOf(i int, s Send, p *pool) record.Result {
 	return record.Result{
 		Type:   record.TypeResult,
 		Seq:    r.base + int64(i),
@@ -125,13 +134,13 @@ func (r *run) newResult(i int) record.Result {
 
 // plan assigns every send its pool (round-robin over the URLs per client;
 // batch members spread over all URLs) and builds the dispatcher's events.
-func (r *run) plan() {
+func (r *run) plan(sends []Send) {
 	e := r.e
 	n := len(e.targets)
 	batches := make(map[int]*race)
 	e.mu.Lock()
-	urls := make([]int, len(r.sends))
-	for i, s := range r.sends {
+	urls := make([]int, len(sends))
+	for i, s := range sends {
 		if s.Batch == 0 {
 			urls[i] = e.rr[s.Client] % n
 			e.rr[s.Client]++
@@ -148,9 +157,15 @@ func (r *run) plan() {
 		rc.members = append(rc.members, i)
 	}
 	e.mu.Unlock()
-	for i, s := range r.sends {
-		r.items[i].pool = e.pool(s.Client, urls[i])
+	for i, s := range sends {
+		p := e.pool(s.Client, urls[i])
+		if _, err := r.bk.add(s, p); err != nil {
+			panic(err) // cannot happen: bookFor made room for every send
+		}
 	}
+	r.mu.Lock()
+	r.bk.seal()
+	r.mu.Unlock()
 	slices.SortStableFunc(r.events, func(a, b event) int { return int(a.at - b.at) })
 }
 
@@ -168,11 +183,19 @@ func (r *run) predial() bool {
 	}
 	var needs []*need
 	byPool := make(map[*pool]*need)
-	for _, ev := range r.events {
+	var first event
+	for k := 0; ; k++ {
+		ev, ok := r.event(k)
+		if k == 0 {
+			first = ev
+		}
+		if !ok || !r.predialing(k, ev, first) {
+			break
+		}
 		if ev.race != nil {
 			continue
 		}
-		p := r.items[ev.idx].pool
+		p := r.bk.pool(ev.idx)
 		nd := byPool[p]
 		if nd == nil {
 			nd = &need{p: p, first: ev.idx}
@@ -187,7 +210,7 @@ func (r *run) predial() bool {
 			// A fast stream, not a burst: room for answers slower than 1 ms.
 			nd.n = max(nd.n, maxWithin(nd.ats, predialSlack))
 		}
-		nd.n = min(nd.n, maxPredialPerPool)
+		nd.n = min(nd.n, maxPredialPerPool, r.e.maxConns)
 		if nd.p.hasH2() {
 			nd.n = 0
 		} else if idle := nd.p.idleCount(); idle > 0 {
@@ -271,7 +294,11 @@ func (r *run) dispatch() {
 	p := r.e.pacer
 	p.start()
 	defer p.stop()
-	for _, ev := range r.events {
+	for k := 0; ; k++ {
+		ev, ok := r.event(k)
+		if !ok {
+			return
+		}
 		p.wait(r.dctx, r.begin.Add(ev.at))
 		if r.dctx.Err() != nil {
 			return
@@ -281,7 +308,7 @@ func (r *run) dispatch() {
 			go r.race(ev.race)
 			continue
 		}
-		if !r.guard(p, 1) {
+		if !r.guard(p, 1) || !r.room(k) {
 			return
 		}
 		r.send(ev.idx)
@@ -308,7 +335,7 @@ func (r *run) guard(p pacer, n int) bool {
 // otherwise a goroutine dials or uses HTTP/2, or the send waits in its pool
 // for a connection (see pool.take).
 func (r *run) send(i int) {
-	p := r.items[i].pool
+	p := r.bk.pool(i)
 	r.wg.Add(1)
 	c, took := p.take(r, i, time.Now(), true)
 	switch took {
@@ -334,7 +361,7 @@ func (r *run) handOff(i int, p *pool, c *h1Conn, res record.Result, werr error, 
 
 // handTo is handOff for a send whose count of r.wg is already taken.
 func (r *run) handTo(i int, p *pool, c *h1Conn, res record.Result, werr error, retry bool) {
-	r.reading[i].Store(c) // from now on, settle can abandon the read
+	r.bk.reading(i).Store(c) // from now on, settle can abandon the read
 	if r.rctx.Err() != nil {
 		_ = c.sc.SetDeadline(aLongTimeAgo)
 	}
@@ -352,7 +379,7 @@ func (r *run) writePending(i int, p *pool, c *h1Conn) (h1Job, bool) {
 	}
 	res := r.newResult(i)
 	err := r.writeH1(c, p.h1req, &res)
-	r.reading[i].Store(c) // from now on, settle can abandon the read
+	r.bk.reading(i).Store(c) // from now on, settle can abandon the read
 	if r.rctx.Err() != nil {
 		_ = c.sc.SetDeadline(aLongTimeAgo)
 	}
@@ -377,7 +404,7 @@ func (r *run) startPending(i int, p *pool, c *h1Conn) bool {
 // goes the way of any late send (pool.take). The caller has done
 // r.wg.Add(1) for the send.
 func (r *run) sendNew(i int, slot bool) {
-	p := r.items[i].pool
+	p := r.bk.pool(i)
 	res := r.newResult(i)
 	if h := p.getH2(); h != nil {
 		if slot {
@@ -422,14 +449,16 @@ func (r *run) sendNew(i int, slot bool) {
 // not sent (the sweep records them).
 func (r *run) dropPending() {
 	seen := make(map[*pool]bool)
-	for _, it := range r.items {
-		if p := it.pool; p != nil && !seen[p] {
-			seen[p] = true
-			for range p.dropPending(r) {
-				r.wg.Done()
+	r.bk.live(func(c *sendChunk) {
+		for _, p := range c.pools {
+			if p != nil && !seen[p] {
+				seen[p] = true
+				for range p.dropPending(r) {
+					r.wg.Done()
+				}
 			}
 		}
-	}
+	})
 }
 
 // getConn returns a reserved HTTP/2 stream or an idle HTTP/1.1 connection
@@ -545,8 +574,9 @@ func (r *run) getConnNew(p *pool) (conn, error) {
 func (r *run) readH1(i int, c *h1Conn, res *record.Result) (reuse bool, err error) {
 	// Registered, the read is abandoned at the end of the grace period
 	// (settle); registering after that abandons it here.
-	r.reading[i].Store(c)
-	defer r.reading[i].Store(nil)
+	rd := r.bk.reading(i)
+	rd.Store(c)
+	defer rd.Store(nil)
 	if r.rctx.Err() != nil {
 		_ = c.sc.SetDeadline(aLongTimeAgo)
 	}
@@ -626,11 +656,13 @@ func (r *run) leanBody(c *h1Conn, res *record.Result, h *h1Head) (reuse bool, er
 // abandonReads unblocks every response read in progress; settle calls it
 // once the grace period is over and rctx is cancelled.
 func (r *run) abandonReads() {
-	for i := range r.reading {
-		if c := r.reading[i].Load(); c != nil {
-			_ = c.sc.SetDeadline(aLongTimeAgo)
+	r.bk.live(func(ch *sendChunk) {
+		for i := range ch.reading {
+			if c := ch.reading[i].Load(); c != nil {
+				_ = c.sc.SetDeadline(aLongTimeAgo)
+			}
 		}
-	}
+	})
 }
 
 // drain reads a response body up to MaxBodyBytes+1 bytes, keeping the
@@ -804,11 +836,13 @@ func (r *run) finish(i int, res record.Result, err error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.finished[i] {
+	if !r.bk.finish(i) {
 		return // cannot happen: every path finishes a send once
 	}
-	r.finished[i] = true
-	r.results[i] = res
+	r.freed(i)
+	if r.results != nil {
+		r.results[i] = res
+	}
 	if err == nil {
 		r.consec = 0
 		r.connected.Store(true)
@@ -842,12 +876,15 @@ func redactError(red *record.Redactor, err error) error {
 	return err
 }
 
-// writeLocked passes res to the sink; a sink error aborts the run.
+// writeLocked counts res and passes it to the sink; a sink error aborts
+// the run. A Run stops writing to a sink that failed (Run returns every
+// result); a Stream, which keeps none, goes on writing to it.
 func (r *run) writeLocked(res record.Result) {
-	if r.sink == nil || r.sinkErr != nil {
+	r.counts.add(res)
+	if r.sink == nil || (r.sinkErr != nil && r.st == nil) {
 		return
 	}
-	if err := r.sink.WriteResult(res); err != nil {
+	if err := r.sink.WriteResult(res); err != nil && r.sinkErr == nil {
 		r.sinkErr = err
 		r.abortLocked(fmt.Errorf("writing results: %w", err))
 	}
@@ -902,24 +939,36 @@ func (r *run) notSentReason() string {
 	}
 }
 
-// sweep records every send that never went out as not-sent.
+// sweep records every send that never went out as not-sent: those of
+// the book, then, in a Stream, those the source has not given yet.
 func (r *run) sweep() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var reason string
-	for i, done := range r.finished {
-		if done {
-			continue
-		}
+	notSent := func(res record.Result) {
 		if reason == "" {
 			reason = r.notSentReason()
 		}
-		res := r.newResult(i)
 		res.Outcome = record.OutcomeNotSent
 		res.Err = reason
-		r.finished[i] = true
-		r.results[i] = res
+		if r.results != nil {
+			r.results[res.Seq-r.base] = res
+		}
 		r.writeLocked(res)
+	}
+	r.bk.live(func(c *sendChunk) {
+		for j, done := range c.finished {
+			i := c.no<<chunkBits + j
+			if done || i >= r.bk.n {
+				continue
+			}
+			res := r.newResult(i)
+			r.bk.finish(i)
+			notSent(res)
+		}
+	})
+	if r.st != nil {
+		r.st.rest(r, notSent)
 	}
 }
 
@@ -930,13 +979,7 @@ func (r *run) outcome() error {
 	if r.abortErr != nil {
 		return fmt.Errorf("%w: %w", ErrAborted, r.abortErr)
 	}
-	stopped := r.killed.Load()
-	for _, res := range r.results {
-		if res.Outcome == record.OutcomeNotSent {
-			stopped = true
-			break
-		}
-	}
+	stopped := r.killed.Load() || r.counts.NotSent > 0
 	if !stopped {
 		return nil
 	}

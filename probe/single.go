@@ -43,7 +43,7 @@ func (r *run) prepareSinglePacket(rc *race, release time.Time, prepared *sync.Wa
 	groups := make(map[key][]int)
 	var order []key
 	for _, i := range rc.members {
-		p := r.items[i].pool
+		p := r.bk.pool(i)
 		k := key{p.t, p.src}
 		if groups[k] == nil {
 			order = append(order, k)
@@ -86,7 +86,7 @@ type spStream struct {
 // spGroup opens as many connections as the members of one group need.
 func (r *run) spGroup(members []int, release time.Time, prepared *sync.WaitGroup, gate, off <-chan struct{}) {
 	defer r.wg.Done()
-	p := r.items[members[0]].pool
+	p := r.bk.pool(members[0])
 	fail := func(ms []int, err error) {
 		keep := r.dialFailed(err) || r.dctx.Err() == nil // else the run stopped: not-sent
 		for _, i := range ms {
@@ -205,7 +205,7 @@ func (r *run) spRun(sc *spConn, members []int, release time.Time, prepared *sync
 		s := &spStream{i: i, id: uint32(2*k + 1), res: r.newResult(i)}
 		streams[k], byID[s.id] = s, s
 		hb.Reset()
-		encodeH2Headers(enc, r.e.opt.Method, r.items[i].pool, body)
+		encodeH2Headers(enc, r.e.opt.Method, r.bk.pool(i), body)
 		if err == nil {
 			err = writeHeaderBlock(wf, s.id, hb.Bytes(), sc.maxFrame)
 		}

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -57,54 +58,100 @@ func (h *hist) dist() record.Dist {
 
 // Summarize condenses results (of one or several runs, in any order).
 func Summarize(results []record.Result) Summary {
-	s := Summary{Statuses: make(map[string]int), Latency: make(map[string]record.Dist)}
-	clients := make(map[string]*ClientSummary)
-	latency := make(map[string]*hist)
-	var pacing hist
-	races := raceSet{}
-	first, last := int64(math.MaxInt64), int64(math.MinInt64)
+	sm := NewSummarizer(true)
 	for _, r := range results {
-		s.Scheduled++
-		c := clients[r.Client]
-		if c == nil {
-			c = &ClientSummary{Client: r.Client}
-			clients[r.Client] = c
-		}
-		if !countOutcome(&s, c, r) {
-			continue // never sent
-		}
-		if r.Done != 0 {
-			last = max(last, r.Done)
-		}
-		if r.Sent == 0 {
-			continue // failed before its first byte
-		}
-		perr, start := r.SendTimes()
-		first = min(first, start)
-		pacing.add(perr)
-		if perr > int64(LateThreshold) {
-			s.Late++
-		}
-		if lat, ok := r.Latency(); ok {
-			code := strconv.Itoa(r.Status)
-			if latency[code] == nil {
-				latency[code] = &hist{}
-			}
-			latency[code].add(lat)
-		}
-		races.add(r)
+		sm.Add(r)
 	}
-	s.Races, s.RaceWroteSpread, s.RaceArrivalSpread = races.spreads()
-	for code, h := range latency {
+	return sm.Summary()
+}
+
+// Summarizer condenses results one at a time, in any order, into the
+// Summary that Summarize gives of them all, holding only counts and
+// histograms (and, when it tracks races, one entry per distinct phase and
+// scheduled instant). It is not safe for concurrent use.
+type Summarizer struct {
+	s           Summary
+	clients     map[string]*ClientSummary
+	latency     map[string]*hist
+	pacing      hist
+	races       raceSet // nil: races not tracked
+	first, last int64
+}
+
+// NewSummarizer returns an empty Summarizer. With races false it does not
+// track the requests released together (Summary.Races and the race
+// spreads stay zero): for a streamed run, which has no batches and whose
+// distinct scheduled instants are as many as its sends.
+func NewSummarizer(races bool) *Summarizer {
+	sm := &Summarizer{
+		s:       Summary{Statuses: make(map[string]int), Latency: make(map[string]record.Dist)},
+		clients: make(map[string]*ClientSummary),
+		latency: make(map[string]*hist),
+		first:   math.MaxInt64,
+		last:    math.MinInt64,
+	}
+	if races {
+		sm.races = raceSet{}
+	}
+	return sm
+}
+
+// Add counts r.
+func (sm *Summarizer) Add(r record.Result) {
+	s := &sm.s
+	s.Scheduled++
+	c := sm.clients[r.Client]
+	if c == nil {
+		c = &ClientSummary{Client: r.Client}
+		sm.clients[r.Client] = c
+	}
+	if !countOutcome(s, c, r) {
+		return // never sent
+	}
+	if r.Done != 0 {
+		sm.last = max(sm.last, r.Done)
+	}
+	if r.Sent == 0 {
+		return // failed before its first byte
+	}
+	perr, start := r.SendTimes()
+	sm.first = min(sm.first, start)
+	sm.pacing.add(perr)
+	if perr > int64(LateThreshold) {
+		s.Late++
+	}
+	if lat, ok := r.Latency(); ok {
+		code := strconv.Itoa(r.Status)
+		if sm.latency[code] == nil {
+			sm.latency[code] = &hist{}
+		}
+		sm.latency[code].add(lat)
+	}
+	if sm.races != nil {
+		sm.races.add(r)
+	}
+}
+
+// Summary returns the summary of the results added so far.
+func (sm *Summarizer) Summary() Summary {
+	s := sm.s
+	s.Statuses = maps.Clone(sm.s.Statuses)
+	s.NotSentReasons, s.ErrorClasses = maps.Clone(sm.s.NotSentReasons), maps.Clone(sm.s.ErrorClasses)
+	s.Latency = make(map[string]record.Dist, len(sm.latency))
+	s.Clients = nil
+	if sm.races != nil {
+		s.Races, s.RaceWroteSpread, s.RaceArrivalSpread = sm.races.spreads()
+	}
+	for code, h := range sm.latency {
 		s.Latency[code] = h.dist()
 	}
-	s.Pacing = pacing.dist()
-	for _, c := range clients {
+	s.Pacing = sm.pacing.dist()
+	for _, c := range sm.clients {
 		s.Clients = append(s.Clients, *c)
 	}
 	slices.SortFunc(s.Clients, func(a, b ClientSummary) int { return cmp.Compare(a.Client, b.Client) })
-	if first != math.MaxInt64 && last > first {
-		s.DurationS = float64(last-first) / 1e9
+	if sm.first != math.MaxInt64 && sm.last > sm.first {
+		s.DurationS = float64(sm.last-sm.first) / 1e9
 		s.SentPerS = math.Round(float64(s.Sent)/s.DurationS*10) / 10
 	}
 	return s

@@ -83,7 +83,7 @@ func (s *Session) RunDryRun(plan *patterns.Plan, sc patterns.Schedule) RunDryRun
 	doc := RunDryRun{
 		Schema: "rlprobe.run/v1", Tool: s.cfg.Tool, DryRun: true,
 		Targets: s.Targets(), Seed: s.cfg.Seed, Plan: plan,
-		Requests: len(sc.Sends), Clients: sc.Clients, DurationS: sc.Duration.Seconds(), RaceMode: sc.RaceMode,
+		Requests: int(sc.Len()), Clients: sc.Clients, DurationS: sc.Duration.Seconds(), RaceMode: sc.RaceMode,
 		Caps: capsDoc(s.cfg.Caps), caps: s.cfg.Caps,
 	}
 	if !sc.Start.IsZero() {

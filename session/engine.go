@@ -86,16 +86,12 @@ func (e *engine) close() { e.pe.Close() }
 func (e *engine) Run(ctx context.Context, sched patterns.Schedule) ([]record.Result, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if sched.Batches() > 0 && sched.RaceMode != "" && sched.RaceMode != e.raceMode {
-		return nil, fmt.Errorf("%w: the schedule races in %s mode, the engine in %s", ErrRaceMode, sched.RaceMode, e.raceMode)
+	if sched.Streamed() {
+		return nil, errors.New("session: a streamed schedule is run by Stream")
 	}
-	now := time.Now()
-	begin := now.Add(e.lead)
-	if !sched.Start.IsZero() {
-		if sched.Start.Before(now) {
-			return nil, fmt.Errorf("session: the schedule was due to start at %s, %v ago", sched.Start.Format(time.RFC3339Nano), now.Sub(sched.Start).Round(time.Millisecond))
-		}
-		begin = sched.Start
+	begin, err := e.beginAt(sched)
+	if err != nil {
+		return nil, err
 	}
 	sends := make([]probe.Send, len(sched.Sends))
 	for i, snd := range sched.Sends {
@@ -118,6 +114,58 @@ func (e *engine) Run(ctx context.Context, sched patterns.Schedule) ([]record.Res
 		err = werr
 	}
 	return results, err
+}
+
+// Stream sends a streamed schedule (patterns.Schedule.Streamed) open-loop
+// as Run does, each result recorded as it completes, and returns the
+// summary of the results, which are not returned, and kept only by a
+// record held in memory (no file): a record file's end line counts them.
+// Its errors are Run's.
+func (e *engine) Stream(ctx context.Context, sched patterns.Schedule) (probe.Summary, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	begin, err := e.beginAt(sched)
+	if err != nil {
+		return probe.Summary{}, err
+	}
+	if e.onBegin != nil {
+		e.onBegin(begin, sched)
+	}
+	n := sched.Len()
+	sink := &runSink{e: e, first: e.s.rec.reserve(int(n)), base: e.next, sum: probe.NewSummarizer(false), streamed: true}
+	e.s.counts.runDone.Store(0)
+	e.s.counts.runTotal.Store(n)
+	sends := func(yield func(probe.Send) bool) {
+		for snd := range sched.All() {
+			if !yield(probe.Send{At: snd.At, Client: snd.Client, Phase: snd.Phase, Batch: snd.Batch}) {
+				return
+			}
+		}
+	}
+	counts, err := e.pe.Stream(ctx, e.zero, begin, sends, sink)
+	e.next += counts.Results
+	if err == nil && sink.err != nil {
+		err = sink.err
+	}
+	return sink.sum.Summary(), err
+}
+
+// beginAt returns when offset 0 of sched is due: sched.Start when the
+// schedule is anchored to the clock (a Start already past is an error),
+// else now + lead. It also refuses a schedule that races in a mode other
+// than the engine's.
+func (e *engine) beginAt(sched patterns.Schedule) (time.Time, error) {
+	if sched.Batches() > 0 && sched.RaceMode != "" && sched.RaceMode != e.raceMode {
+		return time.Time{}, fmt.Errorf("%w: the schedule races in %s mode, the engine in %s", ErrRaceMode, sched.RaceMode, e.raceMode)
+	}
+	now := time.Now()
+	if sched.Start.IsZero() {
+		return now.Add(e.lead), nil
+	}
+	if sched.Start.Before(now) {
+		return time.Time{}, fmt.Errorf("session: the schedule was due to start at %s, %v ago", sched.Start.Format(time.RFC3339Nano), now.Sub(sched.Start).Round(time.Millisecond))
+	}
+	return sched.Start, nil
 }
 
 // preflight sends the one request Check and Infer begin with and records
@@ -149,8 +197,14 @@ type runSink struct {
 	e       *engine
 	first   int64  // the record Seq of the run's first send
 	base    int64  // the probe engine's Seq of the run's first send
-	written []bool // by send index
+	written []bool // by send index (Run)
 	done    int64
+	// A Stream's sink also summarises the results and counts them for the
+	// record's end line; it keeps its first write error (the probe engine
+	// goes on writing to it).
+	sum      *probe.Summarizer
+	streamed bool
+	err      error
 }
 
 // WriteResult renumbers, writes and counts r. Once the guard trips it
@@ -158,7 +212,16 @@ type runSink struct {
 func (k *runSink) WriteResult(r record.Result) error {
 	i := r.Seq - k.base
 	r.Seq = k.first + i
+	if k.sum != nil {
+		k.sum.Add(r)
+	}
+	if k.streamed {
+		k.e.s.rec.stream(r)
+	}
 	if err := k.e.s.rec.write(r); err != nil {
+		if k.err == nil {
+			k.err = err
+		}
 		return err
 	}
 	if i >= 0 && i < int64(len(k.written)) {

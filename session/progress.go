@@ -59,7 +59,7 @@ func (s *Session) Status(elapsed time.Duration, left bool) string {
 		return fmt.Sprintf("%s: %s · %s of at most %s", s.cfg.Command, done, roundElapsed(elapsed), roundElapsed(planned))
 	}
 	line := fmt.Sprintf("%d/%d done · %d accepted · %d rejected · %d other · %d errors · %d late",
-		c.Done, len(sc.Sends), c.Accepted, c.Rejected, c.Other, c.Errors, c.Late)
+		c.Done, sc.Len(), c.Accepted, c.Rejected, c.Other, c.Errors, c.Late)
 	if left {
 		line += fmt.Sprintf(" · %s left", units.HumanDuration(max(sc.Duration-elapsed, 0).Round(time.Second)))
 	}

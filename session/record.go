@@ -39,10 +39,13 @@ type recorder struct {
 	hdr  record.Header  // as written
 
 	mu      sync.Mutex
-	next    int64               // the next Seq of the record
-	results []record.Result     // every result, as the engines returned them
-	samples []probe.ClockSample // of the results written so far
-	end     *record.End         // once closed
+	next    int64           // the next Seq of the record
+	results []record.Result // every result, as the engines returned them
+	// streamed and streamedSent count the results of streamed runs, which
+	// are written to the file and not kept.
+	streamed, streamedSent int64
+	clockIv                probe.ClockInterval // of the results written so far
+	end                    *record.End         // once closed
 }
 
 // open builds the record header for an operation starting at zero (plan
@@ -147,11 +150,11 @@ func (r *recorder) reserve(n int) int64 {
 	return first
 }
 
-// write writes res to the file, keeping its clock sample.
+// write writes res to the file, intersecting its clock bounds with the others'.
 func (r *recorder) write(res record.Result) error {
 	if s, ok := probe.ResultClockSample(res, r.hdr.Start); ok {
 		r.mu.Lock()
-		r.samples = append(r.samples, s)
+		r.clockIv.Add(s)
 		r.mu.Unlock()
 	}
 	if r.w == nil {
@@ -167,6 +170,21 @@ func (r *recorder) keep(res ...record.Result) {
 	r.results = append(r.results, res...)
 }
 
+// stream keeps a result of a streamed run when the record is held in
+// memory only; with a file, where it was written, it only counts it.
+func (r *recorder) stream(res record.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.w == nil {
+		r.results = append(r.results, res)
+		return
+	}
+	r.streamed++
+	if res.Outcome != record.OutcomeNotSent {
+		r.streamedSent++
+	}
+}
+
 // counts returns how many results the record holds and how many of them
 // were sent: the numbers of the end line.
 func (r *recorder) counts() (scheduled, sent int64) {
@@ -177,7 +195,7 @@ func (r *recorder) counts() (scheduled, sent int64) {
 			sent++
 		}
 	}
-	return int64(len(r.results)), sent
+	return int64(len(r.results)) + r.streamed, sent + r.streamedSent
 }
 
 // clock returns the end line with its clock estimate: the header's
@@ -191,7 +209,7 @@ func (r *recorder) clock(e record.End, warn func(string, ...any)) record.End {
 		return e
 	}
 	r.mu.Lock()
-	off, unc, err := probe.EstimateClock(r.samples)
+	off, unc, err := r.clockIv.Estimate()
 	r.mu.Unlock()
 	switch {
 	case err == nil:

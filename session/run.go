@@ -18,14 +18,16 @@ import (
 // Schedule returns the schedule of plan in this session: seeded with
 // Config.Seed, starting at Config.StartAt (a plan anchored to the clock,
 // such as an edge aimed at a window period, starts shortly after now
-// without one). A plan over a cap is refused (Usage), naming the cap.
-// Nothing is sent.
+// without one). A plan made only of steady, ramp and recovery phases
+// (patterns.Plan.Streamable) gets a streamed schedule, whose sends are
+// computed as they are sent. A plan over a cap is refused (Usage), naming
+// the cap. Nothing is sent.
 func (s *Session) Schedule(plan *patterns.Plan) (patterns.Schedule, error) {
 	start := s.cfg.StartAt
 	if start.IsZero() && plan.NeedsStart() {
 		start = time.Now().Add(startLead)
 	}
-	sched, err := plan.Schedule(s.cfg.Seed, start)
+	sched, err := plan.Streamed(s.cfg.Seed, start)
 	if err != nil {
 		return sched, WithClass(Usage, err)
 	}
@@ -41,7 +43,7 @@ func (s *Session) Schedule(plan *patterns.Plan) (patterns.Schedule, error) {
 func (s *Session) checkCaps(sc patterns.Schedule, sustained float64) error {
 	var probs []problem.Problem
 	c := s.cfg.Caps
-	if n := len(sc.Sends); c.MaxRequests > 0 && n > c.MaxRequests {
+	if n := sc.Len(); c.MaxRequests > 0 && n > int64(c.MaxRequests) {
 		probs = append(probs, msgf("the plan sends %d requests, over the cap --max-requests %d: raise it if you mean it", n, c.MaxRequests))
 	}
 	if d := sc.Duration; c.MaxDuration > 0 && d > c.MaxDuration {
@@ -112,11 +114,18 @@ func (s *Session) Run(ctx context.Context, plan *patterns.Plan) (probe.Summary, 
 	if err := s.open(ctx, zero, plan, nil); err != nil {
 		return probe.Summary{}, err
 	}
-	results, runErr := eng.Run(ctx, sched)
+	var sum probe.Summary
+	var runErr error
+	if sched.Streamed() {
+		sum, runErr = eng.Stream(ctx, sched)
+	} else {
+		var results []record.Result
+		results, runErr = eng.Run(ctx, sched)
+		sum = probe.Summarize(results)
+	}
 	stopPhases()
-	sum := probe.Summarize(results)
-	reason, err := s.endError(runErr, int64(sum.Sent), int64(len(sched.Sends)))
-	if runErr != nil && len(results) == 0 && !errors.Is(runErr, probe.ErrUsage) {
+	reason, err := s.endError(runErr, int64(sum.Sent), sched.Len())
+	if runErr != nil && sum.Scheduled == 0 && !errors.Is(runErr, probe.ErrUsage) {
 		// Refused before sending (a start already past): nothing recorded.
 		err = Errorf(Aborted, "%v", runErr)
 	}
@@ -135,7 +144,7 @@ func (s *Session) Run(ctx context.Context, plan *patterns.Plan) (probe.Summary, 
 // describeSchedule is the plan line of a run's description.
 func describeSchedule(sc patterns.Schedule) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d requests over %s", len(sc.Sends), units.HumanDuration(sc.Duration))
+	fmt.Fprintf(&b, "%d requests over %s", sc.Len(), units.HumanDuration(sc.Duration))
 	for _, ph := range sc.Phases {
 		if ph.Pattern == patterns.PatternPause {
 			fmt.Fprintf(&b, "; pause %s", units.HumanDuration(ph.Duration))

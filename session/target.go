@@ -94,6 +94,9 @@ type Target struct {
 	MaxDuration      time.Duration
 	MaxRate          float64
 	AbortAfterErrors int // 0: never
+	// Connections bounds the connections each client keeps to each URL
+	// (probe.Options.Connections; --connections).
+	Connections int
 	// MaxHeaderBytes and MaxBodyBytes bound what is read of an answer
 	// (probe.Options); 0 means the engine's default.
 	MaxHeaderBytes int
@@ -125,6 +128,7 @@ func DefaultTarget(command string) Target {
 		MaxDuration:      SuiteMaxDuration,
 		MaxRate:          probe.DefaultMaxRate,
 		AbortAfterErrors: probe.DefaultAbortAfterErrors,
+		Connections:      probe.DefaultConnections,
 		MaxHeaderBytes:   probe.DefaultMaxHeaderBytes,
 		MaxBodyBytes:     probe.MaxBodyDrain,
 	}
@@ -366,6 +370,10 @@ func (r *resolver) caps() {
 		MaxRequestsDefault: !t.MaxRequestsSet && t.MaxRequests == DefaultTarget(t.Command).MaxRequests}
 	p.MaxRate = t.MaxRate
 	p.MaxHeaderBytes, p.MaxBodyBytes = t.MaxHeaderBytes, t.MaxBodyBytes
+	if t.Connections < 1 {
+		r.bad("--connections must be at least 1")
+	}
+	p.Connections = t.Connections
 	switch {
 	case t.AbortAfterErrors < 0:
 		r.bad("--abort-after-errors must be 0 (never) or more")

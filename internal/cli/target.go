@@ -54,6 +54,7 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.Var((*units.Duration)(&t.MaxDuration), "max-duration", "safety cap: refuse a plan that lasts longer")
 	fl.Var((*units.Rate)(&t.MaxRate), "max-rate", "safety cap: never send faster than this rate")
 	fl.IntVar(&t.AbortAfterErrors, "abort-after-errors", t.AbortAfterErrors, "abort after this many consecutive transport errors (0: never)")
+	fl.IntVar(&t.Connections, "connections", t.Connections, "keep at most `N` HTTP/1.1 connections per client and URL; requests due while all are busy wait for one and count late")
 	fl.IntVar(&t.MaxHeaderBytes, "max-header-bytes", t.MaxHeaderBytes, "largest response head read; a larger one is an error (header-too-large) and its connection is closed")
 	fl.Int64Var(&t.MaxBodyBytes, "max-body-bytes", t.MaxBodyBytes, "response body bytes read; beyond them the answer still counts and its connection is closed")
 	fl.StringVar(&t.StartAt, "start-at", "", "send the first request at `TIME` (RFC 3339 or a time of day such as 12:00:05)")
