@@ -128,9 +128,13 @@ var knownGap = func() map[string]string {
 	// called it a sliding-window counter of limit 2, approximate (a wrong
 	// name that passed this row); with them no model reproduces the
 	// outcomes and it says misfit, closest token-bucket (exit 3) — the
-	// honest answer, but not the one this row wants.
-	for _, a := range []string{"gcra", "leaky-bucket-nodelay"} {
-		gaps["infer "+a+" 1000 per 1m0s"] = "infer: misfit, closest token-bucket (the opening cannot exhaust a 1,000-token bucket as it reads it; exit 3)"
+	// honest answer, but not the one this row wants. The token bucket's
+	// own row reads the same 2 per 120 ms; up to seven validations ended
+	// it approximate on that wrong counter, twelve (enough for a behaviour
+	// answer to pass every kind after one failed round) see it miss more
+	// and more, and it says misfit too.
+	for _, a := range []string{"gcra", "leaky-bucket-nodelay", "token-bucket"} {
+		gaps["infer "+a+" 1000 per 1m0s"] = "infer: misfit (the opening cannot exhaust a 1,000-token bucket as it reads it; exit 3)"
 	}
 	return gaps
 }()
