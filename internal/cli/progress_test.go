@@ -201,26 +201,33 @@ func TestCheckStartAt(t *testing.T) {
 }
 
 // TestCheckClients: --clients is honoured for per-client keys and refused
-// where check could not use it, never ignored.
+// where check could not use it, never ignored. A server keyed globally
+// under a declared header key shares one quota among the clients:
+// key-collapsed, certain.
 func TestCheckClients(t *testing.T) {
+	perKey := slowWindow
+	perKey.Key = "header:X-Key"
 	cases := []struct {
-		name string
-		args []string
-		code int
-		msg  string
+		name   string
+		server testserver.Policy
+		args   []string
+		code   int
+		msg    string
+		stdout string
 	}{
-		{"global key", []string{"--clients", "3"}, ExitUsage, "--clients 3: the policy's key is global"},
-		{"ip key, one address", []string{"--key", "ip", "--clients", "2"}, ExitUsage, "can present only 1 client identity"},
-		{"header key", []string{"--key", "header:X-Key", "--clients", "4"}, ExitOK, ""},
-		{"one client, global", []string{"--clients", "1"}, ExitOK, ""},
+		{"global key", slowWindow, []string{"--clients", "3"}, ExitUsage, "--clients 3: the policy's key is global", ""},
+		{"ip key, one address", slowWindow, []string{"--key", "ip", "--clients", "2"}, ExitUsage, "can present only 1 client identity", ""},
+		{"header key", perKey, []string{"--key", "header:X-Key", "--clients", "4"}, ExitOK, "", ""},
+		{"header key, the server keyed globally", slowWindow, []string{"--key", "header:X-Key", "--clients", "4"}, ExitFindings, "", "certain  key-collapsed"},
+		{"one client, global", slowWindow, []string{"--clients", "1"}, ExitOK, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "c.jsonl")
 			args := append([]string{"check", progressURL, "--limit", "5", "--window", "20s", "--only", "burst", "--out", out}, c.args...)
-			code, stdout, stderr := memCLI(t, slowWindow, args...)
-			if code != c.code || !strings.Contains(stderr, c.msg) {
-				t.Fatalf("exit %d, stderr %q; want %d and %q\n%s", code, stderr, c.code, c.msg, stdout)
+			code, stdout, stderr := memCLI(t, c.server, args...)
+			if code != c.code || !strings.Contains(stderr, c.msg) || !strings.Contains(stdout, c.stdout) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q, stdout with %q\n%s", code, stderr, c.code, c.msg, c.stdout, stdout)
 			}
 			if c.code != ExitOK {
 				return

@@ -43,13 +43,13 @@ func leaveOneOutCases() []SelftestCase {
 		block.Penalty = limiter.Penalty{Kind: limiter.PenaltyBlock, Duration: sec(5)}
 		rows = append(rows, row{cfg: block})
 	}
-	// Interval refill, a fixed window on the server's timer (here 925 ms
-	// into the epoch's periods of 2.5 s): without the timer's model, an
+	// Interval refill, a fixed window on the server's timer (here 462.5 ms
+	// into the epoch's periods of 1.25 s): without the timer's model, an
 	// epoch-aligned window of a length near the period passes for it over
 	// a run, and must not be exact. Not in --quick: a server started with
 	// its timer may start within milliseconds of the epoch's phase, where
 	// an epoch window is the timer.
-	rows = append(rows, row{cfg: limiter.Config{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 5, Refill: limiter.RefillInterval, Phase: sec(0.925)}})
+	rows = append(rows, row{cfg: limiter.Config{Algorithm: limiter.TokenBucket, Rate: 4, Capacity: 5, Refill: limiter.RefillInterval, Phase: sec(0.4625)}})
 	var cs []SelftestCase
 	for _, r := range rows {
 		fam := infer.TokenBucket
