@@ -272,6 +272,7 @@ func (f *fit) extend(o *observations) *fit {
 	// may have added to: place it afresh at every length still in the
 	// running.
 	var edges *edgeSet
+	phases := map[float64][]float64{} // by length: every count's hypotheses share them
 	for _, s := range slices.Clone(all) {
 		if s.h.v.align != limiter.AlignTimer || famMiss[s.h.v.fam] > global+refineBehind*g.slack {
 			continue
@@ -280,7 +281,12 @@ func (f *fit) extend(o *observations) *fit {
 			es := findEdges(o, f.perClient)
 			edges = &es
 		}
-		for _, ph := range edges.phases(s.h.x) {
+		phs, ok := phases[s.h.x]
+		if !ok {
+			phs = edges.phases(s.h.x)
+			phases[s.h.x] = phs
+		}
+		for _, ph := range phs {
 			h := s.h
 			h.ph = ph
 			try(h)

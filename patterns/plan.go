@@ -402,27 +402,24 @@ func (p *Plan) Validate() error {
 		// Values: build the phase (edges at a relative offset stand in for
 		// wall-clock ones) and report what the constructor refuses. A
 		// phase that can stream is counted in closed form, not built.
-		if ph.streams() {
-			g, err := ph.segment("", 0)
-			if err != nil {
-				var pe *ParamError
-				if errors.As(err, &pe) {
-					add(p.lineOf(i, pe.Param), label, "%s %s", pe.Param, pe.Msg)
-				} else {
-					add(line, label, "%v", err)
-				}
-			} else {
-				total += float64(g.count())
-			}
-			continue
-		}
-		if s, err := ph.build(time.Time{}, 0, true); err != nil {
+		refused := func(err error) {
 			var pe *ParamError
 			if errors.As(err, &pe) {
 				add(p.lineOf(i, pe.Param), label, "%s %s", pe.Param, pe.Msg)
 			} else {
 				add(line, label, "%v", err)
 			}
+		}
+		if ph.streams() {
+			if g, err := ph.segment("", 0); err != nil {
+				refused(err)
+			} else {
+				total += float64(g.count())
+			}
+			continue
+		}
+		if s, err := ph.build(time.Time{}, 0, true); err != nil {
+			refused(err)
 		} else {
 			total += float64(len(s.Sends))
 		}
