@@ -19,8 +19,8 @@ import (
 // counted as one key, is key-collapsed — certain when the pooled count
 // surely reached the quota before the refusal (for every arrival order),
 // possible when it may have. It returns the findings and the refusals
-// they explain, which under-admission (raised per identity) leaves to
-// it. A declared penalty is left out (a refusal after one's own excess
+// it explains when certain, which under-admission (raised per identity)
+// then leaves to it. A declared penalty is left out (a refusal after one's own excess
 // is expected then), and buckets are never certain (their pooled level
 // is bounded one way only here).
 func (r *rule) collapsed(groups map[string][]*obs, names []string) ([]Finding, map[*obs]bool) {
@@ -91,6 +91,10 @@ func (r *rule) collapsed(groups map[string][]*obs, names []string) ([]Finding, m
 	c := Possible
 	if certain {
 		c = Certain
+	} else {
+		// A possible cause does not take a certain under-admission's
+		// place: both are reported.
+		explained = nil
 	}
 	ev := append(slices.Clone(used), refused...)
 	clients := map[string]bool{}

@@ -9,8 +9,8 @@ import (
 // TestKeyCollapsed: under a per-client rule, a client refused while its
 // own quota was surely left, after other clients used the quota, is
 // key-collapsed — certain when the others' acceptances surely fill the
-// window before the refusal, possible when they only may — and not
-// under-admission; with one client, or a refusal the pooled count cannot
+// window before the refusal, and then not also under-admission; possible
+// when they only may, beside the certain under-admission; with one client, or a refusal the pooled count cannot
 // explain, it stays under-admission.
 func TestKeyCollapsed(t *testing.T) {
 	type req struct {
@@ -29,7 +29,7 @@ func TestKeyCollapsed(t *testing.T) {
 			map[string]Certainty{IDKeyCollapsed: Certain}},
 		{"A exhausts, B admitted: keys apart", 0, []req{{"a", 0, 200}, {"a", 10, 200}, {"a", 20, 200}, {"b", 100, 200}}, map[string]Certainty{}},
 		{"A's acceptances may have left the window", 500 * time.Millisecond, []req{{"a", 0, 200}, {"a", 10, 200}, {"a", 20, 200}, {"b", 900, 429}},
-			map[string]Certainty{IDKeyCollapsed: Possible}},
+			map[string]Certainty{IDKeyCollapsed: Possible, IDUnderAdmission: Certain}},
 		{"one client refused early: under-admission", 0, []req{{"b", 0, 429}}, map[string]Certainty{IDUnderAdmission: Certain}},
 		{"B refused, A used one: the pool cannot explain it", 0, []req{{"a", 0, 200}, {"b", 100, 429}},
 			map[string]Certainty{IDUnderAdmission: Certain}},
