@@ -36,6 +36,14 @@ type Send struct {
 	// release: every Send with the same Batch is prepared in advance and
 	// released together at At, in the schedule's RaceMode.
 	Batch int `json:"batch,omitempty"`
+	// Conn chooses the client's connection: 0 means any (the engine picks
+	// one, as it always has); n ≥ 1 means the client's n-th connection,
+	// opened on its first use, kept alive, and reopened only when the
+	// server closed it. Requests on one Conn are sent one after another,
+	// never pipelined; the record's src shows which connection carried
+	// each. A deployment behind a per-connection balancer sees each Conn
+	// as one stable route.
+	Conn int `json:"conn,omitempty"`
 }
 
 // Schedule is an ordered list of sends. Sends are sorted by At (stable), and
