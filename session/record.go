@@ -185,8 +185,6 @@ func (r *recorder) stream(res record.Result) {
 	}
 }
 
-// counts returns how many results the record holds and how many of them
-
 // stats returns the record writer's back-pressure so far: zero in memory
 // (or before the record is open).
 func (r *recorder) stats() record.WriterStats {
@@ -196,6 +194,7 @@ func (r *recorder) stats() record.WriterStats {
 	return r.w.Stats()
 }
 
+// counts returns how many results the record holds and how many of them
 // were sent: the numbers of the end line.
 func (r *recorder) counts() (scheduled, sent int64) {
 	r.mu.Lock()
