@@ -253,6 +253,7 @@ type pool struct {
 	e      *Engine
 	t      *target
 	client int
+	conn   int // Send.Conn: 0 for the shared pool, n ≥ 1 for dedicated connection n
 	src    netip.Addr
 	label  string      // Result.Client
 	h1req  []byte      // the whole HTTP/1.1 request
@@ -278,7 +279,7 @@ func (p *pool) getH1Locked(now time.Time) *h1Conn {
 	for len(p.idle) > 0 {
 		c := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
-		if now.Sub(c.idleSince) < maxIdleAge {
+		if p.trusts(c.idleSince, now) {
 			return c
 		}
 		c.close()
@@ -326,7 +327,7 @@ func (p *pool) take(r *run, i int, now time.Time, h2 bool) (*h1Conn, takeResult)
 // takeSlotLocked takes one of the engine's dial slots for a late send of
 // p, unless p has maxConns connections open or being dialled.
 func (p *pool) takeSlotLocked() bool {
-	if !p.queue.mayDial(int(p.conns.Load()), p.e.maxConns) {
+	if !p.queue.mayDial(int(p.conns.Load()), p.connCap()) {
 		return false
 	}
 	select {

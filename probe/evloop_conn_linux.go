@@ -53,7 +53,7 @@ func (l *evloop) takeIdle(p *pool, now time.Time) *loopConn {
 		}
 		c := idle[len(idle)-1]
 		l.idle[p] = idle[:len(idle)-1]
-		if now.Sub(c.idleSince) < maxIdleAge {
+		if p.trusts(c.idleSince, now) {
 			return c
 		}
 		l.closeConn(c)

@@ -91,7 +91,7 @@ func (l *evloop) maybeDial(p *pool) {
 	if q == nil || l.stop {
 		return
 	}
-	for range q.dialsToStart(int(p.conns.Load()), r.e.maxConns, maxSendDials-l.ndial) {
+	for range q.dialsToStart(int(p.conns.Load()), p.connCap(), maxSendDials-l.ndial) {
 		q.dialStarted()
 		l.ndial++
 		go func() {
