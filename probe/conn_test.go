@@ -299,3 +299,94 @@ func TestConnKeptAliveHoweverLongIdle(t *testing.T) {
 		}
 	})
 }
+
+func TestConnRaceMembersUseTheirConnections(t *testing.T) {
+	// 100 ms answers. Client 0's conn 1 is busy (its send at 150 ms) when
+	// the batch is prepared at 200 ms (RaceHold before 300 ms): its member
+	// waits for it. The other members' conns are idle, or (client 1's conn
+	// 2) not open yet; a conn-0 member takes a connection of the shared
+	// pool.
+	slow := func(http.ResponseWriter, *http.Request) { time.Sleep(100 * ms) }
+	sends := []Send{
+		{At: 0, Client: 0, Conn: 1}, {At: 0, Client: 0, Conn: 2}, {At: 0, Client: 1, Conn: 1}, {At: 0, Client: 0},
+		{At: 150 * ms, Client: 0, Conn: 1},
+		{At: 300 * ms, Client: 0, Conn: 1, Batch: 1}, {At: 300 * ms, Client: 0, Conn: 2, Batch: 1},
+		{At: 300 * ms, Client: 1, Conn: 1, Batch: 1}, {At: 300 * ms, Client: 1, Conn: 2, Batch: 1},
+		{At: 300 * ms, Client: 0, Batch: 1},
+		{At: 500 * ms, Client: 0, Conn: 1}, {At: 500 * ms, Client: 1, Conn: 2},
+	}
+	for _, path := range connPaths {
+		for _, mode := range []string{RaceBarrier, RaceLastByte} {
+			t.Run(path.name+"/"+mode, func(t *testing.T) {
+				results := path.run(t, slow, Options{RaceMode: mode}, sends, false)
+				by := srcsByConn(t, sends, results)
+				owner := make(map[string]connKey)
+				for k, srcs := range by {
+					if k.conn == 0 {
+						continue
+					}
+					if len(slices.Compact(slices.Clone(srcs))) != 1 {
+						t.Errorf("client %d conn %d: sent from %v, want one connection", k.client, k.conn, srcs)
+					}
+					if o, ok := owner[srcs[0]]; ok {
+						t.Errorf("client %d conn %d and client %d conn %d share connection %s", k.client, k.conn, o.client, o.conn, srcs[0])
+					}
+					owner[srcs[0]] = k
+				}
+				if o, ok := owner[results[9].Src]; ok {
+					t.Errorf("the conn-0 member went on client %d's conn %d", o.client, o.conn)
+				}
+				// The members went out together, after the busy conn's send.
+				if m, busy := results[5], results[4]; m.Wrote < busy.Done {
+					t.Errorf("client 0 conn 1's member wrote at %d, before the send it waited for was done (%d)", m.Wrote, busy.Done)
+				}
+			})
+		}
+	}
+}
+
+func TestConnRaceMemberWaitingForItsConnIsCalledOff(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		n := newPipeNet(okHandler(time.Second))
+		e := newTestEngine(t, n, Options{})
+		e.dial = addrDial(n)
+		// Conn 1 is busy until 1 s; the batch is prepared at 200 ms and the
+		// run interrupted at 250 ms, while its member waits for conn 1.
+		sends := []Send{{At: 0, Conn: 1}, {At: 300 * ms, Conn: 1, Batch: 1}, {At: 300 * ms, Conn: 2, Batch: 1}}
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(250*ms, cancel)
+		zero := time.Now()
+		results, err := e.Run(ctx, zero, zero, sends, nil)
+		if !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("Run: %v, want ErrInterrupted", err)
+		}
+		want := []record.Outcome{record.OutcomeResponse, record.OutcomeNotSent, record.OutcomeNotSent}
+		for i, r := range results {
+			if r.Outcome != want[i] {
+				t.Errorf("results[%d] = %s %s, want %s", i, r.Outcome, r.Err, want[i])
+			}
+		}
+	})
+}
+
+func TestConnRaceMemberCalledOffOnLoopback(t *testing.T) {
+	for _, noLoop := range []bool{false, true} {
+		srv := startServer(t, func(http.ResponseWriter, *http.Request) { time.Sleep(time.Second) }, nil)
+		e := newEngine(t, Options{URLs: []string{srv.URL}})
+		e.noLoop = noLoop
+		sends := []Send{{At: 0, Conn: 1}, {At: 300 * ms, Conn: 1, Batch: 1}, {At: 300 * ms, Conn: 2, Batch: 1}}
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(250*ms, cancel)
+		zero := time.Now()
+		results, err := e.Run(ctx, zero, zero, sends, nil)
+		if !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("noLoop=%v: Run: %v, want ErrInterrupted", noLoop, err)
+		}
+		want := []record.Outcome{record.OutcomeResponse, record.OutcomeNotSent, record.OutcomeNotSent}
+		for i, r := range results {
+			if r.Outcome != want[i] {
+				t.Errorf("noLoop=%v: results[%d] = %s %s, want %s", noLoop, i, r.Outcome, r.Err, want[i])
+			}
+		}
+	}
+}

@@ -131,10 +131,18 @@ func (rr *retryRule) once(i int, f failedSend) bool {
 	return true
 }
 
-// pendingSend is a late send waiting in a pool for a connection.
+// pendingSend is a late send waiting in a pool for a connection, or a
+// race member waiting for its dedicated connection (Send.Conn), busy when
+// the batch was prepared.
 type pendingSend struct {
 	r *run
 	i int
+	// member: the send is a race member, which prepares the connection
+	// itself: the connection freed or dialled for it is handed to the
+	// member (on the net.Conn path through ready), not written on. A
+	// member holds no count of r.wg for its place in the queue.
+	member bool
+	ready  chan<- memberConn
 }
 
 // sendQueue is one pool's late sends waiting for a connection, longest

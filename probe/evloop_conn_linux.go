@@ -231,6 +231,10 @@ func (l *evloop) release(c *loopConn) {
 	if l.waiting(p) > 0 && !l.stop {
 		ps, _ := l.queues[p].next()
 		l.npend--
+		if ps.member {
+			l.hold(l.member(ps.i), c)
+			return
+		}
 		l.write(c, ps.i)
 		return
 	}

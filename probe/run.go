@@ -538,12 +538,12 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 		// The retry's dial counts in the pool's cap from before c is
 		// closed, so that a dedicated connection (cap 1) is not dialled
 		// twice, for the retry and for a send waiting in the pool.
-		p.retryDial(true)
+		p.countDial(true)
 		c.close()
 		res = r.newResult(i)
 		var nc conn
 		nc, err = r.getConnNew(p)
-		p.retryDial(false)
+		p.countDial(false)
 		if err != nil {
 			r.finish(i, res, err)
 			return false, next, false
@@ -568,10 +568,10 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 	return kept, next, more
 }
 
-// retryDial counts the start (start set) or the end of a retry's dial
-// in p's cap (see sendQueue.mayDial); at its end, the sends waiting in p
-// may dial again.
-func (p *pool) retryDial(start bool) {
+// countDial counts the start (start set) or the end of a dial of p made
+// outside its queue (a retry's, a race member's) in p's cap (see
+// sendQueue.mayDial); at its end, the sends waiting in p may dial again.
+func (p *pool) countDial(start bool) {
 	p.mu.Lock()
 	if start {
 		p.queue.dialStarted()

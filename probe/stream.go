@@ -255,8 +255,8 @@ func (r *run) predialing(k int, ev, first event) bool {
 }
 
 // sendPools returns the pools of the sends that are not batch members,
-// each once: of every send of a Run, of the sends a Stream has pulled so
-// far.
+// and of the members on a dedicated connection (Send.Conn), each once: of
+// every send of a Run, of the sends a Stream has pulled so far.
 func (r *run) sendPools() []*pool {
 	seen := make(map[*pool]bool)
 	var pools []*pool
@@ -270,6 +270,12 @@ func (r *run) sendPools() []*pool {
 		for _, ev := range r.events {
 			if ev.race == nil {
 				add(r.bk.pool(ev.idx))
+				continue
+			}
+			for _, i := range ev.race.members {
+				if p := r.bk.pool(i); p.dedicated() {
+					add(p)
+				}
 			}
 		}
 		return pools
