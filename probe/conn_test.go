@@ -2,10 +2,13 @@ package probe
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -388,5 +391,34 @@ func TestConnRaceMemberCalledOffOnLoopback(t *testing.T) {
 				t.Errorf("noLoop=%v: results[%d] = %s %s, want %s", noLoop, i, r.Outcome, r.Err, want[i])
 			}
 		}
+	}
+}
+
+func TestConnOverHTTP2IsAConnectionOfItsOwn(t *testing.T) {
+	srv := startServer(t, func(http.ResponseWriter, *http.Request) { time.Sleep(40 * ms) }, func(s *httptest.Server) {
+		s.EnableHTTP2 = true
+		s.StartTLS()
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	e := newEngine(t, Options{URLs: []string{srv.URL}, TLSConfig: &tls.Config{RootCAs: roots}})
+	sends := mixedConns()
+	results := mustRun(t, e, sends)
+	by := srcsByConn(t, sends, results)
+	srcs := make(map[string]connKey)
+	for k, ss := range by {
+		if len(slices.Compact(slices.Clone(ss))) != 1 {
+			t.Errorf("client %d conn %d: sent from %v, want one (multiplexed) connection", k.client, k.conn, ss)
+		}
+		if o, ok := srcs[ss[0]]; ok {
+			t.Errorf("client %d conn %d and client %d conn %d share connection %s", k.client, k.conn, o.client, o.conn, ss[0])
+		}
+		srcs[ss[0]] = k
+	}
+	if _, protos := srv.seen(); slices.ContainsFunc(protos, func(p string) bool { return p != "HTTP/2.0" }) {
+		t.Errorf("server saw %v, want HTTP/2.0 only", protos)
+	}
+	if got := srv.newConn.Load(); got != 6 {
+		t.Errorf("server accepted %d connections, want 6 (two clients × conns 0, 1 and 2)", got)
 	}
 }

@@ -337,7 +337,8 @@ func (e *Engine) checkSends(sends []Send) error {
 // many connections per client and target as that client has sends due
 // within any 1 ms, or within any 20 ms (at most 256) when two or more (at
 // distinct instants) are due within a millisecond, so that answers slower
-// than usual find connections to spare; choose begin a little after now.
+// than usual find connections to spare (a dedicated Send.Conn: its one
+// connection); choose begin a little after now.
 //
 // zero is the record file's Header.Start: every result time is
 // nanoseconds since zero. Every send yields exactly one result (response,

@@ -96,9 +96,11 @@ type loopMsg struct {
 //   - away is the number of away connections; it goes down when the
 //     fallback goroutine's message brings the connection back (drainInbox).
 //   - npend is the number of sends waiting in queues (the sum of their
-//     len). dropPending empties the queues; after it only a retry (see
-//     failed) queues a send again. A waiting send has no connection and
-//     holds no count of r.wg.
+//     len), race members waiting for their dedicated connection included
+//     (each also in members, its slot counted in its race's open).
+//     dropPending empties the queues and members; after it only a retry
+//     (see failed) queues a send again. A waiting send has no connection
+//     and holds no count of r.wg.
 //   - ndial is the number of dials in progress for waiting sends (the sum
 //     of the queues' dials), at most maxSendDials; each posts exactly one
 //     message without slot to the inbox.
