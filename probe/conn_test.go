@@ -192,23 +192,27 @@ func TestConnChoosesTheClientsConnection(t *testing.T) {
 }
 
 func TestConnReopensWhenTheServerClosedIt(t *testing.T) {
+	spaced := []Send{{At: 0, Conn: 1}, {At: 30 * ms, Conn: 1}, {At: 60 * ms, Conn: 1}, {At: 90 * ms, Conn: 2}}
 	tests := []struct {
 		name   string
 		header string // set on every answer
 		paths  []connPath
+		sends  []Send
 	}{
 		// The server says so: Connection: close.
-		{"connection close", "Connection", connPaths},
+		{"connection close", "Connection", connPaths, spaced},
 		// The server closes it after answering, without saying so (an idle
 		// timeout): the engine finds it closed before the next send.
-		{"silent close", closeAfterHeader, connPaths[2:]},
+		{"silent close", closeAfterHeader, connPaths[2:], spaced},
+		// A send waiting for its busy conn gets the one dialled anew.
+		{"waiting send", "Connection", connPaths, []Send{{At: 0, Conn: 1}, {At: 0, Conn: 1}, {At: 0, Conn: 1}}},
 	}
 	for _, tt := range tests {
 		for _, path := range tt.paths {
 			for _, stream := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%s/stream=%v", tt.name, path.name, stream), func(t *testing.T) {
 					h := func(w http.ResponseWriter, _ *http.Request) { w.Header().Set(tt.header, "close") }
-					sends := []Send{{At: 0, Conn: 1}, {At: 30 * ms, Conn: 1}, {At: 60 * ms, Conn: 1}, {At: 90 * ms, Conn: 2}}
+					sends := tt.sends
 					results := path.run(t, h, Options{}, sends, stream)
 					by := srcsByConn(t, sends, results)
 					srcs := append(by[connKey{0, 1}], by[connKey{0, 2}]...)
@@ -421,4 +425,19 @@ func TestConnOverHTTP2IsAConnectionOfItsOwn(t *testing.T) {
 	if got := srv.newConn.Load(); got != 6 {
 		t.Errorf("server accepted %d connections, want 6 (two clients × conns 0, 1 and 2)", got)
 	}
+}
+
+func TestStreamRefusesANegativeConn(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		e := newTestEngine(t, newPipeNet(okHandler(0)), Options{})
+		sink := &memSink{}
+		zero := time.Now()
+		c, err := e.Stream(t.Context(), zero, zero, seqOf([]Send{{At: 0}, {At: ms, Conn: -1}, {At: 2 * ms}}), sink)
+		if !errors.Is(err, ErrUsage) || !errors.Is(err, ErrAborted) || !strings.Contains(err.Error(), "negative conn") {
+			t.Errorf("Stream error = %v, want an abort matching ErrUsage about the negative conn", err)
+		}
+		if c.Results != 3 || c.NotSent < 2 {
+			t.Errorf("counts %+v, want 3 results, the last 2 (at least) not sent", c)
+		}
+	})
 }

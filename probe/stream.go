@@ -59,9 +59,9 @@ func (c *StreamCounts) add(res record.Result) {
 // before one already dispatched goes at once, as a late one.
 //
 // Its differences from Run: sends are checked as they are reached, and
-// an invalid one (a negative offset or client, a client without a value)
-// or a batch member (races are prepared ahead, which takes the whole
-// schedule: use Run) aborts the run with an error matching both
+// an invalid one (a negative offset, client or conn, a client without a
+// value) or a batch member (races are prepared ahead, which takes the
+// whole schedule: use Run) aborts the run with an error matching both
 // ErrAborted and ErrUsage, the offending send and the rest recorded
 // not-sent. Pre-dialling looks at the first 100,000 sends or the first
 // second of the schedule, whichever is shorter. When the run stops early,
