@@ -248,8 +248,13 @@ func TestConnSendsGoOneAfterAnother(t *testing.T) {
 				if second.Sent < first.Done {
 					t.Errorf("conn 1: second sent at %d, before the first was done (%d): pipelined", second.Sent, first.Done)
 				}
-				if s := Summarize(results); s.Late != 1 || second.Sent-second.Sched <= int64(LateThreshold) {
-					t.Errorf("late = %d, second send %d ns after its deadline; want the second alone late", s.Late, second.Sent-second.Sched)
+				// It waited for the first answer (40 ms): late by far more
+				// than the threshold on any machine. In fake time nothing
+				// else is late; on loopback a loaded machine may make
+				// others late too.
+				late := Summarize(results).Late
+				if second.Sent-second.Sched < int64(20*ms) || late < 1 || (path.name == "net.Conn in memory" && late != 1) {
+					t.Errorf("late = %d, second send %d ns after its deadline; want the second late (alone, in fake time)", late, second.Sent-second.Sched)
 				}
 			})
 		}
