@@ -264,16 +264,18 @@ func TestConnSendsGoOneAfterAnother(t *testing.T) {
 func TestConnRefusesInvalidSchedules(t *testing.T) {
 	tests := []struct {
 		name  string
+		opt   Options
 		sends []Send
 		want  string
 	}{
-		{"negative conn", []Send{{Conn: -1}}, "negative conn"},
-		{"two members on one conn", []Send{{Batch: 1, Conn: 1}, {Batch: 1, Conn: 1}}, "two members on client 0's conn 1"},
+		{"negative conn", Options{}, []Send{{Conn: -1}}, "negative conn"},
+		{"two members on one conn", Options{}, []Send{{Batch: 1, Conn: 1}, {Batch: 1, Conn: 1}}, "two members on client 0's conn 1"},
+		{"single-packet member with a conn", Options{RaceMode: RaceSinglePacket, H2C: true}, []Send{{Batch: 1}, {Batch: 1, Conn: 2}}, "cannot choose a conn"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := newPipeNet(okHandler(0))
-			e := newTestEngine(t, n, Options{})
+			e := newTestEngine(t, n, tt.opt)
 			_, err := e.Run(t.Context(), time.Now(), time.Now(), tt.sends, nil)
 			if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Run error = %v, want a usage error containing %q", err, tt.want)

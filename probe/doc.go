@@ -64,9 +64,11 @@
 //     carry each other's sends, and the result's src says which connection
 //     carried each. A race member with a Conn is prepared on that
 //     connection, waiting for it when it is busy (two members of one batch
-//     cannot share one). Over HTTP/2 a dedicated Conn is an HTTP/2
+//     cannot share one; a single-packet race, which opens connections of
+//     its own, takes no Conn). Over HTTP/2 a dedicated Conn is an HTTP/2
 //     connection of its own, whose streams are multiplexed as on the
-//     shared one. Both send paths honour it, through the dispatch core's
+//     shared one (a last-byte member, which needs HTTP/1.1, gets an
+//     HTTP/1.1 connection beside it). Both send paths honour it, through the dispatch core's
 //     cap (one connection) and idle rule.
 //   - Client identity is a header value, a source address, or both.
 //     Several URLs are replicas: each client goes round-robin over them.

@@ -310,6 +310,9 @@ func (e *Engine) checkSends(sends []Send) error {
 			bad("batch %d: members due at %v and %v; a batch is released at one instant", s.Batch, b.at, s.At)
 		}
 		b.n++
+		if s.Conn > 0 && e.opt.RaceMode == RaceSinglePacket {
+			bad("batch %d: a single-packet race opens connections of its own: its members cannot choose a conn (send %d: conn %d)", s.Batch, i, s.Conn)
+		}
 		if s.Conn > 0 {
 			k := [2]int{s.Client, s.Conn}
 			if b.conns[k] {

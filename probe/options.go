@@ -50,7 +50,8 @@ type Send struct {
 	// that target, opened for its first use, kept alive and reopened only
 	// when the server closed it (or it failed). The sends of one Conn go
 	// one after another: a send due while its Conn is busy waits for it,
-	// and is late. Two members of one batch cannot share a Conn.
+	// and is late. Two members of one batch cannot share a Conn, and a
+	// single-packet race's members take none.
 	Conn int
 }
 
