@@ -236,6 +236,7 @@ func (l *evloop) run() {
 	defer runtime.UnlockOSThread()
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	defer unix.Prctl(unix.PR_SET_TIMERSLACK, 0, 0, 0, 0)
+	defer loopStat()() // runs before the thread is unlocked
 	stopD := context.AfterFunc(r.dctx, l.wake)
 	stopR := context.AfterFunc(r.rctx, l.wake)
 	defer func() {
