@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -57,7 +58,7 @@ func serveMatrix(t *testing.T, c matrixCase) *testserver.MemListener {
 		}
 		route.Backend = b
 	}
-	h, err := testserver.NewHandler([]testserver.Route{route}, testserver.HandlerOptions{EchoArrival: c.echo})
+	h, err := testserver.NewHandler([]testserver.Route{route}, testserver.HandlerOptions{EchoArrival: c.echo, Deployment: c.deploy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +80,8 @@ type matrixCase struct {
 	spoof bool
 	// echo makes the server echo each request's arrival time.
 	echo bool
+	// deploy runs the server as several instances (zero: one).
+	deploy testserver.Deployment
 }
 
 // runCheck serves c.server in memory inside a synctest bubble, runs the
@@ -203,14 +206,22 @@ func TestFindingMatrix(t *testing.T) {
 	}{
 		{verify.IDWindowLimitExceeded, matrixCase{name: "fixed window (epoch) vs 5 in any 2 s",
 			server: testserver.Policy{Limiter: fixedWindow(5, w2, limiter.AlignEpoch)}, rule: sliding(5, w2)}, verify.Certain, nil},
+		// The paced series, after the sustained probe, find more of the
+		// capacity of 10 than the burst did, and the long run then
+		// exceeds the rate bound taken with the burst seen.
 		{verify.IDBurstLimitExceeded, matrixCase{name: "bucket of 10 vs declared capacity 5",
-			server: testserver.Policy{Limiter: tb(2, 10), Dialects: none}, rule: noHeaders(bucket(2, 5))}, verify.Certain, nil},
+			server: testserver.Policy{Limiter: tb(2, 10), Dialects: none}, rule: noHeaders(bucket(2, 5))}, verify.Certain, []string{verify.IDRateLimitExceeded}},
 		{verify.IDRateLimitExceeded, matrixCase{name: "bucket refilled at 4/s vs declared 2/s",
 			server: testserver.Policy{Limiter: tb(4, 5), Dialects: none}, rule: noHeaders(bucket(2, 5))}, verify.Certain, nil},
 		{verify.IDNoLimitingObserved, matrixCase{name: "limit 1000 vs declared 5 in any 2 s",
 			server: testserver.Policy{Limiter: slog(1000, w2), Dialects: none}, rule: noHeaders(sliding(5, w2))}, verify.Certain, nil},
 		{verify.IDRaceOverAdmission, matrixCase{name: "non-atomic check-then-act, race gap 5 ms",
 			server: testserver.Policy{Limiter: slog(5, w2)}, gap: 5 * time.Millisecond, echo: true, rule: sliding(5, w2)}, verify.Certain, nil},
+		// Two instances, each its own state, requests spread one by one:
+		// the paced series' remaining values count down twice.
+		{verify.IDPerInstanceLimit, matrixCase{name: "serve --instances 2 --store local --balance request",
+			server: testserver.Policy{Limiter: slog(5, w2)}, rule: sliding(5, w2),
+			deploy: testserver.Deployment{Instances: 2, Store: testserver.StoreLocal, Balance: testserver.BalanceRequest}}, verify.Certain, nil},
 		{verify.IDRejectStatusMismatch, matrixCase{name: "rejects with 503, declared 429",
 			server: testserver.Policy{Limiter: slog(5, w2), Status: 503}, rule: withStatus(sliding(5, w2), 429)}, verify.Certain, nil},
 		{verify.IDRetryAfterMalformed, matrixCase{name: "--fault malformed-retry-after",
@@ -257,6 +268,11 @@ func TestFindingMatrix(t *testing.T) {
 		seen[row.id] = true
 		t.Run(row.id, func(t *testing.T) {
 			skipWithoutPenalties(t, row.c.server.Limiter)
+			if row.id == verify.IDRaceOverAdmission && !engineChoosesConns() {
+				// Certain only once paced requests on new connections show
+				// one limiter deciding every connection.
+				t.Skip("the probe engine does not choose connections yet (Send.Conn)")
+			}
 			rep := runCheck(t, row.c)
 			got := findingIDs(rep)
 			for id, c := range got {
@@ -411,7 +427,9 @@ func runPattern(t *testing.T, c matrixCase, s patterns.Schedule) verify.Report {
 
 // TestRaceAloneOverAdmits: ten racers against a fixed window of 5 on a
 // non-atomic counter, analyzed alone, are race-over-admission, not
-// no-limiting-observed (issue 12, item 3).
+// no-limiting-observed (issue 12, item 3) — possible: alone, a batch on a
+// connection per request cannot tell a race from instances that each
+// enforce the quota behind a balancer (issue 27).
 func TestRaceAloneOverAdmits(t *testing.T) {
 	s, err := patterns.Race(10, 1, patterns.Barrier)
 	if err != nil {
@@ -422,8 +440,8 @@ func TestRaceAloneOverAdmits(t *testing.T) {
 		gap:    20 * time.Millisecond, echo: true, rule: sliding(5, 10*time.Second),
 	}, s)
 	got := findingIDs(rep)
-	if got[verify.IDRaceOverAdmission] != verify.Certain {
-		t.Errorf("want a certain race-over-admission, got:%s", describe(rep))
+	if got[verify.IDRaceOverAdmission] != verify.Possible {
+		t.Errorf("want a possible race-over-admission, got:%s", describe(rep))
 	}
 	if _, ok := got[verify.IDNoLimitingObserved]; ok {
 		t.Errorf("no-limiting-observed from race traffic:%s", describe(rep))
@@ -444,9 +462,25 @@ func (e probeEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Res
 	}
 	sends := make([]probe.Send, len(s.Sends))
 	for i, snd := range s.Sends {
-		sends[i] = probe.Send{At: snd.At, Client: snd.Client, Phase: snd.Phase, Batch: snd.Batch}
+		sends[i] = withConn(probe.Send{At: snd.At, Client: snd.Client, Phase: snd.Phase, Batch: snd.Batch}, snd.Conn)
 	}
 	return e.p.Run(ctx, e.zero, begin, sends, nil)
+}
+
+// withConn returns s on the client's connection conn when probe.Send has
+// the field (the engine issue's branch, r6-conn); until it is merged the
+// engine picks any connection. After the merge: probe.Send{…, Conn: conn}.
+func withConn(s probe.Send, conn int) probe.Send {
+	if f := reflect.ValueOf(&s).Elem().FieldByName("Conn"); f.IsValid() {
+		f.SetInt(int64(conn))
+	}
+	return s
+}
+
+// engineChoosesConns reports whether the probe engine takes Send.Conn.
+func engineChoosesConns() bool {
+	_, ok := reflect.TypeFor[probe.Send]().FieldByName("Conn")
+	return ok
 }
 
 // TestEffectiveWindowAsUpperBound: under draft-11 and draft-12 t (w) is an

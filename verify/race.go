@@ -95,7 +95,11 @@ func (t *traffic) limitCertainty() Certainty {
 }
 
 // race raises race-over-admission for each batch of the race check that
-// had more accepted than the quota available at its release.
+// had more accepted than the quota available at its release. It is
+// certain only when a limit surely exists and a paced series on new
+// connections was refused within the quota (instances.oneRoute): a batch
+// goes out on a connection per request, and instances that each enforce
+// the whole quota behind a balancer admit as much with no race at all.
 func (r *rule) race(t *traffic) []Finding {
 	var out []Finding
 	for _, b := range batches(t.os, CheckRace) {
@@ -104,10 +108,15 @@ func (r *rule) race(t *traffic) []Finding {
 			continue
 		}
 		msg := fmt.Sprintf("a batch of %d requests released together had %d accepted, but at most %d were available", len(b), len(a), avail)
-		if !t.limited {
+		c := t.limitCertainty()
+		switch {
+		case !t.limited:
 			msg += "; nothing rejected or advertised proves a limit, so it may also be no limiting at all"
+		case !r.inst.oneRoute:
+			msg += "; nothing shows one limiter deciding every connection (paced requests on new connections refused within the quota), so instances that each enforce the whole quota may explain it as well"
+			c = Possible
 		}
-		out = append(out, r.finding(IDRaceOverAdmission, t.limitCertainty(), t.g, a, Finding{
+		out = append(out, r.finding(IDRaceOverAdmission, c, t.g, a, Finding{
 			Message: msg,
 			Evidence: Evidence{StartNS: lo, EndNS: hi, Count: len(a), Bound: bound(avail), Refs: refsOf(b),
 				Headers: a[len(a)-1].res.Headers},
