@@ -514,3 +514,60 @@ func TestEffectiveWindowAsUpperBound(t *testing.T) {
 		}
 	}
 }
+
+// TestDeploymentMatrix: the reference server as K instances behind one
+// listener, each enforcing 5 in any 2 s (a window) or a bucket of 5 at
+// 2/s. Local state is per-instance-limit, certain, and nothing else
+// certain of the counts or the race, by connection, and by request for
+// the window, whose remaining values count down once per instance; a
+// bucket's refill blurs its countdowns, so by request it is possible and
+// the counts stay. A shared store, or one instance, passes.
+func TestDeploymentMatrix(t *testing.T) {
+	const w2 = 2 * time.Second
+	slog := limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: w2}
+	tb := limiter.Config{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 5}
+	for _, fam := range []struct {
+		name   string
+		server limiter.Config
+		rule   verify.Endpoint
+	}{
+		{"sliding-log", slog, sliding(5, w2)},
+		{"token-bucket", tb, bucket(2, 5)},
+	} {
+		for _, d := range []testserver.Deployment{
+			{Instances: 2, Store: testserver.StoreLocal, Balance: testserver.BalanceConnection},
+			{Instances: 3, Store: testserver.StoreLocal, Balance: testserver.BalanceConnection},
+			{Instances: 2, Store: testserver.StoreLocal, Balance: testserver.BalanceRequest},
+			{Instances: 3, Store: testserver.StoreShared, Balance: testserver.BalanceConnection},
+			{Instances: 2, Store: testserver.StoreShared, Balance: testserver.BalanceRequest},
+			{Instances: 1},
+		} {
+			name := fmt.Sprintf("%s, %d instances, %s store, by %s", fam.name, d.Instances, d.Store, d.Balance)
+			t.Run(name, func(t *testing.T) {
+				local := d.Instances > 1 && d.Store == testserver.StoreLocal
+				if local && d.Balance == testserver.BalanceConnection && !engineChoosesConns() {
+					t.Skip("the probe engine does not choose connections yet (Send.Conn)")
+				}
+				rep := runCheck(t, matrixCase{name: name, server: testserver.Policy{Limiter: fam.server}, rule: fam.rule, deploy: d})
+				got := findingIDs(rep)
+				switch {
+				case local && fam.rule.IsBucket() && d.Balance == testserver.BalanceRequest:
+					if got[verify.IDPerInstanceLimit] != verify.Possible || got[verify.IDBurstLimitExceeded] != verify.Certain {
+						t.Errorf("want a possible per-instance-limit beside a certain burst-limit-exceeded:%s", describe(rep))
+					}
+				case local:
+					if got[verify.IDPerInstanceLimit] != verify.Certain {
+						t.Errorf("want a certain per-instance-limit:%s", describe(rep))
+					}
+					for _, id := range []string{verify.IDRaceOverAdmission, verify.IDWindowLimitExceeded, verify.IDBurstLimitExceeded, verify.IDRateLimitExceeded} {
+						if got[id] == verify.Certain {
+							t.Errorf("a certain %s beside per-instance-limit:%s", id, describe(rep))
+						}
+					}
+				case rep.Verdict != verify.VerdictPass:
+					t.Errorf("verdict %s, want pass:%s", rep.Verdict, describe(rep))
+				}
+			})
+		}
+	}
+}
