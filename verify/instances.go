@@ -27,9 +27,11 @@ const (
 
 // series is one paced series as the verifier sees it.
 type series struct {
-	os  []*obs // the requests that reached the limiter (accepted or rejected), by Lo
-	acc []*obs
-	rej int
+	g     string // the quota key
+	phase string
+	os    []*obs // the requests that reached the limiter (accepted or rejected), by Lo
+	acc   []*obs
+	rej   int
 	// sequential: each request surely arrived after the one before was
 	// answered (by time alone: decision numbers are per instance).
 	sequential bool
@@ -49,7 +51,7 @@ type seriesExcess struct {
 // seriesOf returns the series of phase among t's requests, nil when none
 // reached the limiter.
 func (r *rule) seriesOf(t *traffic, phase string) *series {
-	s := &series{sequential: true}
+	s := &series{phase: phase, sequential: true}
 	srcs := map[string]bool{}
 	for _, o := range t.os {
 		if o.phase != phase || !o.class.Counts() {
@@ -176,46 +178,53 @@ type instances struct {
 // perInstance judges the paced series of every group (see instances).
 // Per-instance-limit is certain when a sequential series certainly
 // exceeds the policy and either (by connection) the new-connections
-// series exceeded it while the one-connection series was refused within
+// series exceeded it while a one-connection series was refused within
 // it, or (whatever the balancing) the series' remaining values split
 // into K ≥ 2 countdowns of the declared limit; a sequential excess
 // without either is possible (a limit higher than declared explains it
-// as well, and the count findings stay).
+// as well, and the count findings stay). The series may come from
+// different quota keys (fresh identities): the deployment is the rule's.
 func (r *rule) perInstance(groups map[string][]*obs, names []string) instances {
-	var best instances
+	var in instances
+	var ncs, ocs []*series
 	for _, g := range names {
 		t := r.traffic(g, groups[g])
-		nc, oc := r.seriesOf(t, PhaseNewConns), r.seriesOf(t, PhaseOneConn)
-		if nc.newConns() && nc.sequential && nc.withinQuota() {
-			best.oneRoute = true
+		if s := r.seriesOf(t, PhaseNewConns); s != nil {
+			s.g = g
+			ncs = append(ncs, s)
+			in.oneRoute = in.oneRoute || s.newConns() && s.sequential && s.withinQuota()
 		}
-		in := r.instancesOf(t, nc, oc)
-		if in.finding.ID == "" || best.certain && !in.certain {
+		if s := r.seriesOf(t, PhaseOneConn); s != nil {
+			s.g = g
+			ocs = append(ocs, s)
+		}
+	}
+	// The one-connection series that shows the limit per route.
+	var oc *series
+	for _, s := range ocs {
+		if s.sequential && s.oneConn() && s.withinQuota() {
+			oc = s
+			break
+		}
+	}
+	for _, s := range append(slices.Clone(ncs), ocs...) {
+		if !s.sequential || !s.ex.certain {
 			continue
 		}
-		if best.finding.ID == "" || in.certain && !best.certain || in.finding.Evidence.Count > best.finding.Evidence.Count {
-			best.finding, best.certain, best.kMax = in.finding, in.certain, in.kMax
+		byConn := s.phase == PhaseNewConns && s.newConns() && oc != nil
+		k := r.countdowns(s)
+		f := r.instancesOf(s, oc, byConn, k)
+		if in.finding.ID == "" || f.certain && !in.certain {
+			in.finding, in.certain, in.kMax = f.finding, f.certain, f.kMax
 		}
 	}
-	return best
+	return in
 }
 
-// instancesOf judges one group's series.
-func (r *rule) instancesOf(t *traffic, nc, oc *series) instances {
-	var over *series // the sequential series with the excess, new connections first
-	for _, s := range []*series{nc, oc} {
-		if s != nil && s.sequential && s.ex.certain && over == nil {
-			over = s
-		}
-	}
-	if over == nil {
-		return instances{}
-	}
-	byConn := over == nc && nc.newConns() && oc != nil && oc.sequential && oc.oneConn() && oc.withinQuota()
-	k := int64(0)
-	for _, s := range []*series{nc, oc} {
-		k = max(k, int64(r.countdowns(s)))
-	}
+// instancesOf returns the finding of over, a sequential series whose
+// acceptances certainly exceed the policy: by connection against oc, by
+// k ≥ 2 countdowns, else possible.
+func (r *rule) instancesOf(over, oc *series, byConn bool, k int) instances {
 	in := instances{certain: byConn || k >= 2}
 	a := int64(len(over.acc))
 	per := max(1, over.ex.bound)
@@ -223,20 +232,17 @@ func (r *rule) instancesOf(t *traffic, nc, oc *series) instances {
 	if over.rej > 0 {
 		in.kMax = max(kLo, a/max(1, r.e.Quota())) + 1
 	}
-	if k >= 2 {
-		kLo = k
-	}
 	var how string
 	switch {
 	case byConn:
 		how = fmt.Sprintf("%d paced requests each on a new connection had %d accepted, while %d on one kept-alive connection had %d accepted and the rest refused: the limit holds per connection route, as at least %d instances behind a balancer that keeps each connection on one instance would enforce it",
-			len(nc.os), len(nc.acc), len(oc.os), len(oc.acc), kLo)
+			len(over.os), a, len(oc.os), len(oc.acc), kLo)
 	case k >= 2:
 		how = fmt.Sprintf("%d paced requests, none overlapping another, had %d accepted, and their remaining values count down from %d in %d interleaved sequences: %d instances each enforce the policy",
-			len(over.os), len(over.acc), r.e.Limit-1, k, k)
+			len(over.os), a, r.e.Limit-1, k, k)
 	default:
 		how = fmt.Sprintf("%d paced requests, none overlapping another, had %d accepted; no race explains that, but nothing tells several instances each enforcing the policy from one limit higher than declared",
-			len(over.os), len(over.acc))
+			len(over.os), a)
 	}
 	c := Possible
 	if in.certain {
@@ -246,7 +252,7 @@ func (r *rule) instancesOf(t *traffic, nc, oc *series) instances {
 	if byConn {
 		ev = append(ev, oc.os...)
 	}
-	in.finding = r.finding(IDPerInstanceLimit, c, t.g, ev, Finding{
+	in.finding = r.finding(IDPerInstanceLimit, c, over.g, ev, Finding{
 		Message: fmt.Sprintf("%s (the policy allows %d)", how, over.ex.bound),
 		Evidence: Evidence{Count: over.ex.count, Bound: bound(over.ex.bound), Refs: refsOf(ev), BySrc: acceptedBySrc(ev),
 			Headers: over.acc[len(over.acc)-1].res.Headers},

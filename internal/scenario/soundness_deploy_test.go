@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,7 +19,9 @@ import (
 // one instance, or K sharing one store — may give no certain finding at
 // warning or above; K instances each with the whole policy (local) over-
 // admit K times, which is true, but never as a certain
-// race-over-admission: nothing races there.
+// race-over-admission: nothing races there; with nothing disturbing the
+// run and the paced series sent, they must be found a certain
+// per-instance-limit (mustShowInstances).
 //
 // A case is a TestSoundness case (its seed's low bits, masked) with a
 // deployment in the seed's top bits, so a failure replays alone:
@@ -45,7 +48,7 @@ var soundDeploys = []struct {
 const seedDeployShift = 61
 
 // deployCasesPer is how many cases each deployment gets (×10 in soak).
-const deployCasesPer = 6
+const deployCasesPer = 12
 
 // decodeDeployCase rebuilds a deployment case: the honest TestSoundness
 // case of the seed's lower bits, run as the deployment of its top bits.
@@ -70,8 +73,14 @@ func (c *soundCase) local() bool {
 	return c.deploy.Instances > 1 && c.deploy.Store != testserver.StoreShared
 }
 
+// seriesChecks are the suite's checks that send the paced series: every
+// other deployment case runs one of them (the suite entire, the burst or
+// the race check alone), so that the series and the race meet instances.
+var seriesChecks = []string{"all", verify.CheckBurst, verify.CheckRace}
+
 // deployCaseList builds per deployment perDeploy cases from rows of
-// covering arrays of TestSoundness's factors, each with a seed of its own.
+// covering arrays of TestSoundness's factors, each with a seed of its own;
+// every other row runs a check that sends the paced series.
 func deployCaseList(perDeploy int) []*soundCase {
 	var cases []*soundCase
 	rng := rand.New(rand.NewPCG(0xde, 0x91))
@@ -80,6 +89,9 @@ func deployCaseList(perDeploy int) []*soundCase {
 		for i := 0; i < perDeploy && i < len(rows); i++ {
 			var lv [nFactors]int
 			copy(lv[:], rows[i])
+			if i%2 == 0 {
+				lv[fChecks] = slices.Index(soundFactors[fChecks].levels, seriesChecks[i/2%len(seriesChecks)])
+			}
 			rnd := rng.Uint64() >> (seedLevelBits + seedFaultBits + 64 - seedDeployShift)
 			c, err := decodeDeployCase(uint64(k)<<seedDeployShift | encodeSeed(lv, 0, rnd))
 			if err != nil {
@@ -126,11 +138,8 @@ func TestSoundnessDeploy(t *testing.T) {
 	for _, o := range outcomes {
 		if o.c.local() {
 			local++
-			for _, f := range o.findings {
-				if f.ID == verify.IDPerInstanceLimit && f.Certainty == verify.Certain {
-					perInstance++
-					break
-				}
+			if certainPerInstance(o.findings) {
+				perInstance++
 			}
 			continue
 		}
@@ -143,6 +152,26 @@ func TestSoundnessDeploy(t *testing.T) {
 		honest, bad, local, perInstance)
 }
 
+// mustShowInstances reports whether c's local instances must be found
+// certain: with nothing disturbing the run, the paced series sent (the
+// engine choosing their connections), and their evidence readable — a
+// balancer by connection, or by request with remaining values of a
+// window that count down once per instance (a bucket's refill blurs
+// them; the delaying leaky bucket queues rather than refuses).
+func (c *soundCase) mustShowInstances() bool {
+	if !c.local() || c.level(fDisorder) != "none" || !slices.Contains(seriesChecks, c.level(fChecks)) || !engineChoosesConns() || !rejectsAtOnce(c) {
+		return false
+	}
+	return c.deploy.Balance != testserver.BalanceRequest || !c.isBucket() && withHeaders(c)
+}
+
+// certainPerInstance reports whether fs hold a certain per-instance-limit.
+func certainPerInstance(fs []verify.Finding) bool {
+	return slices.ContainsFunc(fs, func(f verify.Finding) bool {
+		return f.ID == verify.IDPerInstanceLimit && f.Certainty == verify.Certain
+	})
+}
+
 // judgeDeploy fails the test for a certain finding of an honest
 // deployment, or a certain race-over-admission of instances that each
 // keep the whole policy.
@@ -153,6 +182,14 @@ func judgeDeploy(t *testing.T, o soundOutcome) {
 	if o.err != nil {
 		t.Errorf("case %s\n  seed=%d: %v\n  replay: %s", c, c.seed, o.err, replay)
 		return
+	}
+	if c.mustShowInstances() && !certainPerInstance(o.findings) {
+		var ids []string
+		for _, f := range o.findings {
+			ids = append(ids, fmt.Sprintf("%s/%s", f.ID, f.Certainty))
+		}
+		t.Errorf("local instances not found certain (want %s; found %v):\n  case %s\n  seed=%d\n  replay: %s",
+			verify.IDPerInstanceLimit, ids, c, c.seed, replay)
 	}
 	var bad []verify.Finding
 	if c.local() {
