@@ -148,9 +148,11 @@ var families = []struct {
 }
 
 // TestCheckInstances: K ∈ {2, 3, 4} instances behind one listener, each
-// with its own state and a connection kept on one instance, are a certain
-// per-instance-limit (exit 1), never a certain race; sharing one store
-// they pass the whole suite (exit 0).
+// with its own state, are a certain per-instance-limit (exit 1) when the
+// balancer keeps a connection on one instance, and when it spreads
+// requests for the window (its remaining values; the bucket: possible,
+// beside its certain burst-limit-exceeded), never a certain race; sharing
+// one store they pass the whole suite (exit 0).
 func TestCheckInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time checks over sockets")
@@ -165,6 +167,25 @@ func TestCheckInstances(t *testing.T) {
 				got := certain(rep)
 				if code != 1 || !got[verify.IDPerInstanceLimit] {
 					t.Errorf("exit %d, want 1 with a certain %s:%s", code, verify.IDPerInstanceLimit, describe(rep))
+				}
+				if got[verify.IDRaceOverAdmission] {
+					t.Errorf("a certain race-over-admission from instances:%s", describe(rep))
+				}
+			})
+			t.Run(fmt.Sprintf("%s/local-%d-by-request", fam.name, k), func(t *testing.T) {
+				t.Parallel()
+				url := serve(t, append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "request")...)
+				code, rep := check(t, url, append(slices.Clone(fam.check), "--only", "burst,race")...)
+				got := certain(rep)
+				// A window's remaining values count down once per
+				// instance; a bucket's refill blurs them: possible, and
+				// the count stays.
+				want := got[verify.IDPerInstanceLimit]
+				if fam.name == "token-bucket" {
+					want = has(rep, verify.IDPerInstanceLimit) && got[verify.IDBurstLimitExceeded]
+				}
+				if code != 1 || !want {
+					t.Errorf("exit %d, want 1 with a %s:%s", code, verify.IDPerInstanceLimit, describe(rep))
 				}
 				if got[verify.IDRaceOverAdmission] {
 					t.Errorf("a certain race-over-admission from instances:%s", describe(rep))
