@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -268,11 +267,6 @@ func TestFindingMatrix(t *testing.T) {
 		seen[row.id] = true
 		t.Run(row.id, func(t *testing.T) {
 			skipWithoutPenalties(t, row.c.server.Limiter)
-			if row.id == verify.IDRaceOverAdmission && !engineChoosesConns() {
-				// Certain only once paced requests on new connections show
-				// one limiter deciding every connection.
-				t.Skip("the probe engine does not choose connections yet (Send.Conn)")
-			}
 			rep := runCheck(t, row.c)
 			got := findingIDs(rep)
 			for id, c := range got {
@@ -462,25 +456,9 @@ func (e probeEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Res
 	}
 	sends := make([]probe.Send, len(s.Sends))
 	for i, snd := range s.Sends {
-		sends[i] = withConn(probe.Send{At: snd.At, Client: snd.Client, Phase: snd.Phase, Batch: snd.Batch}, snd.Conn)
+		sends[i] = probe.Send{At: snd.At, Client: snd.Client, Phase: snd.Phase, Batch: snd.Batch, Conn: snd.Conn}
 	}
 	return e.p.Run(ctx, e.zero, begin, sends, nil)
-}
-
-// withConn returns s on the client's connection conn when probe.Send has
-// the field (the engine issue's branch, r6-conn); until it is merged the
-// engine picks any connection. After the merge: probe.Send{…, Conn: conn}.
-func withConn(s probe.Send, conn int) probe.Send {
-	if f := reflect.ValueOf(&s).Elem().FieldByName("Conn"); f.IsValid() {
-		f.SetInt(int64(conn))
-	}
-	return s
-}
-
-// engineChoosesConns reports whether the probe engine takes Send.Conn.
-func engineChoosesConns() bool {
-	_, ok := reflect.TypeFor[probe.Send]().FieldByName("Conn")
-	return ok
 }
 
 // TestEffectiveWindowAsUpperBound: under draft-11 and draft-12 t (w) is an
@@ -545,9 +523,6 @@ func TestDeploymentMatrix(t *testing.T) {
 			name := fmt.Sprintf("%s, %d instances, %s store, by %s", fam.name, d.Instances, d.Store, d.Balance)
 			t.Run(name, func(t *testing.T) {
 				local := d.Instances > 1 && d.Store == testserver.StoreLocal
-				if local && d.Balance == testserver.BalanceConnection && !engineChoosesConns() {
-					t.Skip("the probe engine does not choose connections yet (Send.Conn)")
-				}
 				rep := runCheck(t, matrixCase{name: name, server: testserver.Policy{Limiter: fam.server}, rule: fam.rule, deploy: d})
 				got := findingIDs(rep)
 				switch {

@@ -13,13 +13,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -127,16 +125,6 @@ func describe(rep verify.Report) string {
 	return b.String()
 }
 
-// requireConns skips the test while the probe engine does not choose
-// connections (probe.Send.Conn, the engine issue's branch): without it
-// the paced series cannot go out on connections of their own.
-func requireConns(t *testing.T) {
-	t.Helper()
-	if _, ok := reflect.TypeFor[probe.Send]().FieldByName("Conn"); !ok {
-		t.Skip("the probe engine does not choose connections yet (Send.Conn)")
-	}
-}
-
 // The families served and declared: a sliding log of 5 in any 2 s and a
 // token bucket of 5 at 4/s.
 var families = []struct {
@@ -157,7 +145,6 @@ func TestCheckInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time checks over sockets")
 	}
-	requireConns(t)
 	for _, fam := range families {
 		for _, k := range []int{2, 3, 4} {
 			t.Run(fmt.Sprintf("%s/local-%d", fam.name, k), func(t *testing.T) {
@@ -203,7 +190,7 @@ func TestCheckInstances(t *testing.T) {
 }
 
 // TestCheckKeyCollapse: a per-IP limit whose server keys every request as
-// one (--key-fault collapse) is a certain key-collapsed from several
+// one (--key-fault collapse) is a certain key-collapsed from two
 // loopback source addresses (exit 1) for windows — a sliding log and a
 // fixed window on the clock — and a possible one for a bucket, whose
 // pooled level is bounded one way only; without the fault each passes.
@@ -211,9 +198,9 @@ func TestCheckKeyCollapse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time checks over sockets")
 	}
-	// The suite takes fresh identities instead of waiting only from four
-	// on (verify.SuiteOptions.Identities): with two it keeps to the first.
-	ips := "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5"
+	// Two identities: the second sends right after the burst exhausted
+	// the first (verify's secondIdentity).
+	ips := "127.0.0.2,127.0.0.3"
 	fixed := []string{"--algorithm", "fixed-window", "--limit", "5", "--window", "2s", "--align", "epoch"}
 	for _, fam := range append(families, struct {
 		name         string
@@ -227,7 +214,7 @@ func TestCheckKeyCollapse(t *testing.T) {
 					args = append(args, "--key-fault", "collapse")
 				}
 				url := serve(t, args...)
-				code, rep := check(t, url, append(slices.Clone(fam.check), "--key", "ip", "--source-ips", ips, "--clients", "4", "--only", "burst")...)
+				code, rep := check(t, url, append(slices.Clone(fam.check), "--key", "ip", "--source-ips", ips, "--clients", "2", "--only", "burst")...)
 				got := certain(rep)
 				bucket := fam.name == "token-bucket"
 				switch {

@@ -102,10 +102,8 @@ var soundFaults = []soundFault{
 	// (no-limiting-observed).
 	// A race is certain only when paced requests each on a new
 	// connection were refused within the quota (one limiter per
-	// connection route): the suite's burst and race checks send them, and
-	// only an engine that chooses connections (Send.Conn) puts them on
-	// connections of their own; before it, the suite entire still shows
-	// the lost updates in its counts.
+	// connection route): the suite's burst and race checks send them, on
+	// connections of their own (Send.Conn).
 	{name: "non-atomic", want: verify.IDRaceOverAdmission, found: true,
 		also: []string{verify.IDWindowLimitExceeded, verify.IDBurstLimitExceeded, verify.IDRateLimitExceeded,
 			verify.IDRateLimitHeaderInconsistent, verify.IDKeySpoofable, verify.IDNoLimitingObserved},
@@ -117,9 +115,6 @@ var soundFaults = []soundFault{
 			}
 			if !withHeaders(c) {
 				return ch == "all" && c.level(fKey) == "global"
-			}
-			if !engineChoosesConns() {
-				return ch == "all"
 			}
 			return ch == "all" || ch == verify.CheckRace || freshRace
 		}},

@@ -153,13 +153,13 @@ func TestSoundnessDeploy(t *testing.T) {
 }
 
 // mustShowInstances reports whether c's local instances must be found
-// certain: with nothing disturbing the run, the paced series sent (the
-// engine choosing their connections), and their evidence readable — a
+// certain: with nothing disturbing the run, the paced series sent (each
+// on the connection it names), and their evidence readable — a
 // balancer by connection, or by request with remaining values of a
 // window that count down once per instance (a bucket's refill blurs
 // them; the delaying leaky bucket queues rather than refuses).
 func (c *soundCase) mustShowInstances() bool {
-	if !c.local() || c.level(fDisorder) != "none" || !slices.Contains(seriesChecks, c.level(fChecks)) || !engineChoosesConns() || !rejectsAtOnce(c) {
+	if !c.local() || c.level(fDisorder) != "none" || !slices.Contains(seriesChecks, c.level(fChecks)) || !rejectsAtOnce(c) {
 		return false
 	}
 	return c.deploy.Balance != testserver.BalanceRequest || !c.isBucket() && withHeaders(c)

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,29 +38,13 @@ func (e *soundEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Re
 	}
 	sends := make([]probe.Send, len(s.Sends))
 	for i, x := range s.Sends {
-		sends[i] = withConn(probe.Send{At: x.At, Client: x.Client, Phase: x.Phase, Batch: x.Batch}, x.Conn)
+		sends[i] = probe.Send{At: x.At, Client: x.Client, Phase: x.Phase, Batch: x.Batch, Conn: x.Conn}
 	}
 	res, err := e.p.Run(ctx, e.zero, begin, sends, nil)
 	for i := range res {
 		res[i].Seq = e.seq.Add(1) - 1
 	}
 	return res, err
-}
-
-// withConn returns s on the client's connection conn when probe.Send has
-// the field (the engine issue's branch, r6-conn); until it is merged the
-// engine picks any connection. After the merge: probe.Send{…, Conn: conn}.
-func withConn(s probe.Send, conn int) probe.Send {
-	if f := reflect.ValueOf(&s).Elem().FieldByName("Conn"); f.IsValid() {
-		f.SetInt(int64(conn))
-	}
-	return s
-}
-
-// engineChoosesConns reports whether the probe engine takes Send.Conn.
-func engineChoosesConns() bool {
-	_, ok := reflect.TypeFor[probe.Send]().FieldByName("Conn")
-	return ok
 }
 
 // lockedRand is a rand shared by the server's goroutines.
