@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/rlprobe/rlprobe/record"
 )
 
 // Tests of issue 12: certain means certain — for every arrival time and
@@ -99,14 +101,25 @@ func TestEarlyRetryNeedsAFixedOrder(t *testing.T) {
 // TestProbesStayInTheirChecks: under --key ip against a server keyed on
 // X-Forwarded-For, the spoofed requests get fresh quota; that is
 // key-spoofable, and neither a late Retry-After nor an inconsistent reset
-// (issue 12, item 2).
+// (issue 12, item 2); certain, as paced requests of another address each
+// on a new connection were refused within the quota (one limiter per
+// connection route: the spoofed requests' new connections met it too).
 func TestProbesStayInTheirChecks(t *testing.T) {
 	e := Endpoint{Limit: 5, Window: 10 * time.Second, Key: KeyIP, Status: 429, Headers: []string{"draft-8"}}
 	b := newRun("a", 0)
-	add := func(ms float64, phase string, status, rem int) {
+	add := func(ms float64, phase string, status, rem int) *record.Result {
 		hdr := fmt.Sprintf(`RateLimit: "default";r=%d;t=10`, rem)
 		r := b.add(ms, ms+1, status, hdr, `RateLimit-Policy: "default";q=5;w=10`, "Retry-After: 10", "Cache-Control: no-store")
 		r.Phase, r.Src = phase, "192.0.2.1:4000"
+		return r
+	}
+	for i := range 7 {
+		r := add(float64(20000+i*10), PhaseNewConns, 200, 4-i)
+		if i >= 5 {
+			r.Status = 429
+			r.Headers.Set("RateLimit", `"default";r=0;t=10`)
+		}
+		r.Src = fmt.Sprintf("192.0.2.2:%d", 5000+i)
 	}
 	for i := range 5 {
 		add(float64(i*10), CheckKeySpoof, 200, 4-i)

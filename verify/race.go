@@ -126,7 +126,9 @@ func (r *rule) race(t *traffic) []Finding {
 }
 
 // keySpoof judges the key-spoof check's requests under a per-IP policy:
-// each phase "key-spoof/HEADER" varies one header from one IP.
+// each phase "key-spoof/HEADER" varies one header from one IP. As the
+// race, it is certain only with one limiter per connection route shown
+// (instances.oneRoute): the spoofed requests go out on new connections.
 func (r *rule) keySpoof(t *traffic) []Finding {
 	if r.e.Key != KeyIP {
 		return nil
@@ -147,8 +149,14 @@ func (r *rule) keySpoof(t *traffic) []Finding {
 			continue
 		}
 		_, hdr, _ := strings.Cut(ph, "/")
-		out = append(out, r.finding(IDKeySpoofable, t.limitCertainty(), t.g, a, Finding{
-			Message: fmt.Sprintf("%d of %d requests from %s with a different %s each were accepted, but that address had at most %d left", len(a), len(set), cmp(t.g, "one address"), hdr, avail),
+		msg := fmt.Sprintf("%d of %d requests from %s with a different %s each were accepted, but that address had at most %d left", len(a), len(set), cmp(t.g, "one address"), hdr, avail)
+		c := t.limitCertainty()
+		if c == Certain && !r.inst.oneRoute {
+			msg += "; nothing shows one limiter deciding every connection (paced requests on new connections refused within the quota), and the spoofed requests came on connections of their own, which instances that each enforce the whole quota admit as well"
+			c = Possible
+		}
+		out = append(out, r.finding(IDKeySpoofable, c, t.g, a, Finding{
+			Message: msg,
 			Evidence: Evidence{StartNS: lo, EndNS: hi, Count: len(a), Bound: bound(avail), Refs: refsOf(set),
 				Headers: a[0].res.Headers},
 		}))

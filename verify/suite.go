@@ -171,15 +171,17 @@ const (
 // (PhaseNewConns, PhaseOneConn): twice the quota and the burst's extra,
 // so that two instances each admitting the quota already exceed it, at
 // least 10 ms apart (a round trip on a new connection) and at most 50 ms
-// or a quarter period over the series; ok false when the quota or period
-// is beyond maxSeriesQuota or maxSeriesPeriod.
-func (p params) seriesSize() (n int64, gap time.Duration, ok bool) {
+// or a quarter period over the series; gapMax is the most the suite
+// widens the spacing to for a slow target (seriesGap), the series still
+// within half a period; the plan counts it. ok false when the quota or
+// period is beyond maxSeriesQuota or maxSeriesPeriod.
+func (p params) seriesSize() (n int64, gap, gapMax time.Duration, ok bool) {
 	if p.q > maxSeriesQuota || p.period > maxSeriesPeriod {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	n = 2*p.q + p.extra
 	gap = min(max(10*time.Millisecond, p.period/time.Duration(4*n)), 50*time.Millisecond)
-	return n, gap, true
+	return n, gap, max(gap, p.period/time.Duration(2*(n+1))), true
 }
 
 func (p params) raceSize() (avail, batch int64) {
@@ -246,7 +248,7 @@ func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 		pl.Steps = append(pl.Steps, Step{Check: CheckSustained, Name: fmt.Sprintf("steady %s, twice the allowed rate", units.HumanRate(rate)),
 			Duration: d, Requests: int(math.Ceil(rate * d.Seconds()))})
 	}
-	if n, gap, ok := p.seriesSize(); ok && (sel(CheckBurst) || race) {
+	if n, _, gap, ok := p.seriesSize(); ok && (sel(CheckBurst) || race || keySpoof) {
 		// Each series at fresh quota: after a period (and a declared
 		// block) with one identity, and, for clock-aligned fixed windows,
 		// at the start of a window.

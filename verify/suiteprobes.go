@@ -254,7 +254,7 @@ const seriesStep = "paced requests on one kept-alive connection, then each on a 
 // is admitted the quota and the second K times it; a racy shared counter
 // admits the quota to both.
 func (r *suiteRun) series(ctx context.Context) error {
-	n, gap, _ := r.p.seriesSize()
+	n, gap := r.seriesGap()
 	for _, s := range []struct {
 		phase string
 		conn  func(i int64) int
@@ -274,6 +274,23 @@ func (r *suiteRun) series(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// seriesGap returns the paced series' length and spacing: seriesSize's,
+// widened to twice the slowest answer seen so far (its time from the
+// request written to the first byte back), so that none overlaps the
+// one before on a slow target, up to gapMax.
+func (r *suiteRun) seriesGap() (int64, time.Duration) {
+	n, gap, gapMax, _ := r.p.seriesSize()
+	var rtt int64
+	for _, res := range [][]record.Result{r.Prior, r.results} {
+		for i := range res {
+			if x := &res[i]; x.Outcome == record.OutcomeResponse && x.Wrote > 0 && x.TTFB > x.Wrote {
+				rtt = max(rtt, x.TTFB-x.Wrote)
+			}
+		}
+	}
+	return n, min(max(gap, 2*time.Duration(rtt)), gapMax)
 }
 
 // seriesStart returns when a paced series of length span starts: soon,
