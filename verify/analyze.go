@@ -186,6 +186,8 @@ type rule struct {
 	// collapsedObs are the refusals key-collapsed explains (collapse.go):
 	// under-admission leaves them to it.
 	collapsedObs map[*obs]bool
+	// inst is what the paced series say about instances (instances.go).
+	inst instances
 	// late caches effectiveWindow; nil until asked.
 	late *bool
 }
@@ -258,6 +260,10 @@ func analyzeRule(m *record.Merged, e *Endpoint) ([]Finding, string) {
 	slices.Sort(names)
 	out, explained := r.collapsed(groups, names)
 	r.collapsedObs = explained
+	r.inst = r.perInstance(groups, names)
+	if r.inst.finding.ID != "" {
+		out = append(out, r.inst.finding)
+	}
 	for _, g := range names {
 		out = append(out, r.group(r.traffic(g, groups[g]))...)
 	}
@@ -272,6 +278,8 @@ func analyzeRule(m *record.Merged, e *Endpoint) ([]Finding, string) {
 // group runs every per-client check on the traffic of one quota key.
 // With no limiting at all, the counts, races and spoofed keys say nothing
 // more; a count violation makes the remaining values' consistency moot.
+// A certain per-instance-limit takes the place of the counts, races and
+// remaining or reset values it explains (instances.absorb).
 func (r *rule) group(t *traffic) []Finding {
 	r.wins, r.sp = nil, r.splitOf(t)
 	switch {
@@ -281,7 +289,7 @@ func (r *rule) group(t *traffic) []Finding {
 	default:
 		r.wins = r.windowsFor(t.os)
 	}
-	out := r.noLimiting(t)
+	out := r.inst.absorb(r.noLimiting(t))
 	var counts []Finding
 	if len(out) == 0 {
 		if r.e.IsBucket() {
@@ -289,8 +297,9 @@ func (r *rule) group(t *traffic) []Finding {
 		} else {
 			counts = r.windowCounts(t)
 		}
+		counts = r.inst.absorb(counts)
 		out = append(out, counts...)
-		out = append(out, r.race(t)...)
+		out = append(out, r.inst.absorb(r.race(t))...)
 		out = append(out, r.keySpoof(t)...)
 	}
 	penalty, witnesses := r.undeclaredPenalty(t)
@@ -302,9 +311,9 @@ func (r *rule) group(t *traffic) []Finding {
 	out = append(out, r.malformed(t)...)
 	out = append(out, r.cacheable(t)...)
 	if len(counts) == 0 {
-		out = append(out, r.consistency(t)...)
+		out = append(out, r.inst.absorb(r.consistency(t))...)
 	}
-	return append(out, r.resets(t)...)
+	return append(out, r.inst.absorb(r.resets(t))...)
 }
 
 func endpointLabel(e *Endpoint, all []*obs) string {

@@ -59,6 +59,7 @@ const (
 	IDRateLimitExceeded           = "rate-limit-exceeded"
 	IDNoLimitingObserved          = "no-limiting-observed"
 	IDRaceOverAdmission           = "race-over-admission"
+	IDPerInstanceLimit            = "per-instance-limit"
 	IDRejectStatusMismatch        = "reject-status-mismatch"
 	IDRetryAfterMalformed         = "retry-after-malformed"
 	IDRateLimitHeaderMalformed    = "ratelimit-header-malformed"
@@ -105,6 +106,7 @@ var findingTable = []findingSpec{
 	{IDRateLimitExceeded, SeverityError, CheckSustained, "The long-run admitted rate is above the declared rate: check the configured refill rate and its unit (r/s vs r/m), and that every replica shares one limiter."},
 	{IDNoLimitingObserved, SeverityError, CheckSustained, "Nothing was rejected under twice the allowed load: check that the limiter is enabled for this route (nginx: 'return' runs before limit_req) and keyed as declared."},
 	{IDRaceOverAdmission, SeverityError, CheckRace, "Concurrent requests were admitted beyond the quota: make the check-and-increment atomic (a Lua script, INCR before compare, or a lock per key)."},
+	{IDPerInstanceLimit, SeverityError, CheckBurst, "Each instance behind the balancer enforces the whole limit, so K instances admit K times it: keep the limiter's state in one store every instance shares (Redis, memcached), or divide the limit by the number of instances."},
 	{IDRejectStatusMismatch, SeverityError, CheckHeaders, "Rejections use another status than declared: set the limiter's reject status (nginx limit_req_status 429) or declare --status."},
 	{IDRetryAfterMalformed, SeverityError, CheckHeaders, "Send Retry-After as whole seconds (1*DIGIT) or an IMF-fixdate HTTP-date (RFC 9110 §10.2.3)."},
 	{IDRateLimitHeaderMalformed, SeverityError, CheckHeaders, "Fix the header's syntax: clients must ignore malformed RateLimit fields (Structured Fields, RFC 9651)."},
@@ -215,6 +217,9 @@ type Evidence struct {
 	Bound *int64 `json:"bound,omitempty"`
 	// Headers are the response headers of an example result.
 	Headers http.Header `json:"headers,omitempty"`
+	// BySrc counts the accepted requests per connection (record src) of
+	// the requests concerned (per-instance-limit).
+	BySrc map[string]int `json:"by_src,omitempty"`
 }
 
 // MaxRefs bounds Evidence.Refs.

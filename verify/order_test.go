@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/rlprobe/rlprobe/record"
 )
 
 // Tests of issue 12: certain means certain — for every arrival time and
@@ -99,14 +101,25 @@ func TestEarlyRetryNeedsAFixedOrder(t *testing.T) {
 // TestProbesStayInTheirChecks: under --key ip against a server keyed on
 // X-Forwarded-For, the spoofed requests get fresh quota; that is
 // key-spoofable, and neither a late Retry-After nor an inconsistent reset
-// (issue 12, item 2).
+// (issue 12, item 2); certain, as paced requests of another address each
+// on a new connection were refused within the quota (one limiter per
+// connection route: the spoofed requests' new connections met it too).
 func TestProbesStayInTheirChecks(t *testing.T) {
 	e := Endpoint{Limit: 5, Window: 10 * time.Second, Key: KeyIP, Status: 429, Headers: []string{"draft-8"}}
 	b := newRun("a", 0)
-	add := func(ms float64, phase string, status, rem int) {
+	add := func(ms float64, phase string, status, rem int) *record.Result {
 		hdr := fmt.Sprintf(`RateLimit: "default";r=%d;t=10`, rem)
 		r := b.add(ms, ms+1, status, hdr, `RateLimit-Policy: "default";q=5;w=10`, "Retry-After: 10", "Cache-Control: no-store")
 		r.Phase, r.Src = phase, "192.0.2.1:4000"
+		return r
+	}
+	for i := range 7 {
+		r := add(float64(20000+i*10), PhaseNewConns, 200, 4-i)
+		if i >= 5 {
+			r.Status = 429
+			r.Headers.Set("RateLimit", `"default";r=0;t=10`)
+		}
+		r.Src = fmt.Sprintf("192.0.2.2:%d", 5000+i)
 	}
 	for i := range 5 {
 		add(float64(i*10), CheckKeySpoof, 200, 4-i)
@@ -129,29 +142,37 @@ func TestProbesStayInTheirChecks(t *testing.T) {
 // TestRaceOverAdmissionIsNotNoLimiting: ten racers all admitted under a
 // limit of 5 (a non-atomic counter whose remaining values repeat) are a
 // race, not "no limiting"; without a rejection or a remaining value to
-// prove a limit exists it is only possible (issue 12, item 3).
+// prove a limit exists it is only possible (issue 12, item 3), and so it
+// is without paced requests on new connections refused within the quota
+// in a window before (issue 27: instances behind a balancer admit as
+// much).
 func TestRaceOverAdmissionIsNotNoLimiting(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		hdr     []string
 		rule    []string
+		routes  bool
 		certain Certainty
 	}{
-		{"remaining values prove a limit", []string{`RateLimit: "default";r=4;t=10`, `RateLimit-Policy: "default";q=5;w=10`}, []string{"draft-8"}, Certain},
-		{"nothing proves a limit", nil, []string{"none"}, Possible},
+		{"remaining values prove a limit", []string{`RateLimit: "default";r=4;t=10`, `RateLimit-Policy: "default";q=5;w=10`}, []string{"draft-8"}, true, Certain},
+		{"remaining values, but one limiter per connection unproven", []string{`RateLimit: "default";r=4;t=10`, `RateLimit-Policy: "default";q=5;w=10`}, []string{"draft-8"}, false, Possible},
+		{"nothing proves a limit", nil, []string{"none"}, false, Possible},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := Endpoint{Limit: 5, Window: 10 * time.Second, WindowType: Fixed, Status: 429, Headers: tt.rule}
 			b := newRun("a", 0)
+			if tt.routes {
+				paced{phase: PhaseNewConns, at: 0, accepted: admitted(5, 7), newConns: true}.add(b)
+			}
 			for range 10 {
-				r := b.add(100, 130, 200, tt.hdr...)
-				r.Phase, r.Sched = CheckRace, 100e6
+				r := b.add(10100, 10130, 200, tt.hdr...)
+				r.Phase, r.Sched = CheckRace, 10100e6
 			}
 			rep := analyze(t, e, Options{}, b)
 			if rep.Count(IDRaceOverAdmission, tt.certain) != 1 || rep.Count(IDNoLimitingObserved, Certain)+rep.Count(IDNoLimitingObserved, Possible) != 0 {
 				t.Errorf("want one %s race-over-admission and no no-limiting-observed:%s", tt.certain, describeFindings(rep))
 			}
-			if tt.certain == Possible && rep.Verdict != VerdictPass {
+			if tt.hdr == nil && rep.Verdict != VerdictPass {
 				t.Errorf("verdict %s on an unproven limit", rep.Verdict)
 			}
 		})

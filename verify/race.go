@@ -95,7 +95,11 @@ func (t *traffic) limitCertainty() Certainty {
 }
 
 // race raises race-over-admission for each batch of the race check that
-// had more accepted than the quota available at its release.
+// had more accepted than the quota available at its release. It is
+// certain only when a limit surely exists and a paced series on new
+// connections was refused within the quota (instances.oneRoute): a batch
+// goes out on a connection per request, and instances that each enforce
+// the whole quota behind a balancer admit as much with no race at all.
 func (r *rule) race(t *traffic) []Finding {
 	var out []Finding
 	for _, b := range batches(t.os, CheckRace) {
@@ -104,10 +108,15 @@ func (r *rule) race(t *traffic) []Finding {
 			continue
 		}
 		msg := fmt.Sprintf("a batch of %d requests released together had %d accepted, but at most %d were available", len(b), len(a), avail)
-		if !t.limited {
+		c := t.limitCertainty()
+		switch {
+		case !t.limited:
 			msg += "; nothing rejected or advertised proves a limit, so it may also be no limiting at all"
+		case !r.inst.oneRoute:
+			msg += "; nothing shows one limiter deciding every connection (paced requests on new connections refused within the quota), so instances that each enforce the whole quota may explain it as well"
+			c = Possible
 		}
-		out = append(out, r.finding(IDRaceOverAdmission, t.limitCertainty(), t.g, a, Finding{
+		out = append(out, r.finding(IDRaceOverAdmission, c, t.g, a, Finding{
 			Message: msg,
 			Evidence: Evidence{StartNS: lo, EndNS: hi, Count: len(a), Bound: bound(avail), Refs: refsOf(b),
 				Headers: a[len(a)-1].res.Headers},
@@ -117,7 +126,9 @@ func (r *rule) race(t *traffic) []Finding {
 }
 
 // keySpoof judges the key-spoof check's requests under a per-IP policy:
-// each phase "key-spoof/HEADER" varies one header from one IP.
+// each phase "key-spoof/HEADER" varies one header from one IP. As the
+// race, it is certain only with one limiter per connection route shown
+// (instances.oneRoute): the spoofed requests go out on new connections.
 func (r *rule) keySpoof(t *traffic) []Finding {
 	if r.e.Key != KeyIP {
 		return nil
@@ -138,8 +149,14 @@ func (r *rule) keySpoof(t *traffic) []Finding {
 			continue
 		}
 		_, hdr, _ := strings.Cut(ph, "/")
-		out = append(out, r.finding(IDKeySpoofable, t.limitCertainty(), t.g, a, Finding{
-			Message: fmt.Sprintf("%d of %d requests from %s with a different %s each were accepted, but that address had at most %d left", len(a), len(set), cmp(t.g, "one address"), hdr, avail),
+		msg := fmt.Sprintf("%d of %d requests from %s with a different %s each were accepted, but that address had at most %d left", len(a), len(set), cmp(t.g, "one address"), hdr, avail)
+		c := t.limitCertainty()
+		if c == Certain && !r.inst.oneRoute {
+			msg += "; nothing shows one limiter deciding every connection (paced requests on new connections refused within the quota), and the spoofed requests came on connections of their own, which instances that each enforce the whole quota admit as well"
+			c = Possible
+		}
+		out = append(out, r.finding(IDKeySpoofable, c, t.g, a, Finding{
+			Message: msg,
 			Evidence: Evidence{StartNS: lo, EndNS: hi, Count: len(a), Bound: bound(avail), Refs: refsOf(set),
 				Headers: a[0].res.Headers},
 		}))

@@ -160,6 +160,30 @@ func (p params) sustained(e *Endpoint) (rate float64, d time.Duration) {
 	return (2*float64(p.q) + 0.5) / p.period.Seconds(), d
 }
 
+// Bounds of the paced series (seriesSize): a quota and a period small
+// enough to spend twice more within the plan's bound.
+const (
+	maxSeriesQuota  = 20
+	maxSeriesPeriod = 10 * time.Second
+)
+
+// seriesSize returns the length and spacing of each paced series
+// (PhaseNewConns, PhaseOneConn): twice the quota and the burst's extra,
+// so that two instances each admitting the quota already exceed it, at
+// least 10 ms apart (a round trip on a new connection) and at most 50 ms
+// or a quarter period over the series; gapMax is the most the suite
+// widens the spacing to for a slow target (seriesGap), the series still
+// within half a period; the plan counts it. ok false when the quota or
+// period is beyond maxSeriesQuota or maxSeriesPeriod.
+func (p params) seriesSize() (n int64, gap, gapMax time.Duration, ok bool) {
+	if p.q > maxSeriesQuota || p.period > maxSeriesPeriod {
+		return 0, 0, 0, false
+	}
+	n = 2*p.q + p.extra
+	gap = min(max(10*time.Millisecond, p.period/time.Duration(4*n)), 50*time.Millisecond)
+	return n, gap, max(gap, p.period/time.Duration(2*(n+1))), true
+}
+
 func (p params) raceSize() (avail, batch int64) {
 	avail = min(p.q, 20)
 	return avail, avail + max(2, avail/2)
@@ -223,6 +247,19 @@ func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 		rate, d := p.sustained(&e)
 		pl.Steps = append(pl.Steps, Step{Check: CheckSustained, Name: fmt.Sprintf("steady %s, twice the allowed rate", units.HumanRate(rate)),
 			Duration: d, Requests: int(math.Ceil(rate * d.Seconds()))})
+	}
+	if n, _, gap, ok := p.seriesSize(); ok && (sel(CheckBurst) || race || keySpoof) {
+		// Each series at fresh quota: after a period (and a declared
+		// block) with one identity, and, for clock-aligned fixed windows,
+		// at the start of a window.
+		d := 2 * time.Duration(n) * gap
+		if !par {
+			d += 2 * (p.period + p.poll + e.Penalty.Duration)
+		}
+		if e.WindowType == Fixed && e.Align != limiter.AlignFirstRequest {
+			d += 2 * e.Window
+		}
+		pl.Steps = append(pl.Steps, Step{Check: CheckBurst, Name: seriesStep, Duration: d, Requests: int(2 * n)})
 	}
 	if race {
 		wait := p.period
@@ -504,7 +541,14 @@ func (r *suiteRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	// 5. The race at fresh quota.
+	// 5. The paced series: on one kept-alive connection, then each on a
+	// new connection.
+	if slices.ContainsFunc(r.plan.Steps, func(s Step) bool { return s.Name == seriesStep }) {
+		if err := r.series(ctx); err != nil {
+			return err
+		}
+	}
+	// 6. The race at fresh quota.
 	if has(CheckRace) && !raceDone {
 		c := r.fresh()
 		at := time.Duration(r.now()) + 150*time.Millisecond
@@ -517,7 +561,7 @@ func (r *suiteRun) run(ctx context.Context) error {
 			return err
 		}
 	}
-	// 6. Key spoofing.
+	// 7. Key spoofing.
 	if has(CheckKeySpoof) && r.Spoof != nil {
 		if err := r.keySpoof(ctx); err != nil {
 			return err

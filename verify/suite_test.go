@@ -42,17 +42,24 @@ func TestPlanSuite(t *testing.T) {
 		skipped []string
 		dur     time.Duration
 	}{
-		{"window, global", win, SuiteOptions{}, []string{"burst", "recovery", "edge", "sustained", "race"}, []string{"key-spoof"},
-			200*time.Millisecond + 2200*time.Millisecond + 2150*time.Millisecond + 4*time.Second + 2100*time.Millisecond},
-		{"only race", win, SuiteOptions{Only: []string{"race"}}, []string{"race"}, nil, 2100 * time.Millisecond},
-		{"skip edge and sustained", win, SuiteOptions{Skip: []string{"edge", "sustained"}}, []string{"burst", "recovery", "race"}, []string{"key-spoof"},
-			200*time.Millisecond + 2200*time.Millisecond + 2100*time.Millisecond},
+		// The paced series (12 requests, at most 2 s/26 apart for a slow
+		// target, twice) wait a period and a poll each with one identity.
+		{"window, global", win, SuiteOptions{}, []string{"burst", "recovery", "edge", "sustained", "burst", "race"}, []string{"key-spoof"},
+			200*time.Millisecond + 2200*time.Millisecond + 2150*time.Millisecond + 4*time.Second + pacedPlan(12, 2*time.Second/26, 2100*time.Millisecond) + 2100*time.Millisecond},
+		// The race alone runs the series too: they show whether one
+		// limiter decides every connection.
+		{"only race", win, SuiteOptions{Only: []string{"race"}}, []string{"burst", "race"}, nil, pacedPlan(12, 2*time.Second/26, 2100*time.Millisecond) + 2100*time.Millisecond},
+		{"skip edge and sustained", win, SuiteOptions{Skip: []string{"edge", "sustained"}}, []string{"burst", "recovery", "burst", "race"}, []string{"key-spoof"},
+			200*time.Millisecond + 2200*time.Millisecond + pacedPlan(12, 2*time.Second/26, 2100*time.Millisecond) + 2100*time.Millisecond},
 		// A bucket has no edge; the sustained probe lasts 20 refills (10 s).
-		{"bucket", bkt, SuiteOptions{}, []string{"burst", "recovery", "sustained", "race"}, []string{"edge", "key-spoof"},
-			62500*time.Microsecond + 2750*time.Millisecond + 10*time.Second + 2600*time.Millisecond},
+		{"bucket", bkt, SuiteOptions{}, []string{"burst", "recovery", "sustained", "burst", "race"}, []string{"edge", "key-spoof"},
+			62500*time.Microsecond + 2750*time.Millisecond + 10*time.Second + pacedPlan(12, 2500*time.Millisecond/26, 2625*time.Millisecond) + 2600*time.Millisecond},
 		// Fresh identities: the race runs beside the burst, no wait.
-		{"per-client key", hdr, SuiteOptions{Identities: 0}, []string{"burst", "recovery", "edge", "sustained"}, []string{"key-spoof"},
-			200*time.Millisecond + 2200*time.Millisecond + 2150*time.Millisecond + 4*time.Second},
+		{"per-client key", hdr, SuiteOptions{Identities: 0}, []string{"burst", "recovery", "edge", "sustained", "burst"}, []string{"key-spoof"},
+			200*time.Millisecond + 2200*time.Millisecond + 2150*time.Millisecond + 4*time.Second + pacedPlan(12, 2*time.Second/26, 0)},
+		// A quota beyond 20 is not spent twice more.
+		{"large quota: no series", Endpoint{Limit: 50, Window: 2 * time.Second, WindowType: Sliding, Key: KeyGlobal}, SuiteOptions{Only: []string{"burst"}},
+			[]string{"burst"}, nil, 200 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		pl := PlanSuite(tt.e, tt.opt)
@@ -88,6 +95,12 @@ func TestPlanBound(t *testing.T) {
 			}
 		}
 	}
+}
+
+// pacedPlan is the planned length of the two paced series of n requests gap
+// apart, each after a wait (0 with fresh identities).
+func pacedPlan(n int, gap, wait time.Duration) time.Duration {
+	return 2*time.Duration(n)*gap + 2*wait
 }
 
 func equal(a, b []string) bool {

@@ -243,6 +243,78 @@ func (r *suiteRun) keySpoof(ctx context.Context) error {
 	return nil
 }
 
+// seriesStep names the plan's step of the paced series.
+const seriesStep = "paced requests on one kept-alive connection, then each on a new connection"
+
+// series sends the paced series (instances.go judges them): twice the
+// quota and more, spaced so that none overlaps another, first on one
+// kept-alive connection (Send.Conn 1), then, at fresh quota, each on a
+// connection of its own (Conn 2, 3, …). Behind a balancer that keeps a
+// connection on one of K instances each enforcing the policy, the first
+// is admitted the quota and the second K times it; a racy shared counter
+// admits the quota to both.
+func (r *suiteRun) series(ctx context.Context) error {
+	n, gap := r.seriesGap()
+	for _, s := range []struct {
+		phase string
+		conn  func(i int64) int
+	}{
+		{PhaseOneConn, func(int64) int { return 1 }},
+		{PhaseNewConns, func(i int64) int { return int(i) + 2 }},
+	} {
+		c := r.fresh()
+		at := r.seriesStart(time.Duration(n) * gap)
+		r.progress("%s: %d requests %s apart at %s", s.phase, n, units.HumanDuration(gap), units.HumanDuration(at))
+		sends := make([]patterns.Send, n)
+		for i := range n {
+			sends[i] = patterns.Send{At: at + time.Duration(i)*gap, Client: c, Phase: s.phase, Conn: s.conn(i)}
+		}
+		if _, err := r.send(ctx, r.Engine, sends); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seriesGap returns the paced series' length and spacing: seriesSize's,
+// widened to twice the slowest answer seen so far (its time from the
+// request written to the first byte back), so that none overlaps the
+// one before on a slow target, up to gapMax.
+func (r *suiteRun) seriesGap() (int64, time.Duration) {
+	n, gap, gapMax, _ := r.p.seriesSize()
+	var rtt int64
+	for _, res := range [][]record.Result{r.Prior, r.results} {
+		for i := range res {
+			if x := &res[i]; x.Outcome == record.OutcomeResponse && x.Wrote > 0 && x.TTFB > x.Wrote {
+				rtt = max(rtt, x.TTFB-x.Wrote)
+			}
+		}
+	}
+	return n, min(max(gap, 2*time.Duration(rtt)), gapMax)
+}
+
+// seriesStart returns when a paced series of length span starts: soon,
+// after the identity's quota is whole again when there is only one, and
+// for a clock-aligned fixed window where the series fits in one window
+// with a margin on each side.
+func (r *suiteRun) seriesStart(span time.Duration) time.Duration {
+	at := time.Duration(r.now()) + 20*time.Millisecond
+	if !r.par {
+		at = max(at, time.Duration(r.freshAt()))
+	}
+	e := r.e
+	if e.WindowType != Fixed || e.Align == limiter.AlignFirstRequest {
+		return at
+	}
+	w, m := e.Window, r.p.margin
+	origin := time.Duration(r.Zero.UnixNano()) - e.Phase
+	off := (origin + at) % w
+	if off < m || off+span > w-m {
+		at += w - off + m
+	}
+	return at
+}
+
 // secondIdentity sends, right after the burst exhausted client 0, one
 // request from client 1 when the rule is per client and its identities
 // are used one after another (two or three of them): a per-client key

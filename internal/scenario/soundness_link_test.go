@@ -38,7 +38,7 @@ func (e *soundEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Re
 	}
 	sends := make([]probe.Send, len(s.Sends))
 	for i, x := range s.Sends {
-		sends[i] = probe.Send{At: x.At, Client: x.Client, Phase: x.Phase, Batch: x.Batch}
+		sends[i] = probe.Send{At: x.At, Client: x.Client, Phase: x.Phase, Batch: x.Batch, Conn: x.Conn}
 	}
 	res, err := e.p.Run(ctx, e.zero, begin, sends, nil)
 	for i := range res {

@@ -255,7 +255,7 @@ func runSoundCase(t *testing.T, c *soundCase) (out soundOutcome) {
 func soundRun(ctx context.Context, c *soundCase) (*record.Run, error) {
 	rng := &lockedRand{r: rand.New(rand.NewPCG(c.seed, 0xd15))}
 	pol, mem := c.server()
-	hopt := testserver.HandlerOptions{EchoArrival: c.level(fEcho) == "on"}
+	hopt := testserver.HandlerOptions{EchoArrival: c.level(fEcho) == "on", Deployment: c.deploy}
 	if c.disorder("reorder") {
 		hopt.DecisionDelay = func(*http.Request) time.Duration { return rng.dur(c.reorderMax) }
 	}

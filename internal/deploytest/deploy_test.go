@@ -1,0 +1,241 @@
+// Package deploytest holds the tests of issue 27's deployments with the
+// built binary over real sockets on loopback: `rlprobe check` against
+// `rlprobe serve --instances K --store local|shared` and `--key-fault
+// collapse`. It is a package of its own, test files only, so that
+// internal/cli's tests stay within their CI timeout.
+package deploytest
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rlprobe/rlprobe/verify"
+)
+
+// The built binary, shared by the tests.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// rlprobe returns the path of the built binary, built once.
+func rlprobe(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rlprobe-deploytest-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "rlprobe")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/rlprobe/rlprobe/cmd/rlprobe").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// serve starts `rlprobe serve args... --listen 127.0.0.1:0` and returns its
+// URL; the process is killed (by its pid) when the test ends.
+func serve(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(rlprobe(t), append(append([]string{"serve"}, args...), "--listen", "127.0.0.1:0")...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("serve %v: no first line: %v", args, err)
+	}
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if !ok {
+		t.Fatalf("serve %v: first line %q", args, line)
+	}
+	return url
+}
+
+// check runs `rlprobe check url args... --json` and returns its exit code
+// and document.
+func check(t *testing.T, url string, args ...string) (int, verify.Report) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(rlprobe(t), append([]string{"check", url, "--json", "--out", filepath.Join(dir, "check.jsonl")}, args...)...)
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("check: %v", err)
+	}
+	var rep verify.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("check %v: exit %d, no document: %v\n%s\n%s", args, code, err, out, stderr.String())
+	}
+	return code, rep
+}
+
+// certain returns the report's certain finding ids.
+func certain(rep verify.Report) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range rep.Findings {
+		if f.Certainty == verify.Certain {
+			out[f.ID] = true
+		}
+	}
+	return out
+}
+
+func describe(rep verify.Report) string {
+	var b strings.Builder
+	for _, f := range rep.Findings {
+		fmt.Fprintf(&b, "\n  %s %s %s [%s] %s", f.Severity, f.Certainty, f.ID, f.Check, f.Message)
+	}
+	return b.String()
+}
+
+// The families served and declared: a sliding log of 5 in any 2 s and a
+// token bucket of 5 at 4/s.
+var families = []struct {
+	name         string
+	serve, check []string
+}{
+	{"sliding-log", []string{"--algorithm", "sliding-log", "--limit", "5", "--window", "2s"}, []string{"--limit", "5", "--window", "2s", "--window-type", "sliding"}},
+	{"token-bucket", []string{"--algorithm", "token-bucket", "--rate", "4/s", "--capacity", "5"}, []string{"--rate", "4/s", "--capacity", "5"}},
+}
+
+// TestCheckInstances: K ∈ {2, 3, 4} instances behind one listener, each
+// with its own state, are a certain per-instance-limit (exit 1) when the
+// balancer keeps a connection on one instance, and when it spreads
+// requests for the window (its remaining values; the bucket: possible,
+// beside its certain burst-limit-exceeded), never a certain race; sharing
+// one store they pass the whole suite (exit 0).
+func TestCheckInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time checks over sockets")
+	}
+	for _, fam := range families {
+		for _, k := range []int{2, 3, 4} {
+			t.Run(fmt.Sprintf("%s/local-%d", fam.name, k), func(t *testing.T) {
+				t.Parallel()
+				url := serve(t, append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "connection")...)
+				code, rep := check(t, url, append(slices.Clone(fam.check), "--only", "burst,race")...)
+				got := certain(rep)
+				if code != 1 || !got[verify.IDPerInstanceLimit] {
+					t.Errorf("exit %d, want 1 with a certain %s:%s", code, verify.IDPerInstanceLimit, describe(rep))
+				}
+				if got[verify.IDRaceOverAdmission] {
+					t.Errorf("a certain race-over-admission from instances:%s", describe(rep))
+				}
+			})
+			t.Run(fmt.Sprintf("%s/local-%d-by-request", fam.name, k), func(t *testing.T) {
+				t.Parallel()
+				url := serve(t, append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "request")...)
+				code, rep := check(t, url, append(slices.Clone(fam.check), "--only", "burst,race")...)
+				got := certain(rep)
+				// A window's remaining values count down once per
+				// instance; a bucket's refill blurs them: possible, and
+				// the count stays.
+				want := got[verify.IDPerInstanceLimit]
+				if fam.name == "token-bucket" {
+					want = has(rep, verify.IDPerInstanceLimit) && got[verify.IDBurstLimitExceeded]
+				}
+				if code != 1 || !want {
+					t.Errorf("exit %d, want 1 with a %s:%s", code, verify.IDPerInstanceLimit, describe(rep))
+				}
+				if got[verify.IDRaceOverAdmission] {
+					t.Errorf("a certain race-over-admission from instances:%s", describe(rep))
+				}
+			})
+			t.Run(fmt.Sprintf("%s/shared-%d", fam.name, k), func(t *testing.T) {
+				t.Parallel()
+				url := serve(t, append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "shared", "--balance", "connection")...)
+				if code, rep := check(t, url, fam.check...); code != 0 || !rep.Pass {
+					t.Errorf("exit %d, verdict %s, want 0 and pass:%s", code, rep.Verdict, describe(rep))
+				}
+			})
+		}
+	}
+}
+
+// TestCheckKeyCollapse: a per-IP limit whose server keys every request as
+// one (--key-fault collapse) is a certain key-collapsed from two
+// loopback source addresses (exit 1) for windows — a sliding log and a
+// fixed window on the clock — and a possible one for a bucket, whose
+// pooled level is bounded one way only; without the fault each passes.
+func TestCheckKeyCollapse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time checks over sockets")
+	}
+	// Two identities: the second sends right after the burst exhausted
+	// the first (verify's secondIdentity).
+	ips := "127.0.0.2,127.0.0.3"
+	fixed := []string{"--algorithm", "fixed-window", "--limit", "5", "--window", "2s", "--align", "epoch"}
+	for _, fam := range append(families, struct {
+		name         string
+		serve, check []string
+	}{"fixed-window", fixed, []string{"--limit", "5", "--window", "2s", "--window-type", "fixed", "--align", "epoch"}}) {
+		for _, fault := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/collapse=%v", fam.name, fault), func(t *testing.T) {
+				t.Parallel()
+				args := append(slices.Clone(fam.serve), "--key", "ip")
+				if fault {
+					args = append(args, "--key-fault", "collapse")
+				}
+				url := serve(t, args...)
+				code, rep := check(t, url, append(slices.Clone(fam.check), "--key", "ip", "--source-ips", ips, "--clients", "2", "--only", "burst")...)
+				got := certain(rep)
+				bucket := fam.name == "token-bucket"
+				switch {
+				case fault && bucket && !has(rep, verify.IDKeyCollapsed):
+					t.Errorf("exit %d, want a possible %s:%s", code, verify.IDKeyCollapsed, describe(rep))
+				case fault && !bucket && (code != 1 || !got[verify.IDKeyCollapsed]):
+					t.Errorf("exit %d, want 1 with a certain %s:%s", code, verify.IDKeyCollapsed, describe(rep))
+				case !fault && (code != 0 || !rep.Pass):
+					t.Errorf("exit %d, verdict %s, want 0 and pass:%s", code, rep.Verdict, describe(rep))
+				}
+			})
+		}
+	}
+}
+
+// has reports whether rep holds a finding of id.
+func has(rep verify.Report, id string) bool {
+	for _, f := range rep.Findings {
+		if f.ID == id {
+			return true
+		}
+	}
+	return false
+}
