@@ -134,6 +134,12 @@ func instancesNote(one, fresh connRun) string {
 // its previous window only after a second window).
 const instanceRest = 2
 
+// maxInstanceScale is the longest time scale the instance check runs
+// for: its rests are instanceRest time scales each, and a target of one
+// instance pays the first; beyond it (as for the trickle validation) they
+// would add minutes to a run. Longer limits go unchecked (a known limit).
+const maxInstanceScale = maxTrickleScale
+
 // instancesState is what the session knows of instances: the concurrent
 // count they are judged against, the check's outcome and its certainty.
 type instancesState struct {
@@ -238,6 +244,10 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	}
 	s.inst.checked = true
 	if _, ok := s.answer(); !ok {
+		return nil
+	}
+	if r := s.restScale(); r > instanceRest*maxInstanceScale {
+		trace("instances: not checked: a rest of %v", r)
 		return nil
 	}
 	a0 := s.inst.burstMax

@@ -140,10 +140,11 @@ func variantsFor(o *observations) []variant {
 func countCandidates(o *observations) (counts, delays []int64) {
 	best, bestUndelayed, first := quotaRuns(o)
 	seen := map[int64]bool{}
-	for _, a := range []int{best, first, pacedPrefix(o)} {
-		if a == 0 {
-			continue
-		}
+	estimates := []int{best, first}
+	if p := pacedPrefix(o); p > 0 {
+		estimates = append(estimates, p)
+	}
+	for _, a := range estimates {
 		for c := max(a-2, 1); c <= max(a+1, 1); c++ {
 			if !seen[int64(c)] {
 				seen[int64(c)] = true
