@@ -243,11 +243,12 @@ func (s *prober) checkInstances(ctx context.Context) error {
 		return nil
 	}
 	s.inst.checked = true
-	if _, ok := s.answer(); !ok {
+	w, ok := s.answer()
+	if !ok {
 		return nil
 	}
-	if r := s.restScale(); r > instanceRest*maxInstanceScale {
-		trace("instances: not checked: a rest of %v", r)
+	if x := w.h.scale(); x > maxInstanceScale {
+		trace("instances: not checked: a time scale of %v", x)
 		return nil
 	}
 	a0 := s.inst.burstMax
