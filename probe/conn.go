@@ -193,6 +193,10 @@ func (p *pool) readLoop(c *h1Conn) {
 			}
 			// A send waiting in the pool goes out on c from here, without
 			// a goroutine hand-off.
+			if ps.member { // c is the member's now; this reader stays c's
+				ps.give(conn{h1: c}, nil)
+				break
+			}
 			var ok bool
 			if j, ok = ps.r.writePending(ps.i, p, c); !ok {
 				p.putH1(c)
@@ -253,6 +257,7 @@ type pool struct {
 	e      *Engine
 	t      *target
 	client int
+	conn   int // Send.Conn: 0 for the shared pool, n ≥ 1 for dedicated connection n
 	src    netip.Addr
 	label  string      // Result.Client
 	h1req  []byte      // the whole HTTP/1.1 request
@@ -278,7 +283,7 @@ func (p *pool) getH1Locked(now time.Time) *h1Conn {
 	for len(p.idle) > 0 {
 		c := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
-		if now.Sub(c.idleSince) < maxIdleAge {
+		if p.trusts(c.idleSince, now) {
 			return c
 		}
 		c.close()
@@ -326,7 +331,7 @@ func (p *pool) take(r *run, i int, now time.Time, h2 bool) (*h1Conn, takeResult)
 // takeSlotLocked takes one of the engine's dial slots for a late send of
 // p, unless p has maxConns connections open or being dialled.
 func (p *pool) takeSlotLocked() bool {
-	if !p.queue.mayDial(int(p.conns.Load()), p.e.maxConns) {
+	if !p.queue.mayDial(int(p.conns.Load()), p.connCap()) {
 		return false
 	}
 	select {
@@ -354,6 +359,10 @@ func (p *pool) putH1(c *h1Conn) {
 	for {
 		ps, ok := p.putOrNext(c)
 		if !ok {
+			return
+		}
+		if ps.member {
+			ps.give(conn{h1: c}, nil)
 			return
 		}
 		if ps.r.startPending(ps.i, p, c) {
@@ -399,11 +408,16 @@ func (p *pool) dialForPending() {
 		}
 		p.popPendingLocked()
 		p.mu.Unlock()
-		if stopped {
+		switch {
+		case ps.member && stopped:
+			ps.give(conn{}, context.Cause(ps.r.dctx))
+		case ps.member:
+			go ps.dialFor(p)
+		case stopped:
 			ps.r.wg.Done() // not sent: left to the sweep
-			continue
+		default:
+			go ps.r.sendNew(ps.i, true)
 		}
-		go ps.r.sendNew(ps.i, true)
 	}
 }
 
@@ -419,9 +433,16 @@ func (p *pool) popPendingLocked() pendingSend {
 func (p *pool) dropPending(r *run) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	members := 0
+	for _, ps := range p.queue.sends {
+		if ps.r == r && ps.member {
+			ps.give(conn{}, context.Cause(r.dctx))
+			members++
+		}
+	}
 	n := p.queue.drop(r)
 	p.npending.Store(int32(p.queue.len()))
-	return n
+	return n - members
 }
 
 // idleCount returns the number of idle HTTP/1.1 connections.
@@ -544,4 +565,61 @@ func (p *pool) dialConn(ctx context.Context, mode dialMode, reserve bool) (conn,
 	}
 	p.addH2(hc)
 	return conn{h2: hc}, nil
+}
+
+// memberConn is what a race member waiting for its dedicated connection
+// gets: the connection, or why it has none.
+type memberConn struct {
+	c   conn
+	err error
+}
+
+// give hands the member ps its connection c, or err. It never blocks:
+// ready has room for the one answer a member gets.
+func (ps pendingSend) give(c conn, err error) {
+	ps.ready <- memberConn{c: c, err: err}
+}
+
+// dialFor dials the connection of member ps, waiting in p, holding one of
+// the engine's dial slots (see dialForPending).
+func (ps pendingSend) dialFor(p *pool) {
+	c, err := p.dialConn(ps.r.dctx, dialH1, false)
+	p.slotDone()
+	if err == nil {
+		ps.r.connected.Store(true)
+	}
+	ps.give(c, err)
+}
+
+// memberConn gets race member i of pool p its connection. A member of a
+// shared pool takes an idle connection or dials one (see getConn). A
+// member of a dedicated pool takes its connection when idle, dials it
+// when none is open or being dialled, and otherwise waits in the pool's
+// queue, as a late send would, for the connection freed (or dialled)
+// next; it then holds it until its release.
+func (r *run) memberConn(i int, p *pool, mode dialMode) (conn, error) {
+	if !p.dedicated() || p.hasH2() {
+		return r.getConn(r.dctx, p, mode)
+	}
+	p.mu.Lock()
+	if c := p.getH1Locked(time.Now()); c != nil {
+		p.mu.Unlock()
+		return conn{h1: c}, nil
+	}
+	if p.queue.mayDial(int(p.conns.Load()), p.connCap()) {
+		p.queue.dialStarted()
+		p.mu.Unlock()
+		c, err := p.dialConn(r.dctx, mode, true)
+		p.countDial(false)
+		if err == nil {
+			r.connected.Store(true)
+		}
+		return c, err
+	}
+	ready := make(chan memberConn, 1)
+	p.queue.push(pendingSend{r: r, i: i, member: true, ready: ready})
+	p.npending.Store(int32(p.queue.len()))
+	p.mu.Unlock()
+	m := <-ready // the run's stop answers too (dropPending)
+	return m.c, m.err
 }

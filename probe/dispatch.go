@@ -131,10 +131,18 @@ func (rr *retryRule) once(i int, f failedSend) bool {
 	return true
 }
 
-// pendingSend is a late send waiting in a pool for a connection.
+// pendingSend is a late send waiting in a pool for a connection, or a
+// race member waiting for its dedicated connection (Send.Conn), busy when
+// the batch was prepared.
 type pendingSend struct {
 	r *run
 	i int
+	// member: the send is a race member, which prepares the connection
+	// itself: the connection freed or dialled for it is handed to the
+	// member (on the net.Conn path through ready), not written on. A
+	// member holds no count of r.wg for its place in the queue.
+	member bool
+	ready  chan<- memberConn
 }
 
 // sendQueue is one pool's late sends waiting for a connection, longest
@@ -217,3 +225,34 @@ func (q *sendQueue) dialStarted() { q.dialing++ }
 
 // dialEnded counts the end of such a dial, successful or not.
 func (q *sendQueue) dialEnded() { q.dialing-- }
+
+// The Send.Conn rule: a pool is either a client's shared connections to a
+// target (conn 0), as many as Options.Connections, or one of its
+// dedicated connections there (conn n ≥ 1). A dedicated pool holds at most
+// one connection, open or being dialled: its sends go one after another,
+// a send due while the connection is busy waits in the pool's queue like
+// any late send, and a send due while none is open dials it. Its idle
+// connection is trusted however long it was idle: it is closed only when
+// the server closed it (the pool's reader, or the event loop, sees the
+// end of the stream) or a request on it failed, and the next send dials
+// it anew. Both send paths ask these two questions of the pool.
+
+// dedicated reports whether p is a dedicated connection (Send.Conn ≥ 1).
+func (p *pool) dedicated() bool { return p.conn > 0 }
+
+// connCap returns how many HTTP/1.1 connections p may have open or being
+// dialled: one for a dedicated connection, else Options.Connections.
+func (p *pool) connCap() int {
+	if p.dedicated() {
+		return 1
+	}
+	return p.e.maxConns
+}
+
+// trusts reports whether an idle connection of p, idle since since, may
+// carry a request at now: for at most maxIdleAge (the server may be
+// closing it), or for ever when p is a dedicated connection (which is
+// kept alive until the server closes it).
+func (p *pool) trusts(since, now time.Time) bool {
+	return p.dedicated() || now.Sub(since) < maxIdleAge
+}

@@ -242,3 +242,44 @@ func TestSendQueueDropsTheSendsOfAStoppedRun(t *testing.T) {
 		t.Errorf("drop on an empty queue = %d, want 0", n)
 	}
 }
+
+func TestConnRule(t *testing.T) {
+	e := &Engine{maxConns: 7}
+	now := time.Unix(1000, 0)
+	tests := []struct {
+		conn     int
+		idle     time.Duration // how long the connection was idle
+		wantCap  int
+		wantTrus bool
+	}{
+		{conn: 0, idle: 0, wantCap: 7, wantTrus: true},
+		{conn: 0, idle: maxIdleAge - time.Nanosecond, wantCap: 7, wantTrus: true},
+		{conn: 0, idle: maxIdleAge, wantCap: 7, wantTrus: false}, // the server may be closing it
+		{conn: 1, idle: 0, wantCap: 1, wantTrus: true},
+		{conn: 1, idle: maxIdleAge, wantCap: 1, wantTrus: true}, // kept alive until the server closes it
+		{conn: 3, idle: time.Hour, wantCap: 1, wantTrus: true},
+	}
+	for _, tt := range tests {
+		p := &pool{e: e, conn: tt.conn}
+		if got := p.connCap(); got != tt.wantCap {
+			t.Errorf("conn %d: connCap = %d, want %d", tt.conn, got, tt.wantCap)
+		}
+		if got := p.trusts(now.Add(-tt.idle), now); got != tt.wantTrus {
+			t.Errorf("conn %d idle %v: trusts = %v, want %v", tt.conn, tt.idle, got, tt.wantTrus)
+		}
+	}
+	// A dedicated pool's queue: one connection open or being dialled
+	// leaves no room for a dial, whatever waits.
+	var q sendQueue
+	q.push(pendingSend{i: 1})
+	q.push(pendingSend{i: 2, member: true})
+	for _, c := range []struct{ conns, dialing, want int }{{0, 0, 1}, {1, 0, 0}, {0, 1, 0}} {
+		q.dialing = c.dialing
+		if got := q.dialsToStart(c.conns, 1, 100); got != c.want {
+			t.Errorf("cap 1, %d open, %d dialling: dialsToStart = %d, want %d", c.conns, c.dialing, got, c.want)
+		}
+		if got := q.mayDial(c.conns, 1); got != (c.want == 1) {
+			t.Errorf("cap 1, %d open, %d dialling: mayDial = %v", c.conns, c.dialing, got)
+		}
+	}
+}

@@ -51,7 +51,25 @@
 //     dialers (in-memory connections under testing/synctest) and
 //     Preflight.
 //   - HTTP/2 is used when a TLS server offers it (ALPN h2) or with H2C, one
-//     multiplexed connection per client and target.
+//     multiplexed connection per client and target (and per Send.Conn).
+//   - A send chooses its connection with Send.Conn. 0 (the default) means
+//     any of the client's shared connections to the target, as above; n ≥
+//     1 means the client's n-th dedicated connection to the target (each
+//     URL replica has its own): one connection, dialled for its first use
+//     (ahead of the run, as any other), kept alive however long it is idle,
+//     and dialled anew only once the server closed it or a request on it
+//     failed. Its requests go one after another, never pipelined: a send
+//     due while the connection is busy waits for it in the same queue as
+//     any late send, and is late. Shared and dedicated connections never
+//     carry each other's sends, and the result's src says which connection
+//     carried each. A race member with a Conn is prepared on that
+//     connection, waiting for it when it is busy (two members of one batch
+//     cannot share one; a single-packet race, which opens connections of
+//     its own, takes no Conn). Over HTTP/2 a dedicated Conn is an HTTP/2
+//     connection of its own, whose streams are multiplexed as on the
+//     shared one (a last-byte member, which needs HTTP/1.1, gets an
+//     HTTP/1.1 connection beside it). Both send paths honour it, through the dispatch core's
+//     cap (one connection) and idle rule.
 //   - Client identity is a header value, a source address, or both.
 //     Several URLs are replicas: each client goes round-robin over them.
 //   - Batches race in one of three modes: barrier, last-byte (every request

@@ -96,7 +96,9 @@ type Engine struct {
 	closed bool
 }
 
-type poolKey struct{ client, url int }
+// poolKey names a pool: a client's connections to one target, the shared
+// ones (conn 0) or one dedicated connection (conn n ≥ 1, Send.Conn).
+type poolKey struct{ client, url, conn int }
 
 // New validates opt and returns an Engine. Every problem is reported at
 // once; the errors match ErrUsage. Nothing is dialled until the first Run
@@ -200,11 +202,12 @@ func (e *Engine) clientLabel(i int) string {
 	}
 }
 
-// pool returns the pool of client c for target u, creating it.
-func (e *Engine) pool(c, u int) *pool {
+// pool returns the pool of client c for target u and Send.Conn conn,
+// creating it.
+func (e *Engine) pool(c, u, conn int) *pool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	k := poolKey{c, u}
+	k := poolKey{c, u, conn}
 	if p := e.pools[k]; p != nil {
 		return p
 	}
@@ -229,6 +232,7 @@ func (e *Engine) pool(c, u int) *pool {
 		e:      e,
 		t:      t,
 		client: c,
+		conn:   conn,
 		src:    e.clientSrc(c),
 		label:  e.clientLabel(c),
 		header: h,
@@ -279,8 +283,9 @@ func (e *Engine) checkSends(sends []Send) error {
 		}
 	}
 	type batchInfo struct {
-		at time.Duration
-		n  int
+		at    time.Duration
+		n     int
+		conns map[[2]int]bool // (client, Conn) of its members on a dedicated connection
 	}
 	batches := make(map[int]*batchInfo)
 	for i, s := range sends {
@@ -289,6 +294,8 @@ func (e *Engine) checkSends(sends []Send) error {
 			bad("send %d: negative offset %v", i, s.At)
 		case s.Client < 0:
 			bad("send %d: negative client %d", i, s.Client)
+		case s.Conn < 0:
+			bad("send %d: negative conn %d", i, s.Conn)
 		case e.opt.ClientHeader != "" && len(e.opt.ClientValues) > 0 && s.Client >= len(e.opt.ClientValues):
 			bad("send %d: client %d has no value (%d client values given)", i, s.Client, len(e.opt.ClientValues))
 		}
@@ -303,6 +310,19 @@ func (e *Engine) checkSends(sends []Send) error {
 			bad("batch %d: members due at %v and %v; a batch is released at one instant", s.Batch, b.at, s.At)
 		}
 		b.n++
+		if s.Conn > 0 && e.opt.RaceMode == RaceSinglePacket {
+			bad("batch %d: a single-packet race opens connections of its own: its members cannot choose a conn (send %d: conn %d)", s.Batch, i, s.Conn)
+		}
+		if s.Conn > 0 {
+			k := [2]int{s.Client, s.Conn}
+			if b.conns[k] {
+				bad("batch %d: two members on client %d's conn %d; each member needs a connection of its own", s.Batch, s.Client, s.Conn)
+			}
+			if b.conns == nil {
+				b.conns = make(map[[2]int]bool)
+			}
+			b.conns[k] = true
+		}
 	}
 	for id, b := range batches {
 		if b.n > e.burst {
@@ -320,7 +340,8 @@ func (e *Engine) checkSends(sends []Send) error {
 // many connections per client and target as that client has sends due
 // within any 1 ms, or within any 20 ms (at most 256) when two or more (at
 // distinct instants) are due within a millisecond, so that answers slower
-// than usual find connections to spare; choose begin a little after now.
+// than usual find connections to spare (a dedicated Send.Conn: its one
+// connection); choose begin a little after now.
 //
 // zero is the record file's Header.Start: every result time is
 // nanoseconds since zero. Every send yields exactly one result (response,
@@ -370,7 +391,7 @@ func (e *Engine) Preflight(ctx context.Context, zero time.Time) (record.Result, 
 	defer r.rcancel()
 	defer r.dcancel(nil)
 	r.capture = true
-	if _, err := r.bk.add(Send{Phase: PhasePreflight}, e.pool(0, 0)); err != nil {
+	if _, err := r.bk.add(Send{Phase: PhasePreflight}, e.pool(0, 0, 0)); err != nil {
 		return record.Result{}, nil, fmt.Errorf("probe: preflight: %w", err)
 	}
 	r.mu.Lock()

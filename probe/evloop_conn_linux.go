@@ -53,7 +53,7 @@ func (l *evloop) takeIdle(p *pool, now time.Time) *loopConn {
 		}
 		c := idle[len(idle)-1]
 		l.idle[p] = idle[:len(idle)-1]
-		if now.Sub(c.idleSince) < maxIdleAge {
+		if p.trusts(c.idleSince, now) {
 			return c
 		}
 		l.closeConn(c)
@@ -231,6 +231,10 @@ func (l *evloop) release(c *loopConn) {
 	if l.waiting(p) > 0 && !l.stop {
 		ps, _ := l.queues[p].next()
 		l.npend--
+		if ps.member {
+			l.hold(l.member(ps.i), c)
+			return
+		}
 		l.write(c, ps.i)
 		return
 	}

@@ -96,9 +96,11 @@ type loopMsg struct {
 //   - away is the number of away connections; it goes down when the
 //     fallback goroutine's message brings the connection back (drainInbox).
 //   - npend is the number of sends waiting in queues (the sum of their
-//     len). dropPending empties the queues; after it only a retry (see
-//     failed) queues a send again. A waiting send has no connection and
-//     holds no count of r.wg.
+//     len), race members waiting for their dedicated connection included
+//     (each also in members, its slot counted in its race's open).
+//     dropPending empties the queues and members; after it only a retry
+//     (see failed) queues a send again. A waiting send has no connection
+//     and holds no count of r.wg.
 //   - ndial is the number of dials in progress for waiting sends (the sum
 //     of the queues' dials), at most maxSendDials; each posts exactly one
 //     message without slot to the inbox.
@@ -130,12 +132,15 @@ type evloop struct {
 	k      int                   // next event
 	stop   bool                  // dispatching has stopped (dctx done)
 	races  []*loopRace           // prepared, not yet released
-	rdials int                   // race members' dials in progress
-	out    []loopDone            // finished sends, for the sink's next batch
-	sinkCh chan []loopDone
-	free   chan []loopDone // batches the sink is done with
-	evs    []unix.EpollEvent
-	ts     unix.Timespec // epoll_pwait2's timeout (a field: no allocation per wait)
+	// members are the race members waiting in queues for their dedicated
+	// connections (Send.Conn), by send: counted in npend.
+	members map[int]*raceSlot
+	rdials  int        // race members' dials in progress
+	out     []loopDone // finished sends, for the sink's next batch
+	sinkCh  chan []loopDone
+	free    chan []loopDone // batches the sink is done with
+	evs     []unix.EpollEvent
+	ts      unix.Timespec // epoll_pwait2's timeout (a field: no allocation per wait)
 	// noPwait2: the kernel lacks epoll_pwait2: timerfd and epoll_wait.
 	noPwait2 bool
 
@@ -173,6 +178,7 @@ func (r *run) startLoop() bool {
 		conns:      make(map[int]*loopConn),
 		idle:       make(map[*pool][]*loopConn),
 		queues:     make(map[*pool]*sendQueue),
+		members:    make(map[int]*raceSlot),
 		sinkCh:     make(chan []loopDone, 1024),
 		free:       make(chan []loopDone, 64),
 		evs:        make([]unix.EpollEvent, 256),
@@ -230,6 +236,7 @@ func (l *evloop) run() {
 	defer runtime.UnlockOSThread()
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	defer unix.Prctl(unix.PR_SET_TIMERSLACK, 0, 0, 0, 0)
+	defer loopStat()() // runs before the thread is unlocked
 	stopD := context.AfterFunc(r.dctx, l.wake)
 	stopR := context.AfterFunc(r.rctx, l.wake)
 	defer func() {

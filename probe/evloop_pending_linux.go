@@ -91,7 +91,7 @@ func (l *evloop) maybeDial(p *pool) {
 	if q == nil || l.stop {
 		return
 	}
-	for range q.dialsToStart(int(p.conns.Load()), r.e.maxConns, maxSendDials-l.ndial) {
+	for range q.dialsToStart(int(p.conns.Load()), p.connCap(), maxSendDials-l.ndial) {
 		q.dialStarted()
 		l.ndial++
 		go func() {
@@ -138,6 +138,11 @@ func (l *evloop) drainInbox() {
 				ps, _ := l.queues[p].next()
 				i := ps.i
 				l.npend--
+				if ps.member {
+					l.raceConn(l.member(i), p, nil, m.err)
+					l.maybeDial(p)
+					continue
+				}
 				r.dialFailed(m.err)
 				r.wg.Add(1)
 				l.out = append(l.out, loopDone{i: i, res: r.newResult(i), err: m.err})
@@ -209,6 +214,7 @@ func (l *evloop) dropPending() {
 		q.drop(l.r)
 	}
 	l.npend = 0
+	clear(l.members)
 	for _, lr := range l.races { // called off: not sent
 		for _, sl := range lr.slots {
 			if c := sl.c; c != nil {

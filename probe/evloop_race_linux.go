@@ -39,7 +39,9 @@ type raceSlot struct {
 
 // prepareRace gets every member of rc a connection: an idle one of its
 // pool, or one dialled for it (races are not bound by the pool's cap, as
-// on the net.Conn path).
+// on the net.Conn path). A member on a dedicated connection (Send.Conn)
+// that is not idle waits in its pool's queue, like a late send, for the
+// connection freed or dialled next (see release).
 func (l *evloop) prepareRace(rc *race) {
 	r := l.r
 	lr := &loopRace{at: r.begin.Add(rc.at), lastByte: r.e.opt.RaceMode == RaceLastByte, open: len(rc.members)}
@@ -51,6 +53,13 @@ func (l *evloop) prepareRace(rc *race) {
 		p := r.bk.pool(i)
 		if c := l.takeIdle(p, now); c != nil {
 			l.hold(sl, c)
+			continue
+		}
+		if p.dedicated() {
+			l.members[i] = sl
+			l.queue(p).push(pendingSend{r: r, i: i, member: true})
+			l.npend++
+			l.maybeDial(p)
 			continue
 		}
 		l.rdials++
@@ -211,4 +220,12 @@ func (l *evloop) releaseRace(lr *loopRace) {
 		l.complete(f.c, f.err, false)
 	}
 	lr.released = true
+}
+
+// member returns, and forgets, the slot of race member i, which waited in
+// a queue for its dedicated connection.
+func (l *evloop) member(i int) *raceSlot {
+	sl := l.members[i]
+	delete(l.members, i)
+	return sl
 }

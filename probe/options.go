@@ -44,6 +44,15 @@ type Send struct {
 	// released together at At in Options.RaceMode. All members of a batch
 	// must have the same At.
 	Batch int
+	// Conn chooses the client's connection to the send's target (see the
+	// package documentation): 0 means any connection of the client's
+	// shared pool; n ≥ 1 means the client's n-th dedicated connection to
+	// that target, opened for its first use, kept alive and reopened only
+	// when the server closed it (or it failed). The sends of one Conn go
+	// one after another: a send due while its Conn is busy waits for it,
+	// and is late. Two members of one batch cannot share a Conn, and a
+	// single-packet race's members take none.
+	Conn int
 }
 
 // Race modes: how the members of a batch are released (contract names).

@@ -101,7 +101,7 @@ func (r *run) member(i int, release time.Time, lastByte bool, held *heldBatch, p
 	if lastByte {
 		mode = dialH1
 	}
-	c, err := r.getConn(r.dctx, p, mode)
+	c, err := r.memberConn(i, p, mode)
 	if err != nil {
 		prepared.Done()
 		if r.dialFailed(err) || r.dctx.Err() == nil { // else the run stopped: not-sent

@@ -364,7 +364,7 @@ func TestIdleConnectionTheServerClosedIsDropped(t *testing.T) {
 	if results[0].Src == results[1].Src || results[1].Src == results[2].Src {
 		t.Errorf("sources %s %s %s: want a new connection for each send", results[0].Src, results[1].Src, results[2].Src)
 	}
-	p := e.pool(0, 0)
+	p := e.pool(0, 0, 0)
 	deadline := time.Now().Add(5 * time.Second)
 	for p.idleCount() != 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * ms)

@@ -158,7 +158,7 @@ func (r *run) plan(sends []Send) {
 	}
 	e.mu.Unlock()
 	for i, s := range sends {
-		p := e.pool(s.Client, urls[i])
+		p := e.pool(s.Client, urls[i], s.Conn)
 		if _, err := r.bk.add(s, p); err != nil {
 			panic(err) // cannot happen: bookFor made room for every send
 		}
@@ -210,7 +210,7 @@ func (r *run) predial() bool {
 			// A fast stream, not a burst: room for answers slower than 1 ms.
 			nd.n = max(nd.n, maxWithin(nd.ats, predialSlack))
 		}
-		nd.n = min(nd.n, maxPredialPerPool, r.e.maxConns)
+		nd.n = min(nd.n, maxPredialPerPool, nd.p.connCap())
 		if nd.p.hasH2() {
 			nd.n = 0
 		} else if idle := nd.p.idleCount(); idle > 0 {
@@ -535,10 +535,15 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 		pinned:    !retry,
 		abandoned: r.killed.Load(),
 	}) {
+		// The retry's dial counts in the pool's cap from before c is
+		// closed, so that a dedicated connection (cap 1) is not dialled
+		// twice, for the retry and for a send waiting in the pool.
+		p.countDial(true)
 		c.close()
 		res = r.newResult(i)
 		var nc conn
 		nc, err = r.getConnNew(p)
+		p.countDial(false)
 		if err != nil {
 			r.finish(i, res, err)
 			return false, next, false
@@ -561,6 +566,22 @@ func (r *run) completeH1(i int, p *pool, c *h1Conn, res record.Result, werr erro
 	}
 	r.finish(i, res, err)
 	return kept, next, more
+}
+
+// countDial counts the start (start set) or the end of a dial of p made
+// outside its queue (a retry's, a race member's) in p's cap (see
+// sendQueue.mayDial); at its end, the sends waiting in p may dial again.
+func (p *pool) countDial(start bool) {
+	p.mu.Lock()
+	if start {
+		p.queue.dialStarted()
+	} else {
+		p.queue.dialEnded()
+	}
+	p.mu.Unlock()
+	if !start && p.npending.Load() > 0 {
+		go p.dialForPending()
+	}
 }
 
 // getConnNew dials a new HTTP/1.1 connection for a retry.

@@ -59,9 +59,9 @@ func (c *StreamCounts) add(res record.Result) {
 // before one already dispatched goes at once, as a late one.
 //
 // Its differences from Run: sends are checked as they are reached, and
-// an invalid one (a negative offset or client, a client without a value)
-// or a batch member (races are prepared ahead, which takes the whole
-// schedule: use Run) aborts the run with an error matching both
+// an invalid one (a negative offset, client or conn, a client without a
+// value) or a batch member (races are prepared ahead, which takes the
+// whole schedule: use Run) aborts the run with an error matching both
 // ErrAborted and ErrUsage, the offending send and the rest recorded
 // not-sent. Pre-dialling looks at the first 100,000 sends or the first
 // second of the schedule, whichever is shorter. When the run stops early,
@@ -120,14 +120,16 @@ func newStreamSrc(e *Engine, next func() (Send, bool)) *streamSrc {
 	return &streamSrc{next: next, rr: rr, pools: make(map[poolKey]*pool)}
 }
 
-// pool assigns a send of client c its pool.
-func (st *streamSrc) pool(e *Engine, c int) *pool {
+// pool assigns send s its pool: of its client, its Conn, and the next
+// of the client's URLs.
+func (st *streamSrc) pool(e *Engine, s Send) *pool {
+	c := s.Client
 	u := st.rr[c] % len(e.targets)
 	st.rr[c]++
-	k := poolKey{c, u}
+	k := poolKey{c, u, s.Conn}
 	p := st.pools[k]
 	if p == nil {
-		p = e.pool(c, u)
+		p = e.pool(c, u, s.Conn)
 		st.pools[k] = p
 	}
 	return p
@@ -142,6 +144,8 @@ func (e *Engine) checkStreamed(i int, s Send) error {
 		return usageErr("send %d: negative offset %v", i, s.At)
 	case s.Client < 0:
 		return usageErr("send %d: negative client %d", i, s.Client)
+	case s.Conn < 0:
+		return usageErr("send %d: negative conn %d", i, s.Conn)
 	case e.opt.ClientHeader != "" && len(e.opt.ClientValues) > 0 && s.Client >= len(e.opt.ClientValues):
 		return usageErr("send %d: client %d has no value (%d client values given)", i, s.Client, len(e.opt.ClientValues))
 	}
@@ -163,7 +167,7 @@ func (st *streamSrc) pull(r *run) bool {
 	}
 	err := r.e.checkStreamed(r.bk.n, s)
 	if err == nil {
-		_, err = r.bk.add(s, st.pool(r.e, s.Client))
+		_, err = r.bk.add(s, st.pool(r.e, s))
 	}
 	if err != nil {
 		st.done = true
@@ -198,7 +202,8 @@ func (st *streamSrc) rest(r *run, notSent func(record.Result)) {
 		if s.Client < 0 {
 			s.Client = 0 // (invalid: labelled as client 0)
 		}
-		notSent(r.resultOf(i, s, st.pool(r.e, s.Client)))
+		s.Conn = max(s.Conn, 0) // (likewise)
+		notSent(r.resultOf(i, s, st.pool(r.e, s)))
 	}
 	if st.bad != nil {
 		emit(*st.bad)
@@ -250,8 +255,8 @@ func (r *run) predialing(k int, ev, first event) bool {
 }
 
 // sendPools returns the pools of the sends that are not batch members,
-// each once: of every send of a Run, of the sends a Stream has pulled so
-// far.
+// and of the members on a dedicated connection (Send.Conn), each once: of
+// every send of a Run, of the sends a Stream has pulled so far.
 func (r *run) sendPools() []*pool {
 	seen := make(map[*pool]bool)
 	var pools []*pool
@@ -265,6 +270,12 @@ func (r *run) sendPools() []*pool {
 		for _, ev := range r.events {
 			if ev.race == nil {
 				add(r.bk.pool(ev.idx))
+				continue
+			}
+			for _, i := range ev.race.members {
+				if p := r.bk.pool(i); p.dedicated() {
+					add(p)
+				}
 			}
 		}
 		return pools

@@ -100,7 +100,7 @@ func TestBuildH1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := string(e.pool(1, 0).h1req)
+	got := string(e.pool(1, 0, 0).h1req)
 	want := "POST /v1/items?page=2 HTTP/1.1\r\n" +
 		"Host: api.test\r\n" +
 		"Authorization: Basic Ym9iOnB3\r\n" +

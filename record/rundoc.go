@@ -28,6 +28,16 @@ type RunDoc struct {
 	Plan json.RawMessage `json:"plan,omitempty"`
 	RunSummary
 	RecordFile string `json:"record_file"`
+	// RecordStallMS is how long, in milliseconds, writing the record held
+	// the run back: the time results waited for room in the record
+	// writer's bounded backlog (record.MaxBacklog) while the file fell
+	// behind. Sends held back meanwhile count as late; no result is ever
+	// dropped. 0 when nothing waited, and in a report (which reads a file).
+	RecordStallMS float64 `json:"record_stall_ms"`
+	// RecordBacklogMax is the largest backlog of the record writer, in
+	// bytes: lines accepted and not yet written to the file (at most
+	// record.MaxBacklog plus one line). 0 in memory and in a report.
+	RecordBacklogMax int `json:"record_backlog_max"`
 }
 
 // RunSummary condenses a run's results: counts per outcome (classified by

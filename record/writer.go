@@ -1,7 +1,6 @@
 package record
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -23,10 +22,19 @@ const FlushInterval = 100 * time.Millisecond
 // many lines have been written since the last flush.
 const FlushRecords = 256
 
-// writeBufferSize is the Writer's buffer size in bytes. A line never
-// straddles two writes to the underlying writer unless it is longer than
+// writeChunk is the most bytes the Writer hands the underlying writer in
+// one Write: a line never straddles two writes unless it is longer than
 // this, so a killed process leaves whole lines behind.
-const writeBufferSize = 128 << 10
+const writeChunk = 128 << 10
+
+// MaxBacklog is a Writer's default bound on its backlog: the bytes of
+// lines accepted but not yet written to the underlying writer. A write
+// that would pass it waits for the file to catch up (see Writer.Stats).
+const MaxBacklog = 64 << 20
+
+// maxSpareBuffer is the largest buffer the Writer keeps for the next
+// round once written: a stall's big buffer is let go when it is over.
+const maxSpareBuffer = 1 << 20
 
 // ErrClosed is returned by a Writer's or an Appender's methods after Close.
 var ErrClosed = errors.New("record: writer is closed")
@@ -66,31 +74,58 @@ func (e *existsError) Unwrap() error { return e.err }
 // A Writer writes one record file: the Header line at once (NewWriter), then
 // results, findings and inferences as they come, and the End line (Close).
 //
-// Lines are buffered and flushed at least every FlushInterval (by a
-// goroutine that Close stops) and every FlushRecords lines, and a line is
-// never split across two writes to the underlying writer (unless it is
-// longer than the 128 KiB buffer), so a process killed at any moment leaves
-// a file of whole lines that loses at most the last 100 ms or 256 records.
+// Writing a line only copies it into the Writer's backlog; one background
+// goroutine writes the backlog to the underlying writer, in order, at least
+// every FlushInterval and every FlushRecords lines, so a slow disk never holds a caller while it writes. The
+// backlog is bounded (MaxBacklog, or SetMaxBacklog): a line that would pass
+// the bound waits until the file catches up — no line is ever dropped —
+// and Stats reports how long writers waited and the largest backlog. A line
+// never straddles two writes to the underlying writer unless it is longer
+// than 128 KiB, so a process killed at any moment leaves a file of whole
+// lines that loses at most the last 100 ms or 256 records (more only while
+// the file is falling behind: the backlog).
 //
 // A Writer is safe for concurrent use by multiple goroutines; each line is
 // written whole, in the order the calls take the Writer's lock. The first
 // error writing to the underlying writer is sticky: every later call returns
 // it. The Writer neither closes nor syncs the underlying writer. Always call
-// Close, which also releases the flushing goroutine.
+// Close, which also stops the background goroutine.
 type Writer struct {
-	mu      sync.Mutex
-	bw      *bufio.Writer
-	pending int   // lines written since the last flush
-	err     error // first write error, sticky
-	closed  bool
+	w    io.Writer
+	mu   sync.Mutex
+	room *sync.Cond // broadcast when a write finishes or the Writer closes
 
-	stop chan struct{} // closed by Close to stop the flusher
-	done chan struct{} // closed by the flusher when it returns
+	buf      []byte // lines accepted, not yet taken by the background writer
+	lines    int    // lines in buf
+	spare    []byte // a written buffer, for the next round
+	inflight int    // bytes the background writer is writing now
+	accepted int64  // bytes accepted since NewWriter (header excluded)
+	written  int64  // bytes of those written or failed
+	err      error  // first write error, sticky
+	closed   bool
+
+	maxBacklog int
+	stall      time.Duration // total time writers waited for room
+	backlogMax int           // largest backlog seen, in bytes
+
+	kick chan struct{} // wakes the background writer (buffered, 1)
+	stop chan struct{} // closed by Close to stop the background writer
+	done chan struct{} // closed by the background writer when it returns
+}
+
+// WriterStats is a Writer's back-pressure so far.
+type WriterStats struct {
+	// Stall is the total time writes waited for room in the backlog.
+	Stall time.Duration
+	// BacklogMax is the largest backlog seen, in bytes: lines accepted and
+	// not yet written to the underlying writer.
+	BacklogMax int
 }
 
 // NewWriter writes the header line h to w, with Type set to TypeHeader,
-// Format to FormatMajor and Start converted to UTC, flushes it, and returns
-// a Writer for the rest of the file.
+// Format to FormatMajor and Start converted to UTC, and returns a Writer
+// for the rest of the file. The header is written before NewWriter
+// returns, so a file that cannot be written fails here.
 func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	h.Type = TypeHeader
 	h.Format = FormatMajor
@@ -99,37 +134,103 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("record: encode header: %w", err)
 	}
+	if err := writeLines(w, line); err != nil {
+		return nil, fmt.Errorf("record: write: %w", err)
+	}
 	wr := &Writer{
-		bw:   bufio.NewWriterSize(w, writeBufferSize),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		w:          w,
+		maxBacklog: MaxBacklog,
+		kick:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}
-	wr.writeLocked(line)
-	wr.flushLocked()
-	if wr.err != nil {
-		return nil, wr.err
-	}
-	go wr.flusher()
+	wr.room = sync.NewCond(&wr.mu)
+	go wr.background()
 	return wr, nil
 }
 
-// flusher flushes the buffer every FlushInterval until Close.
-func (w *Writer) flusher() {
+// SetMaxBacklog sets the bound on the backlog to n bytes (at least one
+// line is always accepted into an empty backlog, whatever its length).
+// Call it before writing.
+func (w *Writer) SetMaxBacklog(n int) {
+	w.mu.Lock()
+	w.maxBacklog = max(n, 1)
+	w.mu.Unlock()
+}
+
+// Stats returns the Writer's back-pressure so far.
+func (w *Writer) Stats() WriterStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return WriterStats{Stall: w.stall, BacklogMax: w.backlogMax}
+}
+
+// background writes the backlog to the underlying writer when kicked, every
+// FlushInterval, and a last time when Close stops it.
+func (w *Writer) background() {
 	defer close(w.done)
 	t := time.NewTicker(FlushInterval)
 	defer t.Stop()
 	for {
+		stopping := false
 		select {
 		case <-w.stop:
-			return
+			stopping = true
+		case <-w.kick:
 		case <-t.C:
-			w.mu.Lock()
-			if !w.closed && w.bw.Buffered() > 0 {
-				w.flushLocked()
-			}
-			w.mu.Unlock()
+		}
+		w.drain()
+		if stopping {
+			return
 		}
 	}
+}
+
+// drain writes buffers until the backlog is empty or a write failed.
+func (w *Writer) drain() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.buf) > 0 && w.err == nil {
+		out := w.buf
+		w.buf, w.spare, w.lines, w.inflight = w.spare[:0], nil, 0, len(out)
+		w.mu.Unlock()
+		err := writeLines(w.w, out)
+		w.mu.Lock()
+		w.written += int64(len(out))
+		w.inflight = 0
+		if err != nil && w.err == nil {
+			w.err = fmt.Errorf("record: write: %w", err)
+		}
+		if cap(out) <= maxSpareBuffer {
+			w.spare = out[:0]
+		}
+		w.room.Broadcast()
+	}
+	if w.err != nil && len(w.buf) > 0 { // never written: count it done
+		w.written += int64(len(w.buf))
+		w.buf, w.lines = w.buf[:0], 0
+	}
+	w.room.Broadcast()
+}
+
+// writeLines writes b, whole lines, in writes of at most writeChunk bytes
+// that each end at a line's end (a longer line goes in one write).
+func writeLines(w io.Writer, b []byte) error {
+	for len(b) > 0 {
+		n := len(b)
+		if n > writeChunk {
+			if n = bytes.LastIndexByte(b[:writeChunk], '\n') + 1; n == 0 {
+				if n = bytes.IndexByte(b, '\n') + 1; n == 0 {
+					n = len(b)
+				}
+			}
+		}
+		if _, err := w.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 // WriteResult writes r as a result line, with Type set to TypeResult. The
@@ -180,20 +281,38 @@ func (w *Writer) WriteInference(doc any) error {
 	return w.write(line)
 }
 
-// Flush writes every buffered line to the underlying writer.
+// Flush writes every line accepted so far to the underlying writer and
+// returns once it is written.
 func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return ErrClosed
 	}
-	w.flushLocked()
+	w.waitWrittenLocked(w.accepted)
 	return w.err
 }
 
-// Close writes e as the end line (Type set to TypeEnd), flushes, and stops
-// the flushing goroutine. It returns the first error the Writer met, and
-// ErrClosed when called again.
+// waitWrittenLocked wakes the background writer and waits until the first
+// n accepted bytes are written (or failed). The caller holds mu.
+func (w *Writer) waitWrittenLocked(n int64) {
+	for w.written < n && w.err == nil {
+		w.wake()
+		w.room.Wait()
+	}
+}
+
+// wake kicks the background writer without waiting.
+func (w *Writer) wake() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close writes e as the end line (Type set to TypeEnd), writes the
+// backlog out, and stops the background goroutine. It returns the first
+// error the Writer met, and ErrClosed when called again.
 func (w *Writer) Close(e End) error {
 	e.Type = TypeEnd
 	line, err := encodeLine(&e)
@@ -203,7 +322,8 @@ func (w *Writer) Close(e End) error {
 	return w.closeWith(line)
 }
 
-// closeWith writes the lines (if any), flushes and stops the flusher.
+// closeWith accepts the lines (if any), writes the backlog out and stops
+// the background writer.
 func (w *Writer) closeWith(lines ...[]byte) error {
 	w.mu.Lock()
 	if w.closed {
@@ -211,60 +331,59 @@ func (w *Writer) closeWith(lines ...[]byte) error {
 		return ErrClosed
 	}
 	for _, l := range lines {
-		w.writeLocked(l)
+		w.acceptLocked(l)
 	}
-	w.flushLocked()
 	w.closed = true
-	err := w.err
 	w.mu.Unlock()
 	close(w.stop)
 	<-w.done
-	return err
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.room.Broadcast() // writers waiting for room see closed
+	return w.err
 }
 
-// write writes one encoded line (with its newline), flushing every
-// FlushRecords lines. The line is copied before write returns.
+// write accepts one encoded line (with its newline), waiting for room in
+// the backlog first when it is full. The line is copied before write
+// returns.
 func (w *Writer) write(line []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return ErrClosed
 	}
-	w.writeLocked(line)
-	if w.pending >= FlushRecords {
-		w.flushLocked()
+	if w.err == nil && w.backlog() > 0 && w.backlog()+len(line) > w.maxBacklog {
+		start := time.Now()
+		for w.err == nil && !w.closed && w.backlog() > 0 && w.backlog()+len(line) > w.maxBacklog {
+			w.wake()
+			w.room.Wait()
+		}
+		w.stall += time.Since(start)
+		if w.closed {
+			return ErrClosed
+		}
 	}
+	w.acceptLocked(line)
 	return w.err
 }
 
-// writeLocked buffers line whole: it flushes first when the line does not
-// fit in what is left of the buffer. The caller holds mu.
-func (w *Writer) writeLocked(line []byte) {
-	if w.err != nil {
-		return
-	}
-	if len(line) > w.bw.Available() && w.bw.Buffered() > 0 {
-		w.flushLocked()
-		if w.err != nil {
-			return
-		}
-	}
-	if _, err := w.bw.Write(line); err != nil {
-		w.err = fmt.Errorf("record: write: %w", err)
-		return
-	}
-	w.pending++
-}
+// backlog is the bytes accepted and not yet written. The caller holds mu.
+func (w *Writer) backlog() int { return len(w.buf) + w.inflight }
 
-// flushLocked flushes the buffer. The caller holds mu.
-func (w *Writer) flushLocked() {
+// acceptLocked appends line to the backlog and wakes the background writer
+// every FlushRecords lines. After a write error nothing
+// more is accepted. The caller holds mu.
+func (w *Writer) acceptLocked(line []byte) {
 	if w.err != nil {
 		return
 	}
-	if err := w.bw.Flush(); err != nil {
-		w.err = fmt.Errorf("record: write: %w", err)
+	w.buf = append(w.buf, line...)
+	w.lines++
+	w.accepted += int64(len(line))
+	w.backlogMax = max(w.backlogMax, w.backlog())
+	if w.lines >= FlushRecords {
+		w.wake()
 	}
-	w.pending = 0
 }
 
 // encoder is a pooled JSON encoder that writes into its own buffer, without

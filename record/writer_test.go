@@ -148,8 +148,8 @@ func TestFlushInterval(t *testing.T) {
 	})
 }
 
-// TestFlushRecords checks that the FlushRecords-th buffered record flushes
-// them all, with no time passing.
+// TestFlushRecords checks that the FlushRecords-th buffered record has the
+// background writer write them all, with no time passing.
 func TestFlushRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out syncBuffer
@@ -160,10 +160,12 @@ func TestFlushRecords(t *testing.T) {
 		for i := range int64(FlushRecords - 1) {
 			w.WriteResult(sampleResult(i))
 		}
+		synctest.Wait()
 		if n := strings.Count(out.String(), "\n"); n != 1 {
 			t.Errorf("after %d results the output has %d lines, want 1", FlushRecords-1, n)
 		}
 		w.WriteResult(sampleResult(FlushRecords - 1))
+		synctest.Wait()
 		if n := strings.Count(out.String(), "\n"); n != FlushRecords+1 {
 			t.Errorf("after %d results the output has %d lines, want %d", FlushRecords, n, FlushRecords+1)
 		}
@@ -186,7 +188,7 @@ func TestWriterWritesWholeLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := strings.Repeat("x", 3000) // ~44 results fill the buffer
-	huge := strings.Repeat("y", writeBufferSize+1)
+	huge := strings.Repeat("y", writeChunk+1)
 	for i := range int64(600) {
 		r := sampleResult(i)
 		r.ErrMsg = big
@@ -338,4 +340,122 @@ func TestEncodeDoc(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gateWriter passes its first write (the header) and blocks every later
+// one until gate is closed; then it writes to out.
+type gateWriter struct {
+	gate  chan struct{}
+	calls int
+	out   syncBuffer
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	if g.calls++; g.calls > 1 {
+		<-g.gate
+	}
+	return g.out.Write(p)
+}
+
+// TestWriterBacklogBound: while the file does not take writes, the backlog
+// grows to its bound and no further; the producer then waits (Stats
+// counts the wait), and once the file takes writes again every line is
+// written, in order: none is dropped.
+func TestWriterBacklogBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gateWriter{gate: make(chan struct{})}
+		w, err := NewWriter(g, sampleHeader("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lineLen := len(appendResult(nil, &Result{Type: TypeResult, Seq: 5}))
+		bound := 8 * lineLen
+		w.SetMaxBacklog(bound)
+		const n = 300
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := range int64(n) {
+				if err := w.WriteResult(Result{Seq: i}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		const blocked = 2 * time.Second
+		time.Sleep(blocked) // the file blocks the whole time
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("the producer wrote every line while the file took none")
+		default:
+		}
+		if st := w.Stats(); st.BacklogMax > bound || st.BacklogMax < bound-2*lineLen {
+			t.Errorf("largest backlog %d bytes, want at most the bound %d and near it", st.BacklogMax, bound)
+		}
+		close(g.gate)
+		<-done
+		if err := w.Close(End{Reason: ReasonCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		if st := w.Stats(); st.Stall < blocked {
+			t.Errorf("stall %v, want at least the %v the file blocked", st.Stall, blocked)
+		}
+		run, err := Read(strings.NewReader(g.out.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(run.Results) != n {
+			t.Fatalf("read %d results, want %d", len(run.Results), n)
+		}
+		for i, r := range run.Results {
+			if r.Seq != int64(i) {
+				t.Fatalf("result %d has seq %d: order lost", i, r.Seq)
+			}
+		}
+	})
+}
+
+// TestWriterUnblocksOnError: a failing file releases a producer waiting
+// for room with the error, not a hang.
+func TestWriterUnblocksOnError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fw := &failAfter{n: 1, gate: make(chan struct{})}
+		w, err := NewWriter(fw, sampleHeader("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.SetMaxBacklog(1)
+		errs := make(chan error, 1)
+		go func() {
+			var err error
+			for i := int64(0); err == nil && i < 100; i++ {
+				err = w.WriteResult(Result{Seq: i})
+			}
+			errs <- err
+		}()
+		synctest.Wait()
+		close(fw.gate)
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "disk full") {
+			t.Errorf("producer got %v, want the write error", err)
+		}
+		if err := w.Close(End{}); err == nil {
+			t.Error("Close returned nil after a write error")
+		}
+	})
+}
+
+// failAfter passes n writes, then fails every write once gate is closed.
+type failAfter struct {
+	n    int
+	gate chan struct{}
+}
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if f.n > 0 {
+		f.n--
+		return len(p), nil
+	}
+	<-f.gate
+	return 0, errors.New("disk full")
 }

@@ -136,7 +136,7 @@ func (in *Input) htmlPage() *htmlPage {
 	in.htmlVerdicts(pg)
 	for _, inf := range in.Inferences {
 		m := htmlModel{Algorithm: FamilyName(inf), Fit: string(inf.Fit), Reproduced: units.HumanNumber(inf.Reproduced),
-			Requests: plural(inf.Requests, "request"), Duration: fmtSeconds(inf.DurationS), Note: inf.Note,
+			Requests: units.Count(inf.Requests, "request"), Duration: fmtSeconds(inf.DurationS), Note: inf.Note,
 			Estimates: estimateRows(inf)}
 		for _, a := range inf.Alternatives {
 			m.Alternatives = append(m.Alternatives, [3]string{string(a.Algorithm), units.HumanNumber(a.Reproduced), a.RuledOutBy})
@@ -151,7 +151,7 @@ func (in *Input) htmlSummary(p *prepared) *htmlSummary {
 	s := p.sum
 	out := &htmlSummary{Requests: in.requestRows(p, true), Clients: len(s.Clients)}
 	out.Caption = fmt.Sprintf("%s sent in %s (%s); %s delayed; pacing error p50 %s, p99 %s.",
-		plural(s.Sent, "request"), fmtSeconds(s.DurationS), units.HumanRate(s.SentPerS), plural(s.Delayed, "accepted request"),
+		units.Count(s.Sent, "request"), fmtSeconds(s.DurationS), units.HumanRate(s.SentPerS), units.Count(s.Delayed, "accepted request"),
 		FormatMicros(s.Pacing.P50US), FormatMicros(s.Pacing.P99US))
 	if len(s.Clients) > 1 {
 		cs := topClients(s.Clients, maxClientRow)

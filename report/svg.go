@@ -277,7 +277,7 @@ func drawTimeline(in *Input, p *prepared, acc map[uint32][]int64) (timelinePanel
 		out.Lanes = append(out.Lanes, lane{
 			Back: rect{X: marginLeft, Y: px(y0), W: px(tl.sc.bins * tl.sc.binPx), H: px(tl.laneH), Fill: colorLane},
 			Label: label{X: marginLeft - 6, Y: px(y0 + tl.laneH - 3), Anchor: "end",
-				Text: truncate(name, 22), Title: name + ": " + plural(n, "request")},
+				Text: truncate(name, 22), Title: name + ": " + units.Count(n, "request")},
 		})
 	}
 	edges, edgesDrawn := in.windowEdges(p, acc, tl.sc.t0, tl.sc.t1, maxEdges)
@@ -303,7 +303,7 @@ func drawTimeline(in *Input, p *prepared, acc map[uint32][]int64) (timelinePanel
 			}
 		}
 		out.Recoveries = &shape{D: d.String(), Fill: colorRecovery,
-			Title: plural(len(recs), "recovery") + ": accepted, sent after a rejection had been answered"}
+			Title: units.Count(len(recs), "recovery") + ": accepted, sent after a rejection had been answered"}
 	}
 	out.Moments = moments(in, tl)
 	out.Caption = timelineCaption(in, p, tl, edgesDrawn)
@@ -409,8 +409,8 @@ func moments(in *Input, tl lanes) []moment {
 
 // timelineCaption says what the timeline shows.
 func timelineCaption(in *Input, p *prepared, tl lanes, edgesDrawn bool) string {
-	caption := fmt.Sprintf("%s sent from %s to %s after the start (answers until %s), %s", plural(len(in.reqs), "request"),
-		fmtOffset(p.first), fmtOffset(p.lastSend), fmtOffset(p.last), plural(len(tl.order), "client"))
+	caption := fmt.Sprintf("%s sent from %s to %s after the start (answers until %s), %s", units.Count(len(in.reqs), "request"),
+		fmtOffset(p.first), fmtOffset(p.lastSend), fmtOffset(p.last), units.Count(len(tl.order), "client"))
 	if len(tl.order) > maxLanes {
 		caption += fmt.Sprintf(" (the last lane gathers %d)", len(tl.order)-maxLanes+1)
 	}

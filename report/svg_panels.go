@@ -64,7 +64,7 @@ func drawWindow(in *Input, p *prepared, sc scale, acc map[uint32][]int64) window
 	if s.limit > 0 {
 		if s.violations > 0 {
 			out.Caption += fmt.Sprintf(" %s above the limit, the first at %s (drawn at send times; findings judge arrival bounds).",
-				plural(s.violations, "accepted request"), fmtOffset(s.first))
+				units.Count(s.violations, "accepted request"), fmtOffset(s.first))
 		} else {
 			out.Caption += " Never above the limit at send times."
 		}
@@ -196,6 +196,6 @@ func drawClaims(in *Input, p *prepared, sc scale, acc map[uint32][]int64) claims
 	out.Paths = append(out.Paths, shape{D: obs.String(), Fill: "none", Stroke: Accepted.Color(), Width: "1.5", Title: "first acceptance observed"})
 	out.Legend = []swatch{{colorClaimRA, "Retry-After wait"}, {colorClaimRst, "reset wait"}, {Accepted.Color(), "first acceptance seen after the rejection"}}
 	out.Caption = fmt.Sprintf("%s advertised a wait; for %d the first acceptance came more than 1s before it, for %d more than 1s after it (a client may simply not have asked earlier).",
-		plural(len(cs), "rejection"), late, early)
+		units.Count(len(cs), "rejection"), late, early)
 	return out
 }

@@ -197,7 +197,7 @@ func (t *tableWriter) requests() {
 		t.para(fmt.Sprintf("%d of the accepted requests were delayed (latency ≥ %s)", s.Delayed,
 			FormatMicros(int64(s.DelayedThresholdMS*1000))), 0)
 	}
-	t.para(fmt.Sprintf("%s sent in %s (%s); pacing error p50 %s, p99 %s", plural(s.Sent, "request"),
+	t.para(fmt.Sprintf("%s sent in %s (%s); pacing error p50 %s, p99 %s", units.Count(s.Sent, "request"),
 		fmtSeconds(s.DurationS), units.HumanRate(s.SentPerS), FormatMicros(s.Pacing.P50US), FormatMicros(s.Pacing.P99US)), 0)
 }
 
@@ -249,7 +249,7 @@ func (t *tableWriter) inferences() {
 	for _, inf := range t.in.Inferences {
 		t.b.WriteString("\n")
 		t.para(fmt.Sprintf("Inferred: %s (fit %s, reproduced %s, %s in %s)", t.paint(ansiBold, FamilyName(inf)), inf.Fit,
-			units.HumanNumber(inf.Reproduced), plural(inf.Requests, "request"), fmtSeconds(inf.DurationS)), len(t.paint(ansiBold, "")))
+			units.HumanNumber(inf.Reproduced), units.Count(inf.Requests, "request"), fmtSeconds(inf.DurationS)), len(t.paint(ansiBold, "")))
 		var rows [][]string
 		for _, r := range estimateRows(inf) {
 			rows = append(rows, r[:])

@@ -53,8 +53,8 @@ var verdictColor = map[string]string{
 }
 
 // WriteVerdict prints a check or analyze document for people: the verdict
-// line first, each finding with its hint and evidence, then the policy
-// (described in one line), the targets and the record file.
+// line first, each finding with its hint and evidence, the notes, then the
+// policy (described in one line), the targets and the record file.
 func WriteVerdict(w io.Writer, rep *verify.Report, policy string, opt TextOptions) error {
 	var b strings.Builder
 	word, rest, _ := strings.Cut(VerdictLine(rep), ":")
@@ -81,6 +81,9 @@ func WriteVerdict(w io.Writer, rep *verify.Report, policy string, opt TextOption
 			}
 			fmt.Fprintf(&b, "          evidence: %s%s\n", strings.Join(refs, " "), more)
 		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
 	}
 	fmt.Fprintf(&b, "policy: %s\n", policy)
 	if len(rep.Targets) > 0 {

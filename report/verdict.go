@@ -63,7 +63,7 @@ func (t tally) parts(verdict string) []string {
 	var parts []string
 	switch verdict {
 	case verify.VerdictFail:
-		s := plural(t.failing, "certain error")
+		s := units.Count(t.failing, "certain error")
 		ids := t.ids
 		if len(ids) > 3 {
 			ids = append(slices.Clip(ids[:3]), "…")
@@ -77,18 +77,18 @@ func (t tally) parts(verdict string) []string {
 	case verify.VerdictIncomplete:
 		s := "the checks did not finish"
 		if t.failing > 0 {
-			s += "; " + plural(t.failing, "certain error")
+			s += "; " + units.Count(t.failing, "certain error")
 		}
 		parts = append(parts, s)
 	}
 	if t.possible > 0 {
-		parts = append(parts, plural(t.possible, "possible error"))
+		parts = append(parts, units.Count(t.possible, "possible error"))
 	}
 	if t.warnings > 0 {
-		parts = append(parts, plural(t.warnings, "warning"))
+		parts = append(parts, units.Count(t.warnings, "warning"))
 	}
 	if t.infos > 0 {
-		parts = append(parts, plural(t.infos, "note"))
+		parts = append(parts, units.Count(t.infos, "note"))
 	}
 	return parts
 }
@@ -101,14 +101,14 @@ func (in *Input) VerdictLine() string {
 	if v := in.Latest(); v != nil {
 		parts = tallyOf(v.Report.Findings).parts(v.Report.Verdict)
 		if n := len(in.Verdicts) - 1; n > 0 {
-			parts = append(parts, plural(n, "earlier verdict")+" listed below")
+			parts = append(parts, units.Count(n, "earlier verdict")+" listed below")
 		}
 	} else {
 		parts = append(parts, "no check or analyze document stored")
 	}
 	if len(in.Agents) > 0 {
 		s := in.Summary()
-		t := fmt.Sprintf("%s (%d accepted", plural(s.Scheduled, "request"), s.Accepted)
+		t := fmt.Sprintf("%s (%d accepted", units.Count(s.Scheduled, "request"), s.Accepted)
 		if s.Delayed > 0 {
 			t += fmt.Sprintf(" of which %d delayed", s.Delayed)
 		}
@@ -147,14 +147,6 @@ func (in *Input) verdictTitle(i int) string {
 	v := &in.Verdicts[i]
 	return fmt.Sprintf("verdict %d of %d: %s under %s at %s", i+1, len(in.Verdicts), verdictWord(v.Report.Verdict),
 		v.Report.Policy.String(), verdictTime(v.Time))
-}
-
-// plural writes n and noun, with an s unless n is 1.
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // fmtSeconds formats seconds (a document's _s field) as a duration for

@@ -21,8 +21,10 @@
 #      (record/bench_test.go), one result line per op, in lines/s and
 #      allocations per line, for the encoder (append), the json.Encoder
 #      path it replaced (json) and Writer.WriteResult (writer). It needs
-#      neither nginx nor wrk: SKIP=throughput,pacing,race,tools runs it
-#      alone.
+#      neither nginx nor wrk: SKIP=throughput,pacing,race,tools,profile runs it
+#      alone;
+#   5. (profile) a CPU profile of rlprobe run at 5000/s, the top 25
+#      functions, and what the scheduler did to the event loop's thread.
 # Goals to report against (issue 14): throughput ≥ 0.9 × wrk; pacing p99 ≤
 # 100 µs at 5k and 20k/s at ≤ 0.3 cores at 5k/s; race spread median ≤ 150 µs
 # for 20 and ≤ 600 µs for 100 clients over HTTP/1.1 (last-byte); (issue 23)
@@ -31,7 +33,7 @@
 # Usage: scripts/bench-engine.sh [SECONDS (3)] [RACE_ROUNDS (20)]
 # Environment: GOMAXPROCS_PROBE (unset: all cores), GOMAXPROCS_SERVE (1),
 #              NGINX (/usr/sbin/nginx), WRK_CONNS (64), SKIP (list of parts
-#              to skip: throughput,pacing,race,tools,encoder), BASELINE (a
+#              to skip: throughput,pacing,race,tools,encoder,profile), BASELINE (a
 #              git revision: its rlprobe, built in a temporary worktree, is
 #              measured too, and its encoder benchmark when it has one,
 #              each measurement right after the working tree's, so that
@@ -55,7 +57,7 @@ skip() { [[ ",$SKIP," == *",$1,"* ]]; }
 # net is set when a part that probes nginx or rlprobe serve runs: only
 # those need wrk, nginx and the built binaries.
 net=
-for part in throughput pacing race; do skip "$part" || net=1; done
+for part in throughput pacing race profile; do skip "$part" || net=1; done
 
 needs=(go python3)
 if [ -n "$net" ]; then needs+=(wrk "$NGINX"); fi
@@ -209,12 +211,27 @@ probe_run() {
 	local t0 t1 cpu
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086
-	cpu=$( { TIMEFORMAT='%U %S'; time env ${GOMAXPROCS_PROBE:+GOMAXPROCS=$GOMAXPROCS_PROBE} "$bin" run "$@" \
+	cpu=$( { TIMEFORMAT='%U %S'; time env ${GOMAXPROCS_PROBE:+GOMAXPROCS=$GOMAXPROCS_PROBE} RLPROBE_LOOPSTAT=1 "$bin" run "$@" \
 		--json -q --force --out "$work/$name.jsonl" --max-requests 1000000 --max-duration 10m \
 		--max-rate 1000000/s --abort-after-errors 0 >"$work/$name.json" 2>"$work/$name.err" || true; } 2>&1 )
 	t1=$(date +%s.%N)
 	rm -f "$work/$name.jsonl"
 	python3 -c "import sys; u,s=map(float,sys.argv[3].split()); print(f'{float(sys.argv[2])-float(sys.argv[1]):.3f} {u+s:.3f}')" "$t0" "$t1" "$cpu"
+}
+
+# loopstat ERRFILE prints "loop_ms runnable_ms preempt" from the event
+# loop's RLPROBE_LOOPSTAT line in a run's stderr ("- - -" without one).
+loopstat() {
+	python3 -c '
+import re, sys
+m = re.search(r"event loop thread: ran (\S+), waited runnable (\S+) over \d+ timeslices, (\d+) involuntary", open(sys.argv[1]).read())
+def ms(d):
+    for unit, f in (("ms", 1), ("µs", 1e-3), ("us", 1e-3), ("ns", 1e-6), ("s", 1e3)):
+        if d.endswith(unit):
+            return float(d[: -len(unit)]) * f
+    return float("nan")
+print(f"{ms(m[1]):.0f} {ms(m[2]):.0f} {m[3]}" if m else "- - -")
+' "$1"
 }
 
 # late_share NAME prints late / sent of a run (1 when nothing was sent).
@@ -299,17 +316,22 @@ fi
 
 if ! skip pacing; then
 	echo "== 2. pacing error of rlprobe run against nginx, ${SECS}s per rate"
-	printf "%-10s %-10s %10s %10s %10s %10s %8s %8s\n" "binary" "rate/s" "p50_us" "p99_us" "p999_us" "max_us" "late_%" "cores"
+	# loop_ms and runnable_ms: the event loop thread's CPU time and its time
+	# runnable but waiting for a CPU; preempt: its involuntary context
+	# switches (RLPROBE_LOOPSTAT; "-" for a binary without it).
+	printf "%-10s %-10s %10s %10s %10s %10s %8s %8s %8s %12s %8s\n" "binary" "rate/s" "p50_us" "p99_us" "p999_us" "max_us" "late_%" "cores" "loop_ms" "runnable_ms" "preempt"
 	for rate in 1000 5000 20000; do
 		for b in "${bins[@]}"; do
 			read -r wall cpu < <(probe_run "${b#*:}" "pace$rate" "$NGX" --pattern steady --rate "$rate/s" --duration "${SECS}s")
-			printf "%-10s %-10s %10s %10s %10s %10s %8s %8s\n" "${b%%:*}" "$rate" \
+			read -r loop_ms runnable_ms preempt < <(loopstat "$work/pace$rate.err")
+			printf "%-10s %-10s %10s %10s %10s %10s %8s %8s %8s %12s %8s\n" "${b%%:*}" "$rate" \
 				"$(json "$work/pace$rate.json" 'd["pacing_error"]["p50_us"]')" \
 				"$(json "$work/pace$rate.json" 'd["pacing_error"]["p99_us"]')" \
 				"$(json "$work/pace$rate.json" 'd["pacing_error"]["p999_us"]')" \
 				"$(json "$work/pace$rate.json" 'd["pacing_error"]["max_us"]')" \
 				"$(json "$work/pace$rate.json" 'round(100*d["late"]/max(1,d["sent"]),2)')" \
-				"$(python3 -c "import sys; print(f'{float(sys.argv[2])/float(sys.argv[1]):.2f}')" "$wall" "$cpu")"
+				"$(python3 -c "import sys; print(f'{float(sys.argv[2])/float(sys.argv[1]):.2f}')" "$wall" "$cpu")" \
+				"$loop_ms" "$runnable_ms" "$preempt"
 		done
 		if [ -n "$VEGETA" ]; then
 			t0=$(date +%s.%N)
@@ -421,4 +443,12 @@ if ! skip encoder; then
 			}' <<<"$out"
 		done
 	done
+fi
+
+if ! skip profile; then
+	echo "== 5. where the time goes: a CPU profile of rlprobe run [work] at 5000/s for ${SECS}s (RLPROBE_CPUPROFILE)"
+	RLPROBE_CPUPROFILE="$work/cpu5000.prof" probe_run "$work/rlprobe" prof5000 "$NGX" --pattern steady --rate 5000/s --duration "${SECS}s" >/dev/null
+	grep -h "event loop thread" "$work/prof5000.err" || true
+	go tool pprof -top -nodecount 25 "$work/rlprobe" "$work/cpu5000.prof" 2>/dev/null | sed -n '4,32p'
+	echo
 fi

@@ -95,7 +95,7 @@ func (e *engine) Run(ctx context.Context, sched patterns.Schedule) ([]record.Res
 	}
 	sends := make([]probe.Send, len(sched.Sends))
 	for i, snd := range sched.Sends {
-		sends[i] = probe.Send{At: snd.At, Client: snd.Client, Phase: snd.Phase, Batch: snd.Batch}
+		sends[i] = probe.Send{At: snd.At, Client: snd.Client, Phase: snd.Phase, Batch: snd.Batch, Conn: snd.Conn}
 	}
 	if e.onBegin != nil {
 		e.onBegin(begin, sched)
@@ -137,7 +137,7 @@ func (e *engine) Stream(ctx context.Context, sched patterns.Schedule) (probe.Sum
 	e.s.counts.runTotal.Store(n)
 	sends := func(yield func(probe.Send) bool) {
 		for snd := range sched.All() {
-			if !yield(probe.Send{At: snd.At, Client: snd.Client, Phase: snd.Phase, Batch: snd.Batch}) {
+			if !yield(probe.Send{At: snd.At, Client: snd.Client, Phase: snd.Phase, Batch: snd.Batch, Conn: snd.Conn}) {
 				return
 			}
 		}

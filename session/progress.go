@@ -2,7 +2,6 @@ package session
 
 import (
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -52,7 +51,7 @@ func (s *Session) Status(elapsed time.Duration, left bool) string {
 	s.prog.mu.Unlock()
 	c := s.Counts()
 	if s.cfg.Command != "run" {
-		done := plural(int(c.Done), "request") + " done"
+		done := units.Count(int(c.Done), "request") + " done"
 		if c.RunTotal > 0 {
 			done += fmt.Sprintf(" (this run %d/%d)", c.RunDone, c.RunTotal)
 		}
@@ -102,12 +101,4 @@ func roundElapsed(d time.Duration) string {
 		return max(d, 0).Round(time.Millisecond).String()
 	}
 	return d.Round(time.Second).String()
-}
-
-// plural writes n and noun, with an s unless n is 1.
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
 }

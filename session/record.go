@@ -185,6 +185,15 @@ func (r *recorder) stream(res record.Result) {
 	}
 }
 
+// stats returns the record writer's back-pressure so far: zero in memory
+// (or before the record is open).
+func (r *recorder) stats() record.WriterStats {
+	if r == nil || r.w == nil {
+		return record.WriterStats{}
+	}
+	return r.w.Stats()
+}
+
 // counts returns how many results the record holds and how many of them
 // were sent: the numbers of the end line.
 func (r *recorder) counts() (scheduled, sent int64) {

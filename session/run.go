@@ -160,7 +160,9 @@ func describeSchedule(sc patterns.Schedule) string {
 
 // RunDoc returns the document of the run of plan that ended with sum
 // (record.SchemaRun): complete when the run ended as completed; the end
-// reason, targets, seed, plan and record file are the session's.
+// reason, targets, seed, plan and record file are the session's, and so
+// is the record writer's back-pressure (record_stall_ms,
+// record_backlog_max).
 func (s *Session) RunDoc(plan *patterns.Plan, sum probe.Summary) (record.RunDoc, error) {
 	planJSON, err := json.Marshal(plan)
 	if err != nil {
@@ -171,10 +173,13 @@ func (s *Session) RunDoc(plan *patterns.Plan, sum probe.Summary) (record.RunDoc,
 		reason = run.End.Reason
 	}
 	seed := s.cfg.Seed
+	st := s.rec.stats()
 	return record.RunDoc{
 		Schema: record.SchemaRun, Tool: s.cfg.Tool,
 		Complete: reason == record.ReasonCompleted, Reason: reason,
 		Targets: s.Targets(), Seed: &seed, Plan: planJSON,
 		RunSummary: sum, RecordFile: s.RecordFile(),
+		RecordStallMS:    float64(st.Stall) / float64(time.Millisecond),
+		RecordBacklogMax: st.BacklogMax,
 	}, nil
 }

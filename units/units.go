@@ -167,6 +167,15 @@ func HumanRate(r float64) string {
 	return HumanNumber(r) + "/s"
 }
 
+// Count writes n and noun for people, the noun with an s unless n is 1:
+// "1 request", "3 requests", "0 clients".
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 // HumanDuration formats a duration for people, rounded to what matters at
 // its scale: "250µs", "1.5ms", "1.234s", "2m0s".
 func HumanDuration(d time.Duration) string {

@@ -200,3 +200,14 @@ func FuzzParseRate(f *testing.F) {
 		}
 	})
 }
+
+func TestCount(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want string
+	}{{0, "0 requests"}, {1, "1 request"}, {2, "2 requests"}, {-1, "-1 requests"}} {
+		if got := Count(tt.n, "request"); got != tt.want {
+			t.Errorf("Count(%d, request) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}

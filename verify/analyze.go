@@ -30,14 +30,17 @@ type Report struct {
 	Schema string `json:"schema"`
 	Tool   string `json:"tool"`
 	// Time is when the verdict was given (Options.Time).
-	Time       time.Time `json:"time"`
-	Verdict    string    `json:"verdict"`
-	Complete   bool      `json:"complete"`
-	Pass       bool      `json:"pass"`
-	Targets    []string  `json:"targets"`
-	Policy     Policy    `json:"policy"`
-	Findings   []Finding `json:"findings"`
-	RecordFile string    `json:"record_file,omitempty"`
+	Time     time.Time `json:"time"`
+	Verdict  string    `json:"verdict"`
+	Complete bool      `json:"complete"`
+	Pass     bool      `json:"pass"`
+	Targets  []string  `json:"targets"`
+	Policy   Policy    `json:"policy"`
+	Findings []Finding `json:"findings"`
+	// Notes say what the findings alone do not: e.g. that a per-client key
+	// was not tested, the records showing one identity only.
+	Notes      []string `json:"notes,omitempty"`
+	RecordFile string   `json:"record_file,omitempty"`
 
 	failOn Severity
 }
@@ -112,7 +115,11 @@ func Analyze(m *record.Merged, p Policy, opt Options) Report {
 		}
 	}
 	for i := range p.Endpoints {
-		rep.Findings = append(rep.Findings, analyzeRule(m, &p.Endpoints[i])...)
+		found, note := analyzeRule(m, &p.Endpoints[i])
+		rep.Findings = append(rep.Findings, found...)
+		if note != "" {
+			rep.Notes = append(rep.Notes, note)
+		}
 	}
 	if opt.SharedQuota {
 		for i := range rep.Findings {
@@ -233,10 +240,10 @@ func (r *rule) traffic(g string, os []*obs) *traffic {
 	return t
 }
 
-func analyzeRule(m *record.Merged, e *Endpoint) []Finding {
+func analyzeRule(m *record.Merged, e *Endpoint) ([]Finding, string) {
 	all := observe(m, e)
 	if len(all) == 0 {
-		return nil
+		return nil, ""
 	}
 	r := &rule{e: e, all: all, origin: m.Start.UnixNano()}
 	r.endpoint = endpointLabel(e, all)
@@ -255,7 +262,11 @@ func analyzeRule(m *record.Merged, e *Endpoint) []Finding {
 		out = append(out, r.group(r.traffic(g, groups[g]))...)
 	}
 	out = append(out, r.headerPresence()...)
-	return append(out, r.policyMismatch()...)
+	out = append(out, r.policyMismatch()...)
+	if len(explained) > 0 || slices.ContainsFunc(out, func(f Finding) bool { return f.ID == IDKeyCollapsed }) {
+		return out, "" // the key was tested after all (the preflight's request counted)
+	}
+	return out, keyUntested(e, r.endpoint, all)
 }
 
 // group runs every per-client check on the traffic of one quota key.

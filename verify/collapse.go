@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // The key family's deployment bug: a per-client key that collapses, so
@@ -102,8 +104,9 @@ func (r *rule) collapsed(groups map[string][]*obs, names []string) ([]Finding, m
 		clients[o.group] = true
 	}
 	return []Finding{r.finding(IDKeyCollapsed, c, "", ev, Finding{
-		Message: fmt.Sprintf("%d requests of one client were refused while its own quota of %d was left, after %d accepted requests of %d other clients: the %s key behaves as one key shared by every client",
-			len(refused), q, len(used), len(clients)-1, e.Key),
+		Check: CheckKeySpoof,
+		Message: fmt.Sprintf("refused %s of one client while its own quota of %d was left, after %s of %s: the %s key behaves as one key shared by every client",
+			units.Count(len(refused), "request"), q, units.Count(len(used), "accepted request"), units.Count(len(clients)-1, "other client"), e.Key),
 		Evidence: Evidence{Count: len(refused), Bound: bound(q), Refs: refsOf(ev), Headers: refused[0].res.Headers},
 	})}, explained
 }
@@ -166,3 +169,32 @@ func (r *rule) surelyExhausted(acc []*obs, x *obs) bool {
 	}
 	return false
 }
+
+// keyUntested returns the note for a per-client rule whose records show one
+// identity only (the key-spoof probe's claimed addresses and the
+// preflight, which carries no identity header, aside): a key that
+// collapses every client into one quota (key-collapsed) cannot be told
+// from a per-client one then. "" when the key is global or was tested.
+func keyUntested(e *Endpoint, endpoint string, all []*obs) string {
+	if !e.PerClient() {
+		return ""
+	}
+	seen := map[string]bool{}
+	for _, o := range all {
+		if strings.HasPrefix(o.phase, CheckKeySpoof+"/") || o.phase == phasePreflight {
+			continue
+		}
+		if seen[o.group] = true; len(seen) > 1 {
+			return ""
+		}
+	}
+	how := "let check vary the header (no fixed -H value for it; --clients 2 or more)"
+	if e.Key == KeyIP {
+		how = "give --source-ips two addresses or more"
+	}
+	return fmt.Sprintf("%s: the key (%s) was not tested: every request came from one identity, so a key that puts every client into one quota would pass; to test it, %s", endpoint, e.Key, how)
+}
+
+// phasePreflight is the phase of the request check and infer begin with
+// (probe.PhasePreflight), sent with no identity header.
+const phasePreflight = "preflight"

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,6 +54,42 @@ func TestKeyCollapsed(t *testing.T) {
 				if got[id] != c {
 					t.Errorf("%s %s, want %s:%s", id, got[id], c, describeFindings(rep))
 				}
+			}
+		})
+	}
+}
+
+// TestKeyUntestedNote: a per-client rule whose records show one identity
+// gets a note that its key was not tested (a collapsed key would pass),
+// with the flags that test it; two identities, or a global key, get none.
+// The key-spoof probe's claimed addresses are not identities.
+func TestKeyUntestedNote(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		key     string
+		clients []string
+		phases  []string
+		want    string // a part of the note; "" for none
+	}{
+		{"ip key, one address", "ip", []string{"a", "a"}, []string{"burst", "burst"}, "give --source-ips two addresses"},
+		{"header key, one identity", "header:X-Client", []string{"a"}, []string{"burst"}, "--clients 2 or more)"},
+		{"ip key, spoofed claims are not identities", "ip", []string{"a", "203.0.113.2"}, []string{"burst", "key-spoof/X-Real-IP"}, "was not tested"},
+		{"two identities", "header:X-Client", []string{"a", "b"}, []string{"burst", "burst"}, ""},
+		{"global key", "global", []string{"a"}, []string{"burst"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := Endpoint{Limit: 3, Window: time.Second, Key: tt.key, Headers: []string{"none"}}
+			b := newRun("a1", 0)
+			for i, c := range tt.clients {
+				x := b.add(float64(10*i), float64(10*i+1), 200)
+				x.Client, x.Phase = c, tt.phases[i]
+			}
+			rep := analyze(t, e, Options{}, b)
+			switch {
+			case tt.want == "" && len(rep.Notes) > 0:
+				t.Errorf("notes %q, want none", rep.Notes)
+			case tt.want != "" && (len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], tt.want)):
+				t.Errorf("notes %q, want one with %q", rep.Notes, tt.want)
 			}
 		})
 	}

@@ -195,7 +195,12 @@ func PlanSuite(e Endpoint, opt SuiteOptions) Plan {
 		if race && par {
 			name += ", and the race on a fresh client beside it"
 		}
-		pl.Steps = append(pl.Steps, Step{Check: CheckBurst, Name: name, Duration: d, Requests: int(p.q + p.extra)})
+		st := Step{Check: CheckBurst, Name: name, Duration: d, Requests: int(p.q + p.extra)}
+		if !par && opt.Identities >= 2 { // suiteRun.secondIdentity
+			st.Name += ", then one request from a second identity"
+			st.Requests++
+		}
+		pl.Steps = append(pl.Steps, st)
 	}
 	if recovery {
 		st := Step{Check: CheckRecovery, Name: "watch quota return; retry at the advertised moment and shortly before",
@@ -454,6 +459,9 @@ func (r *suiteRun) run(ctx context.Context) error {
 			return err
 		}
 		burst = filterPhase(res, CheckBurst)
+		if err := r.secondIdentity(ctx); err != nil {
+			return err
+		}
 	}
 	// 2. Recovery, with the Retry-After probes.
 	var edgeLo, edgeHi int64

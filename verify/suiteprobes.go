@@ -242,3 +242,24 @@ func (r *suiteRun) keySpoof(ctx context.Context) error {
 	}
 	return nil
 }
+
+// secondIdentity sends, right after the burst exhausted client 0, one
+// request from client 1 when the rule is per client and its identities
+// are used one after another (two or three of them): a per-client key
+// admits it, a key that puts every client into one quota (key-collapsed)
+// refuses it. With four or more identities the race beside the burst
+// already runs on another one.
+func (r *suiteRun) secondIdentity(ctx context.Context) error {
+	if !r.tryKey() {
+		return nil
+	}
+	r.progress("burst: then 1 request from a second identity")
+	_, err := r.send(ctx, r.Engine, []patterns.Send{{At: time.Duration(r.now()) + 10*time.Millisecond, Client: 1, Phase: CheckBurst}})
+	return err
+}
+
+// tryKey reports whether the suite tests the key with a second identity
+// after the burst (see secondIdentity).
+func (r *suiteRun) tryKey() bool {
+	return !r.par && r.Options.forRule(&r.Rule).Identities >= 2
+}

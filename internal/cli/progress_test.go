@@ -220,6 +220,11 @@ func TestCheckClients(t *testing.T) {
 		{"header key", perKey, []string{"--key", "header:X-Key", "--clients", "4"}, ExitOK, "", ""},
 		{"header key, the server keyed globally", slowWindow, []string{"--key", "header:X-Key", "--clients", "4"}, ExitFindings, "", "certain  key-collapsed"},
 		{"one client, global", slowWindow, []string{"--clients", "1"}, ExitOK, "", ""},
+		// Two identities are used one after the other: the second sends one
+		// request right after the burst exhausted the first.
+		{"header key, two clients", perKey, []string{"--key", "header:X-Key", "--clients", "2"}, ExitOK, "", ""},
+		{"header key, two clients, the server keyed globally", slowWindow, []string{"--key", "header:X-Key", "--clients", "2"}, ExitFindings, "", "certain  key-collapsed [key-spoof]"},
+		{"header key, one client: the key untested", perKey, []string{"--key", "header:X-Key", "--clients", "1"}, ExitOK, "", "note: /api: the key (header:X-Key) was not tested"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

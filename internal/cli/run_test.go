@@ -162,6 +162,14 @@ func TestRunJSONSchema(t *testing.T) {
 	if doc["schema"] != "rlprobe.run/v1" || doc["record_file"] != out || doc["accepted"] != 4.0 || doc["rejected"] != 2.0 || doc["complete"] != true {
 		t.Errorf("document = %s", raw)
 	}
+	// The record writer's back-pressure: six results went through its
+	// backlog; a loopback run into a temporary file never waits for room.
+	if bl, _ := doc["record_backlog_max"].(float64); bl <= 0 || bl > 64<<20 {
+		t.Errorf("record_backlog_max = %v, want the bytes of at least one line", doc["record_backlog_max"])
+	}
+	if st, ok := doc["record_stall_ms"].(float64); !ok || st != 0 {
+		t.Errorf("record_stall_ms = %v, want 0", doc["record_stall_ms"])
+	}
 	c := jsonschema.NewCompiler()
 	sch, err := c.Compile("../../docs/schema/run.schema.json")
 	if err != nil {
