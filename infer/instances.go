@@ -1,11 +1,9 @@
 package infer
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/rlprobe/rlprobe/patterns"
@@ -23,36 +21,33 @@ import (
 // tells them apart with these two experiments, from a recovered state, and
 // never from a header that names an instance.
 
-// connRun is what one paced exhausting run admitted: accepted counts the
-// requests accepted before the first refusal, in the order they were sent
-// (quota that came back after it, or a window edge crossed, is not the
-// instances' count); rejected counts the refusals; span is how long the
-// accepted prefix took to send.
+// connRun is what one paced exhausting run admitted: how many of its
+// requests were accepted and rejected, and from when (from, result time)
+// over how long (span) the accepted ones were sent. The count is the
+// run's whole: a balancer that skipped an instance (a connection opened
+// by someone else) moves the first refusal earlier, not the total.
 type connRun struct {
 	accepted, rejected int
-	from               int64 // when the prefix's first request was written (result time)
+	from               int64
 	span               time.Duration
 }
 
 // runOf counts a paced run's results (see connRun).
 func runOf(res []record.Result, rejectStatus int) connRun {
-	sorted := slices.Clone(res)
-	slices.SortStableFunc(sorted, func(a, b record.Result) int { return cmp.Compare(a.Seq, b.Seq) })
 	var r connRun
-	var first, last int64
-	for _, x := range sorted {
-		switch c, _ := record.Classify(x, rejectStatus); {
-		case c == record.ClassRejected:
+	first, last := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, x := range res {
+		switch c, _ := record.Classify(x, rejectStatus); c {
+		case record.ClassRejected:
 			r.rejected++
-		case c == record.ClassAccepted && r.rejected == 0:
-			if r.accepted == 0 {
-				first = x.Wrote
-			}
+		case record.ClassAccepted:
 			r.accepted++
-			last = x.Wrote
+			first, last = min(first, x.Wrote), max(last, x.Wrote)
 		}
 	}
-	r.from, r.span = first, time.Duration(last-first)
+	if r.accepted > 0 {
+		r.from, r.span = first, time.Duration(last-first)
+	}
 	return r
 }
 
@@ -388,10 +383,10 @@ func nextEdge(t time.Time, inf *Inference) time.Time {
 }
 
 // refillDuring returns how much quota, per instance, the fitted answer
-// gives back while the prefix of run r was sent: its quota per time scale
-// times the prefix's span, rounded up. ok is false when that does not
+// gives back while the accepted requests of run r were sent: its quota
+// per time scale times their span, rounded up. ok is false when that does not
 // bound it: a window edge of a clock-aligned window (or a window's whole
-// length) falls within the prefix, where a whole quota may come back.
+// length) falls within the run, where a whole quota may come back.
 func refillDuring(inf *Inference, r connRun, origin time.Time) (extra int, ok bool) {
 	p := inf.Params
 	var n, scale float64
@@ -415,7 +410,7 @@ func refillDuring(inf *Inference, r connRun, origin time.Time) (extra int, ok bo
 		w := p.WindowS.Value
 		edge := math.Floor(start/w)*w + w
 		if start+r.span.Seconds() >= edge-(p.WindowS.High-p.WindowS.Low) {
-			return 0, false // an edge within the prefix (or too near to tell)
+			return 0, false // an edge within the run (or too near to tell)
 		}
 	}
 	return int(math.Ceil(n * r.span.Seconds() / scale)), true
