@@ -224,15 +224,17 @@ const (
 	phaseNewConns = "new-connections"
 )
 
-// checkInstances runs the instance check after the opening's fit, once:
-// unless the session is paced already (over-admission: its fit rests on
-// one connection), paced requests on one new kept-alive connection, as
-// many as the concurrent burst admitted and exhaustBeyond more; when they
-// admit as many as the burst did, there is nothing more to see. Otherwise
-// (or when paced), the same again each on a new connection: when that
-// admits a whole multiple of the one connection's count, the session
-// concludes instances (not over-admission) and starts afresh on that one
-// connection, paced, so that the fit is one instance's policy.
+// checkInstances runs the instance check after the opening's fit, once
+// (for time scales up to maxInstanceScale, and not for a queue): paced
+// requests from a rest on one kept-alive connection (a new one, or the
+// paced session's own), as many as the most a concurrent burst admitted
+// and exhaustBeyond more. When they admit as many as the burst did, there
+// is nothing more to see (their outcomes are fitted like any others).
+// Otherwise the same again, twice as many, each on a new connection: when
+// that admits a whole multiple of the one connection's count, the session
+// concludes instances (not over-admission), sets that run apart and starts
+// afresh on the one connection, paced, so that the fit is one instance's
+// policy. A racy shared counter admits one quota to both runs.
 func (s *prober) checkInstances(ctx context.Context) error {
 	if s.inst.checked || s.f == nil || s.observe().queueing {
 		return nil
@@ -333,9 +335,11 @@ func (st *instancesState) judge(inf *Inference, origin time.Time) (Instances, bo
 		if !ok {
 			extra = int(q.High) // a whole quota may have come back
 		}
-		if again, c := judgeInstances(int(q.Low), int(q.High), extra, st.fresh); again != nil {
-			in, certain = *again, c && ok
+		again, c := judgeInstances(int(q.Low), int(q.High), extra, st.fresh)
+		if again == nil {
+			return in, false // the fitted quota explains the run: say no more than before
 		}
+		in, certain = *again, c && ok
 	}
 	return in, certain
 }
