@@ -123,8 +123,8 @@ func instancesNote(one, fresh connRun) string {
 	return fmt.Sprintf("paced requests admitted %d on one kept-alive connection and %d on a new connection each", one.accepted, fresh.accepted)
 }
 
-// instanceRest is how long, in time scales of the longest plausible
-// answer, the instance check waits after the last request before each of
+// instanceRest is how long, in time scales of the answer, the instance
+// check waits after the last request before each of
 // its runs: every instance whole again (a sliding-window counter forgets
 // its previous window only after a second window).
 const instanceRest = 2
@@ -160,6 +160,8 @@ type instancesState struct {
 	nextConn int
 	// firstReturn is when the opening's first scan saw quota return.
 	firstReturn time.Duration
+	// over is the session's over-admission when instances took its place.
+	over *overAdmission
 }
 
 // newConn returns a connection number not used before.
@@ -168,19 +170,18 @@ func (s *prober) newConn() int {
 	return s.inst.nextConn
 }
 
-// restScale is the rest before each run of the instance check: instanceRest
-// times the longest time scale still plausible, at most the longest window
-// looked for.
+// restScale is the rest before a run of the instance check: instanceRest
+// times the answer's time scale, at most the longest window looked for.
+// (The longest plausible one is often that longest window itself, early
+// on: two minutes' rest for every target.) A rest too short for the truth
+// leaves one connection fewer requests than a burst had, which the run on
+// new connections and the fit of one connection then answer.
 func (s *prober) restScale() time.Duration {
 	w, ok := s.answer()
 	if !ok {
 		return 0
 	}
-	X := w.h.scale()
-	for _, p := range s.f.plausible(designSlack) {
-		X = max(X, p.h.scale())
-	}
-	return instanceRest * min(X, s.opts.maxWindow())
+	return instanceRest * min(w.h.scale(), s.opts.maxWindow())
 }
 
 // longRest is the rest once the outcomes suggest instances: the fit of the
@@ -282,7 +283,9 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	s.inst.one, s.inst.fresh, s.inst.a0, s.inst.pace = one, fresh, a0, pace
 	s.inst.apart = append(s.inst.apart, s.results[from:]...)
 	s.results = s.results[:from]
-	s.over = nil // instances, not a race: the document reports one
+	// Instances, not a race: the document reports one (the race again
+	// should the fit of one connection explain the run after all).
+	s.inst.over, s.over = s.over, nil
 	s.conn, s.pace = conn, pace
 	s.fitFrom = len(s.results)
 	rest := s.longRest(a0)
@@ -310,7 +313,13 @@ func (st *instancesState) report(inf *Inference, origin time.Time) {
 		return
 	}
 	in, certain := st.judge(inf, origin)
-	inf.Instances = &in
+	if in == nil {
+		// The fitted quota of one instance explains what new connections
+		// admitted: one instance after all (a first rest too short).
+		st.over.report(inf)
+		return
+	}
+	inf.Instances = in
 	inf.OverAdmission = nil
 	if !certain && inf.Fit == FitExact {
 		inf.Fit = FitApproximate
@@ -323,8 +332,9 @@ func (st *instancesState) report(inf *Inference, origin time.Time) {
 }
 
 // judge returns the instances the runs show with the quota of one
-// instance as the document inf says it, and whether the counts fix them.
-func (st *instancesState) judge(inf *Inference, origin time.Time) (Instances, bool) {
+// instance as the document inf says it (nil when that quota explains the
+// run on new connections), and whether the counts fix them.
+func (st *instancesState) judge(inf *Inference, origin time.Time) (*Instances, bool) {
 	in := *st.found
 	certain := st.certain
 	if q := inf.Params.Limit; inf.Algorithm != "" && (q != nil || inf.Params.Capacity != nil) {
@@ -337,11 +347,11 @@ func (st *instancesState) judge(inf *Inference, origin time.Time) (Instances, bo
 		}
 		again, c := judgeInstances(int(q.Low), int(q.High), extra, st.fresh)
 		if again == nil {
-			return in, false // the fitted quota explains the run: say no more than before
+			return nil, false
 		}
 		in, certain = *again, c && ok
 	}
-	return in, certain
+	return &in, certain
 }
 
 // confirmInstances runs the run on new connections again, once, when the
@@ -355,7 +365,7 @@ func (s *prober) confirmInstances(ctx context.Context) error {
 	}
 	st.confirmed = true
 	inf := s.conclude(s.f)
-	if _, certain := st.judge(inf, s.opts.Origin); certain || inf.Params.WindowS == nil || inf.Alignment == nil ||
+	if in, certain := st.judge(inf, s.opts.Origin); in == nil || certain || inf.Params.WindowS == nil || inf.Alignment == nil ||
 		*inf.Alignment != AlignEpoch && *inf.Alignment != AlignTimer {
 		return nil
 	}
