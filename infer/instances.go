@@ -162,6 +162,9 @@ type instancesState struct {
 	firstReturn time.Duration
 	// over is the session's over-admission when instances took its place.
 	over *overAdmission
+	// pacedMax is the most a refused paced burst of the opening on one
+	// connection admitted, after instances were found.
+	pacedMax int
 }
 
 // newConn returns a connection number not used before.
@@ -288,6 +291,7 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	s.inst.over, s.over = s.over, nil
 	s.conn, s.pace = conn, pace
 	s.fitFrom = len(s.results)
+	s.inst.pacedMax = 0
 	rest := s.longRest(a0)
 	s.restUntil = s.lastSent(s.inst.apart).Add(rest + s.opts.lead())
 	// The budget counted from the opening's fit, which mixed the
@@ -298,7 +302,7 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	f, err := s.opening(ctx)
 	s.f = f
 	if w, ok := s.answer(); ok {
-		trace("instances: the fit of one connection: %v misses %d of %d (from %d results)", w.h, w.miss, f.total, len(s.fitted()))
+		trace("instances: the fit of one connection: %v misses %d of %d (from %d results); its bursts admitted %d", w.h, w.miss, f.total, len(s.fitted()), s.inst.pacedMax)
 	}
 	return err
 }
@@ -315,8 +319,16 @@ func (st *instancesState) report(inf *Inference, origin time.Time) {
 	in, certain := st.judge(inf, origin)
 	if in == nil {
 		// The fitted quota of one instance explains what new connections
-		// admitted: one instance after all (a first rest too short).
+		// admitted (a first rest too short), or no family fits the one
+		// connection: no instances concluded.
 		st.over.report(inf)
+		if inf.Algorithm == "" {
+			note := "no family fits one connection either, so several instances are not concluded: " + st.note
+			if inf.Note != "" {
+				note = inf.Note + "; " + note
+			}
+			inf.Note = note
+		}
 		return
 	}
 	inf.Instances = in
@@ -333,8 +345,21 @@ func (st *instancesState) report(inf *Inference, origin time.Time) {
 
 // judge returns the instances the runs show with the quota of one
 // instance as the document inf says it (nil when that quota explains the
-// run on new connections), and whether the counts fix them.
+// run on new connections), and whether the counts fix them. The one
+// connection's own bursts after the rest (pacedMax) must agree with the
+// first run on it: when they admitted more, that run started from a state
+// not yet whole, and its count proves nothing; their count is then the
+// quota, and the answer is never certain. Without a family that fits the
+// one connection, nothing says it reached one instance: nil.
 func (st *instancesState) judge(inf *Inference, origin time.Time) (*Instances, bool) {
+	if inf.Algorithm == "" {
+		return nil, false
+	}
+	if p := st.pacedMax; p > 0 && p > st.one.accepted+countSlack(st.one.accepted) {
+		slack := countSlack(p)
+		in, _ := judgeInstances(p-slack, p, slack, st.fresh)
+		return in, false
+	}
 	in := *st.found
 	certain := st.certain
 	if q := inf.Params.Limit; inf.Algorithm != "" && (q != nil || inf.Params.Capacity != nil) {

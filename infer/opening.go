@@ -124,6 +124,8 @@ func (s *prober) bursts(ctx context.Context) (refused bool, last []record.Result
 		refused = rej > 0
 		if s.pace == 0 {
 			s.inst.burstMax = max(s.inst.burstMax, acc)
+		} else if refused {
+			s.inst.pacedMax = max(s.inst.pacedMax, acc)
 		}
 		if s.over == nil {
 			if ev := lostUpdates(res, s.opts.Origin, s.opts.RejectStatus); ev != "" {
