@@ -113,7 +113,9 @@
 // params are one instance's policy, and are reported as instances (the
 // count's range from the fitted quota; a run that a clock-aligned window's
 // edge crossed runs once more just after an edge), never beside
-// over_admission. No header that names an instance is read.
+// over_admission; without a family that fits the one connection, no
+// instances are concluded. Balancing per request is not told from one
+// limiter of K quotas. No header that names an instance is read.
 //
 // Nothing in this package reads the clock except through Options.Now, and
 // nothing sends except through the Engine; it never imports the probe

@@ -43,8 +43,11 @@ func inferDeployment(t *testing.T, p testserver.Policy, d testserver.Deployment,
 			t.Fatal(err)
 		}
 		inf, err = s.Infer(context.Background(), InferOptions{MaxWindow: 10 * time.Second})
-		if inf == nil || err != nil && !errors.Is(err, ErrIncomplete) {
-			t.Fatalf("Infer = %v, %v", inf, err)
+		if inf == nil {
+			t.Fatalf("Infer: %v", err)
+		}
+		if err != nil && !errors.Is(err, ErrIncomplete) && inf.Fit != infer.FitMisfit {
+			t.Fatalf("Infer = %+v, %v", inf, err)
 		}
 	})
 	t.Logf("%s fit %s, params %+v %+v %+v %+v, instances %+v, over_admission %+v; %d requests, %.1fs; %s",
@@ -75,6 +78,34 @@ func countOf(inf *infer.Inference) float64 {
 	return 0
 }
 
+// attempts is how often a deployment case runs before it fails: the
+// goroutines' order within one fake instant (which of a concurrent
+// burst's dials the server accepts first, how many connections the
+// engine opens for it) changes from run to run, and with it which
+// instances a burst reaches; a second, independent inference that is
+// right stands (as the selftest's retryRaces does). Every attempt that
+// misses must say so: never an exact fit beside a wrong instance count.
+const attempts = 2
+
+// tryDeployment runs the case until right is true, at most attempts
+// times, and fails when no attempt was right or a wrong one was exact.
+func tryDeployment(t *testing.T, p testserver.Policy, d testserver.Deployment, mem testserver.MemoryConfig, right func(*infer.Inference) string) {
+	t.Helper()
+	var misses []string
+	for range attempts {
+		inf := inferDeployment(t, p, d, mem)
+		why := right(inf)
+		if why == "" {
+			return
+		}
+		if inf.Fit == infer.FitExact {
+			t.Errorf("exact, and wrong: %s", why)
+		}
+		misses = append(misses, why)
+	}
+	t.Errorf("no attempt right: %v", misses)
+}
+
 // TestInferDeployments: the reference server in-process, through the
 // probe engine (Send.Conn on its in-memory connections): K ∈ {2, 3, 4}
 // instances with a store of their own behind a per-connection balancer
@@ -85,26 +116,31 @@ func TestInferDeployments(t *testing.T) {
 	for _, pol := range deployPolicies {
 		for _, k := range []int{2, 3, 4} {
 			t.Run(fmt.Sprintf("%s/local/%d", pol.name, k), func(t *testing.T) {
-				inf := inferDeployment(t, pol.p, testserver.Deployment{Instances: k, Store: testserver.StoreLocal, Balance: testserver.BalanceConnection}, testserver.MemoryConfig{})
-				if inf.Algorithm != pol.fam || countOf(inf) != pol.count {
-					t.Errorf("%s with quota %g, want %s with %g per instance", inf.Algorithm, countOf(inf), pol.fam, pol.count)
-				}
-				if in := inf.Instances; in == nil || in.Value != k || in.By != infer.BalanceConnection {
-					t.Errorf("instances %+v, want %d by connection", in, k)
-				}
-				if inf.OverAdmission != nil {
-					t.Errorf("over_admission %+v beside instances", *inf.OverAdmission)
-				}
+				tryDeployment(t, pol.p, testserver.Deployment{Instances: k, Store: testserver.StoreLocal, Balance: testserver.BalanceConnection}, testserver.MemoryConfig{},
+					func(inf *infer.Inference) string {
+						switch in := inf.Instances; {
+						case inf.Algorithm != pol.fam || countOf(inf) != pol.count:
+							return fmt.Sprintf("%s with quota %g, want %s with %g per instance", inf.Algorithm, countOf(inf), pol.fam, pol.count)
+						case in == nil || in.Value != k || in.By != infer.BalanceConnection:
+							return fmt.Sprintf("instances %+v, want %d by connection", in, k)
+						case inf.OverAdmission != nil:
+							return fmt.Sprintf("over_admission %+v beside instances", *inf.OverAdmission)
+						}
+						return ""
+					})
 			})
 		}
 		t.Run(pol.name+"/shared/3", func(t *testing.T) {
-			inf := inferDeployment(t, pol.p, testserver.Deployment{Instances: 3, Store: testserver.StoreShared, Balance: testserver.BalanceConnection}, testserver.MemoryConfig{})
-			if inf.Algorithm != pol.fam || countOf(inf) != pol.count {
-				t.Errorf("%s with quota %g, want %s with %g", inf.Algorithm, countOf(inf), pol.fam, pol.count)
-			}
-			if inf.Instances != nil {
-				t.Errorf("instances %+v, want null", *inf.Instances)
-			}
+			tryDeployment(t, pol.p, testserver.Deployment{Instances: 3, Store: testserver.StoreShared, Balance: testserver.BalanceConnection}, testserver.MemoryConfig{},
+				func(inf *infer.Inference) string {
+					switch {
+					case inf.Algorithm != pol.fam || countOf(inf) != pol.count:
+						return fmt.Sprintf("%s with quota %g, want %s with %g", inf.Algorithm, countOf(inf), pol.fam, pol.count)
+					case inf.Instances != nil:
+						return fmt.Sprintf("instances %+v, want null", *inf.Instances)
+					}
+					return ""
+				})
 		})
 	}
 	// A racy shared counter (check-then-act with a 2 ms round trip to the
@@ -112,13 +148,16 @@ func TestInferDeployments(t *testing.T) {
 	// one quota to paced requests on any connection: over_admission.
 	t.Run("fixed-window/racy-shared/3", func(t *testing.T) {
 		pol := deployPolicies[0]
-		inf := inferDeployment(t, pol.p, testserver.Deployment{Instances: 3, Store: testserver.StoreShared, Balance: testserver.BalanceConnection},
-			testserver.MemoryConfig{NonAtomic: true, RaceGap: 2 * time.Millisecond})
-		if inf.Algorithm != pol.fam || countOf(inf) != pol.count {
-			t.Errorf("%s with quota %g, want %s with %g", inf.Algorithm, countOf(inf), pol.fam, pol.count)
-		}
-		if inf.Instances != nil || inf.OverAdmission == nil {
-			t.Errorf("instances %+v, over_admission %+v: want the race, not instances", inf.Instances, inf.OverAdmission)
-		}
+		tryDeployment(t, pol.p, testserver.Deployment{Instances: 3, Store: testserver.StoreShared, Balance: testserver.BalanceConnection},
+			testserver.MemoryConfig{NonAtomic: true, RaceGap: 2 * time.Millisecond},
+			func(inf *infer.Inference) string {
+				switch {
+				case inf.Algorithm != pol.fam || countOf(inf) != pol.count:
+					return fmt.Sprintf("%s with quota %g, want %s with %g", inf.Algorithm, countOf(inf), pol.fam, pol.count)
+				case inf.Instances != nil || inf.OverAdmission == nil:
+					return fmt.Sprintf("instances %+v, over_admission %+v: want the race, not instances", inf.Instances, inf.OverAdmission)
+				}
+				return ""
+			})
 	})
 }
