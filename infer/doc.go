@@ -100,6 +100,23 @@
 // those alone, and one concurrent burst from idle at the end measures the
 // over-admission (over_admission).
 //
+// # Instances behind one address
+//
+// Several limiter instances, each with its own state, behind a balancer
+// that keeps each connection on one instance admit K times one instance's
+// quota to a concurrent burst (its requests open many connections). After
+// the opening, paced requests from a recovered state on one new kept-alive
+// connection (Send.Conn) tell: when they admit what the burst did, nothing
+// more is sent; otherwise the same again, each on a new connection, admits
+// K quotas under K instances and one quota under a racy shared counter. K
+// instances restart the session on that one connection, paced, so that
+// params are one instance's policy, and are reported as instances (the
+// count's range from the fitted quota; a run that a clock-aligned window's
+// edge crossed runs once more just after an edge), never beside
+// over_admission; without a family that fits the one connection, no
+// instances are concluded. Balancing per request is not told from one
+// limiter of K quotas. No header that names an instance is read.
+//
 // Nothing in this package reads the clock except through Options.Now, and
 // nothing sends except through the Engine; it never imports the probe
 // engine.

@@ -350,6 +350,28 @@ type OverAdmission struct {
 	Evidence      string `json:"evidence"`
 }
 
+// Instances is how many limiter instances the outcomes show behind the
+// target's address, each enforcing the document's params on its own, and
+// how requests are spread over them. It comes from behaviour alone: what
+// paced requests on one kept-alive connection and on a new connection each
+// admitted, never a header that names an instance.
+type Instances struct {
+	// Value is the count reported; Low and High bound the counts the
+	// outcomes allow (equal when they fix it).
+	Value int `json:"value"`
+	Low   int `json:"low"`
+	High  int `json:"high"`
+	// By is how the balancer spreads requests: BalanceConnection (each
+	// connection kept on one instance) or BalanceRequest.
+	By string `json:"by"`
+}
+
+// The balancing modes of Instances.By (contract names).
+const (
+	BalanceConnection = "connection"
+	BalanceRequest    = "request"
+)
+
 // Alternative is a family that did not win, with the share of outcomes its
 // best model reproduces and the observation that ruled it out.
 type Alternative struct {
@@ -410,6 +432,11 @@ type Inference struct {
 	// OverAdmission is set when a concurrent burst admitted more than the
 	// limit fitted from paced experiments; nil otherwise.
 	OverAdmission *OverAdmission `json:"over_admission"`
+	// Instances is set when the outcomes show several limiter instances
+	// behind the one address, each enforcing Params on its own; nil when
+	// one instance explains them (a shared store included). It and
+	// OverAdmission are never both set.
+	Instances *Instances `json:"instances"`
 	// NeverRejects reports a target that rejected nothing but held
 	// requests (a queue that only delays): params.queue is then null, and
 	// Note says how many were held at once.

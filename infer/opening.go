@@ -66,6 +66,9 @@ func (s *prober) opening(ctx context.Context) (*fit, error) {
 	exhausted := s.lastSent(last)
 	// Recovery scan.
 	lo1, hi1, err := s.scan(ctx, "scan", exhausted, scanStart, s.advertisedReturn(last))
+	if s.inst.firstReturn == 0 {
+		s.inst.firstReturn = hi1
+	}
 	if err != nil || hi1 == 0 {
 		// No recovery within the horizon: the time scale is beyond what
 		// infer looks for (or the budget ended first).
@@ -108,13 +111,22 @@ func (s *prober) bursts(ctx context.Context) (refused bool, last []record.Result
 			s.stopped = true
 			break
 		}
-		res, err := s.run(ctx, "burst", s.now().Add(s.opts.lead()), burstSends(size))
+		at := s.now().Add(s.opts.lead())
+		if at.Before(s.restUntil) {
+			at = s.restUntil
+		}
+		res, err := s.run(ctx, "burst", at, burstSends(size))
 		if err != nil {
 			return false, nil, nil, true, err
 		}
 		last = res
-		_, rej := s.counts(res)
+		acc, rej := s.counts(res)
 		refused = rej > 0
+		if s.pace == 0 {
+			s.inst.burstMax = max(s.inst.burstMax, acc)
+		} else if refused {
+			s.inst.pacedMax = max(s.inst.pacedMax, acc)
+		}
 		if s.over == nil {
 			if ev := lostUpdates(res, s.opts.Origin, s.opts.RejectStatus); ev != "" {
 				if err := s.goPaced(ctx, res, ev); err != nil || s.stopped {

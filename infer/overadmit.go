@@ -127,6 +127,7 @@ func (s *prober) goPaced(ctx context.Context, res []record.Result, ev string) er
 	acc, _ := s.counts(res)
 	s.over = &overAdmission{evidence: []string{ev}, concurrentMax: acc}
 	s.pace = paceOf(res, s.opts.RejectStatus)
+	s.conn = s.newConn() // paced on one kept-alive connection
 	trace("over-admission (%s): paced at %v from now on", ev, s.pace)
 	ex, err := s.run(ctx, "exhaust", s.now().Add(s.opts.lead()), burstSends(acc+4))
 	if err != nil {

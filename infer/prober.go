@@ -69,6 +69,12 @@ type prober struct {
 	pace       time.Duration
 	fitFrom    int
 	concurrent []record.Result
+	// conn, when set, is the one kept-alive connection every send goes on
+	// (a paced session); restUntil holds the opening's first burst back
+	// until every instance is whole again; inst is the instance check.
+	conn      int
+	restUntil time.Time
+	inst      instancesState
 	// f is the current fit (nil: none yet).
 	f *fit
 	// budget is 6·W + 30 s once W is known (announce), 0 before.
@@ -229,6 +235,9 @@ func (s *prober) run(ctx context.Context, phase string, at time.Time, sends []pa
 		if sends[i].Phase == "" {
 			sends[i].Phase = phase
 		}
+		if sends[i].Conn == 0 {
+			sends[i].Conn = s.conn
+		}
 		clients = max(clients, sends[i].Client+1)
 	}
 	if s.opts.OnPhase != nil {
@@ -307,6 +316,7 @@ func (s *prober) conclude(f *fit) *Inference {
 	if w, ok := s.answer(); ok && inf.Fit == FitApproximate && s.validated != nil && *s.validated == w.h.v && w.miss <= s.f.slack && s.validation != "" && s.f.decisive(w) {
 		inf.Fit, inf.Validation = FitExact, s.validation
 	}
+	s.inst.report(inf, s.opts.Origin)
 	return inf
 }
 

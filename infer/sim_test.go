@@ -37,6 +37,26 @@ type simServer struct {
 	lie func(h http.Header, d limiter.Decision)
 	// dialect, when set, adds that dialect's headers to every answer.
 	dialect headers.Dialect
+	// deploy, when Instances is set, runs the limiter as a deployment:
+	// connections are modelled (see simEngine.connOf).
+	deploy simDeploy
+}
+
+// simDeploy is a deployment as testserver.Deployment runs one: Instances
+// limiter instances, their state local to each unless Shared, requests
+// spread by connection (each new connection to the next instance, round
+// robin) or, ByRequest, per request.
+type simDeploy struct {
+	Instances int
+	Shared    bool
+	ByRequest bool
+}
+
+// simConn is a modelled connection: the instance a per-connection
+// balancer keeps it on, and when its last answer came back.
+type simConn struct {
+	instance int
+	free     time.Time
 }
 
 // simEngine runs schedules against a simServer on a virtual clock: time
@@ -83,6 +103,13 @@ type simEngine struct {
 	// record keeps every result in recorded.
 	record   bool
 	recorded []record.Result
+	// conns are a deployment's connections: by client and Send.Conn, and
+	// the pool of Conn 0 by client; nextConn and nextReq number the
+	// connections and requests the balancer has seen.
+	conns    map[[2]int]*simConn
+	pool     map[int][]*simConn
+	nextConn int
+	nextReq  int
 }
 
 // simWrite is a state written at a time (a non-atomic counter's update).
@@ -145,10 +172,18 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 	for i, sd := range s.Sends {
 		e.phases[e.seq+int64(i)] = sd.Phase
 	}
+	conns := make([]*simConn, len(s.Sends))
 	for i, sd := range s.Sends {
 		t := start.Add(sd.At)
 		if t.Before(e.now) {
 			t = e.now
+		}
+		if e.srv.deploy.Instances > 0 {
+			conns[i] = e.connOf(sd, t)
+			if conns[i].free.After(t) {
+				t = conns[i].free
+			}
+			conns[i].free = t.Add(2*e.srv.oneWay + e.srv.raceGap)
 		}
 		arr := t.Add(e.srv.oneWay)
 		if e.jitter != nil {
@@ -187,6 +222,7 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 			if e.srv.perClient {
 				key = client
 			}
+			key = e.instanceKey(conns[q.i]) + key
 			d := e.decide(key, q.arrival)
 			served = served.Add(e.srv.raceGap)
 			if e.srv.dialect != "" {
@@ -244,6 +280,55 @@ func (e *simEngine) Run(ctx context.Context, s patterns.Schedule) ([]record.Resu
 		return out, err
 	}
 	return out, nil
+}
+
+// connOf returns the connection that carries sd at t: the client's
+// Conn-th, opened on first use, or for Conn 0 the pool's most recently
+// freed idle connection, a new one when none is idle (as net/http's
+// transport does). A new connection goes to the next instance.
+func (e *simEngine) connOf(sd patterns.Send, t time.Time) *simConn {
+	if e.conns == nil {
+		e.conns, e.pool = map[[2]int]*simConn{}, map[int][]*simConn{}
+	}
+	open := func() *simConn {
+		c := &simConn{instance: e.nextConn % e.srv.deploy.Instances}
+		e.nextConn++
+		return c
+	}
+	if sd.Conn > 0 {
+		k := [2]int{sd.Client, sd.Conn}
+		if e.conns[k] == nil {
+			e.conns[k] = open()
+		}
+		return e.conns[k]
+	}
+	var idle *simConn
+	for _, c := range e.pool[sd.Client] {
+		if !c.free.After(t) && (idle == nil || c.free.After(idle.free)) {
+			idle = c
+		}
+	}
+	if idle == nil {
+		idle = open()
+		e.pool[sd.Client] = append(e.pool[sd.Client], idle)
+	}
+	return idle
+}
+
+// instanceKey returns the prefix of the state that decides a request on
+// c: its instance's (or, by request, the next instance's) under a local
+// store, none under a shared one or without a deployment.
+func (e *simEngine) instanceKey(c *simConn) string {
+	d := e.srv.deploy
+	if d.Instances <= 1 || d.Shared {
+		return ""
+	}
+	i := c.instance
+	if d.ByRequest {
+		i = e.nextReq % d.Instances
+		e.nextReq++
+	}
+	return "i" + strconv.Itoa(i) + ":"
 }
 
 // wait advances the virtual clock (an idle pause between runs).

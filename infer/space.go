@@ -140,7 +140,11 @@ func variantsFor(o *observations) []variant {
 func countCandidates(o *observations) (counts, delays []int64) {
 	best, bestUndelayed, first := quotaRuns(o)
 	seen := map[int64]bool{}
-	for _, a := range []int{best, first} {
+	estimates := []int{best, first}
+	if p := pacedPrefix(o); p > 0 {
+		estimates = append(estimates, p)
+	}
+	for _, a := range estimates {
 		for c := max(a-2, 1); c <= max(a+1, 1); c++ {
 			if !seen[int64(c)] {
 				seen[int64(c)] = true
@@ -153,6 +157,26 @@ func countCandidates(o *observations) (counts, delays []int64) {
 		delays = append(delays, int64(dd))
 	}
 	return counts, delays
+}
+
+// pacedPrefix is, in a paced session (o.pace set), the most accepted
+// before the first rejection of one run: a paced burst that crossed a
+// window's edge admitted two windows' quotas, and its first one is the
+// count. 0 when the session is not paced.
+func pacedPrefix(o *observations) int {
+	if o.pace <= 0 {
+		return 0
+	}
+	most := 0
+	for _, cl := range o.runs() {
+		for i := cl[0]; i < cl[1]; i++ {
+			if !o.list[i].accepted {
+				most = max(most, i-cl[0])
+				break
+			}
+		}
+	}
+	return most
 }
 
 // quotaEstimate is the larger of the two estimates of countCandidates (at

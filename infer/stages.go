@@ -17,7 +17,7 @@ import (
 // the current stage, which does its experiments and names the next one,
 // until stageDone:
 //
-//	opening ──► design ──► validate ──► (concurrent) ──► done
+//	opening ──► design ──► validate ──► (instances) ──► (concurrent) ──► done
 //	               ▲          │
 //	               └─ extend ◄┘  (a failed or impossible validation, once)
 //
@@ -33,12 +33,13 @@ const (
 	stageDesign
 	stageValidate
 	stageExtend
+	stageInstances
 	stageConcurrent
 	stageDone
 )
 
 func (st stage) String() string {
-	return [...]string{"opening", "design", "validate", "extend", "concurrent", "done"}[st]
+	return [...]string{"opening", "design", "validate", "extend", "instances", "concurrent", "done"}[st]
 }
 
 // Tuning of validation.
@@ -124,6 +125,9 @@ func (s *prober) step(ctx context.Context, st stage) (stage, error) {
 		if f == nil || err != nil || s.stopped {
 			return stageDone, err
 		}
+		if err := s.checkInstances(ctx); err != nil || s.f == nil || s.stopped {
+			return stageDone, err
+		}
 		return stageDesign, nil
 	case stageDesign:
 		f, err := s.design(ctx, s.f)
@@ -137,6 +141,11 @@ func (s *prober) step(ctx context.Context, st stage) (stage, error) {
 	case stageExtend:
 		s.extendBudget()
 		return stageDesign, nil
+	case stageInstances:
+		if err := s.confirmInstances(ctx); err != nil {
+			return stageDone, err
+		}
+		return s.afterValidation(), nil
 	case stageConcurrent:
 		if s.over != nil {
 			s.concurrentCheck(ctx, s.f)
@@ -148,6 +157,9 @@ func (s *prober) step(ctx context.Context, st stage) (stage, error) {
 
 // afterValidation is the stage after validation ended, one way or another.
 func (s *prober) afterValidation() stage {
+	if s.inst.found != nil && !s.inst.confirmed {
+		return stageInstances
+	}
 	if s.over != nil {
 		return stageConcurrent
 	}

@@ -224,6 +224,13 @@ func estimateRows(inf *infer.Inference) [][3]string {
 	if oa := inf.OverAdmission; oa != nil {
 		rows = append(rows, [3]string{"over_admission", fmt.Sprintf("%d at once, %d paced", oa.ConcurrentMax, oa.SequentialMax), oa.Evidence})
 	}
+	if in := inf.Instances; in != nil {
+		count := strconv.Itoa(in.Value)
+		if in.Low != in.High {
+			count = fmt.Sprintf("%d (%d–%d)", in.Value, in.Low, in.High)
+		}
+		rows = append(rows, [3]string{"instances", count + " by " + in.By, "params are one instance's"})
+	}
 	return rows
 }
 
