@@ -37,6 +37,17 @@ import (
 // loopSpin is how long before a deadline the loop stops sleeping and spins.
 const loopSpin = 20 * time.Microsecond
 
+// sinkEvery and sinkBatch bound how long and how many finished sends wait
+// in the loop before their batch goes to the sink: handing over each one
+// as it finished woke the sink's thread thousands of times a second, and
+// on a small machine each wake-up could preempt the loop's thread — the
+// pacing tail. Before a wait longer than sinkEvery the loop hands over
+// what it holds.
+const (
+	sinkEvery = 2 * time.Millisecond
+	sinkBatch = 64
+)
+
 // loopConn is a keep-alive connection owned by the loop.
 type loopConn struct {
 	nc        net.Conn // owns fd; closed by closeConn
@@ -146,6 +157,7 @@ type evloop struct {
 
 	dispatched chan struct{} // closed when no event is left to dispatch
 	closedDisp bool
+	flushed    time.Time // when finished sends last went to the sink
 
 	inMu  sync.Mutex
 	inbox []loopMsg
@@ -273,7 +285,10 @@ func (l *evloop) run() {
 			l.scanTimeouts(now)
 			nextScan = now.Add(time.Millisecond)
 		}
-		l.flush()
+		if len(l.out) >= sinkBatch || now.Sub(l.flushed) >= sinkEvery {
+			l.flush()
+			l.flushed = now
+		}
 		if next.IsZero() && l.busy == 0 && l.npend == 0 && l.ndial == 0 && l.away == 0 && l.rdials == 0 && len(l.races) == 0 {
 			return
 		}
@@ -293,6 +308,10 @@ func (l *evloop) run() {
 		if l.busy > 0 || l.away > 0 || l.ndial > 0 || l.rdials > 0 {
 			// Timeouts and abandons are checked at least this often.
 			wait = time.Duration(min(uint64(wait), uint64(5*time.Millisecond)))
+		}
+		if len(l.out) > 0 && (wait < 0 || wait > sinkEvery) {
+			l.flush() // nothing waits in the loop while it sleeps
+			l.flushed = now
 		}
 		n, err := l.wait(wait)
 		if spin && n <= 0 {
