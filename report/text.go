@@ -146,6 +146,15 @@ func WriteInference(w io.Writer, inf *infer.Inference, identities int, opt TextO
 		fmt.Fprintf(&b, "  misses %s: expected %s, observed %s\n", m.Experiment, m.Expected, m.Observed)
 	}
 	writeParams(&b, inf)
+	if in := inf.Instances; in != nil {
+		fmt.Fprintf(&b, "instances: %s (the parameters above are one instance's)\n", instancesWords(in))
+	}
+	if oa := inf.OverAdmission; oa != nil {
+		fmt.Fprintf(&b, "over-admission: %s (a counter not updated atomically): %s\n", overAdmissionWords(oa), oa.Evidence)
+	}
+	if inf.Note != "" {
+		fmt.Fprintf(&b, "note: %s\n", inf.Note)
+	}
 	fmt.Fprintf(&b, "key: %s\n", inf.Key)
 	if inf.Key == infer.KeyUnknown {
 		if identities < 2 {

@@ -222,16 +222,29 @@ func estimateRows(inf *infer.Inference) [][3]string {
 		rows = append(rows, [3]string{"never_rejects", "true", ""})
 	}
 	if oa := inf.OverAdmission; oa != nil {
-		rows = append(rows, [3]string{"over_admission", fmt.Sprintf("%d at once, %d paced", oa.ConcurrentMax, oa.SequentialMax), oa.Evidence})
+		rows = append(rows, [3]string{"over_admission", overAdmissionWords(oa), oa.Evidence})
 	}
 	if in := inf.Instances; in != nil {
-		count := strconv.Itoa(in.Value)
-		if in.Low != in.High {
-			count = fmt.Sprintf("%d (%d–%d)", in.Value, in.Low, in.High)
-		}
-		rows = append(rows, [3]string{"instances", count + " by " + in.By, "params are one instance's"})
+		rows = append(rows, [3]string{"instances", instancesWords(in), "params are one instance's"})
 	}
 	return rows
+}
+
+// overAdmissionWords describes a racy counter's over-admission: how many
+// a concurrent burst and a paced one admitted.
+func overAdmissionWords(oa *infer.OverAdmission) string {
+	return fmt.Sprintf("%d at once, %d paced", oa.ConcurrentMax, oa.SequentialMax)
+}
+
+// instancesWords describes the limiter instances an inference found: the
+// count (with the range the outcomes allow, when they do not fix it) and
+// how the balancer spreads requests.
+func instancesWords(in *infer.Instances) string {
+	count := strconv.Itoa(in.Value)
+	if in.Low != in.High {
+		count = fmt.Sprintf("%d (%d–%d)", in.Value, in.Low, in.High)
+	}
+	return count + " by " + in.By
 }
 
 // retryAfterWords says what infer judged of Retry-After: "sent, honest
