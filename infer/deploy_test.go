@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // deployFamilies are the per-instance policies the deployment tests run:
@@ -22,6 +23,10 @@ var deployFamilies = []struct {
 		want{fam: TokenBucket, rate: 2, capacity: 6}},
 }
 
+// budgetOverrun is how far past its announced budget a run may end: the
+// experiment under way when the deadline passes finishes.
+const budgetOverrun = 10 * time.Second
+
 // inferDeployed infers the simulated deployment d of cfg (with
 // X-RateLimit headers when xrl; a non-atomic shared counter when race).
 func inferDeployed(t *testing.T, cfg limiter.Config, d simDeploy, xrl, race bool) *Inference {
@@ -31,9 +36,18 @@ func inferDeployed(t *testing.T, cfg limiter.Config, d simDeploy, xrl, race bool
 		srv.raceGap = 2 * time.Millisecond
 	}
 	e := newSimEngine(srv, origin)
-	inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock})
+	var budgets []time.Duration
+	inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock,
+		OnBudget: func(_, b time.Duration) { budgets = append(budgets, b) }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The run keeps to the budget it announced last (progress counts
+	// against it), within one experiment's length.
+	if n := len(budgets); n == 0 {
+		t.Error("no budget announced")
+	} else if took := units.Seconds(inf.DurationS); took > budgets[n-1]+budgetOverrun {
+		t.Errorf("took %v, announced at most %v (budgets %v)", took, budgets[n-1], budgets)
 	}
 	t.Logf("%s fit %s, params %s, instances %+v, over_admission %+v; %d requests, %.1fs; %s",
 		inf.Algorithm, inf.Fit, paramsText(inf.Params), inf.Instances, inf.OverAdmission, inf.Requests, inf.DurationS, inf.Note)

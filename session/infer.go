@@ -185,7 +185,7 @@ func (s *Session) inferOptions(opts InferOptions, p probe.Options, zero time.Tim
 		maxReq = max(maxReq-len(prior), 1)
 	}
 	var mu sync.Mutex
-	last := ""
+	last, announced := "", false
 	return infer.Options{
 		Origin:      zero,
 		Clients:     s.cfg.clients(),
@@ -201,6 +201,14 @@ func (s *Session) inferOptions(opts InferOptions, p probe.Options, zero time.Tim
 		Tool:        s.cfg.Tool,
 		OnBudget: func(window, budget time.Duration) {
 			s.replanned(budget)
+			mu.Lock()
+			again := announced
+			announced = true
+			mu.Unlock()
+			if again {
+				s.line("budget extended to at most %s: the fit of one connection starts again after a rest (6·W + 30 s from there)", units.HumanDuration(RoundDuration(budget)))
+				return
+			}
 			s.line("time scale W ≈ %s: budget at most %s (6·W + 30 s)", units.HumanDuration(RoundDuration(window)), units.HumanDuration(RoundDuration(budget)))
 		},
 		OnPhase: func(name string, sent int) {
