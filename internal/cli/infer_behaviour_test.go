@@ -1,16 +1,15 @@
 package cli
 
 import (
-	"bufio"
 	"encoding/json"
 	"math"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/rlprobe/rlprobe/infer"
+	"github.com/rlprobe/rlprobe/internal/testenv"
 	"github.com/rlprobe/rlprobe/limiter"
 )
 
@@ -23,31 +22,6 @@ func buildRlprobe(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// serveBinary starts `rlprobe serve args... --listen 127.0.0.1:0` from the
-// built binary and returns its URL; the process is killed (by its pid)
-// when the test ends.
-func serveBinary(t *testing.T, bin string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(bin, append(append([]string{"serve"}, args...), "--listen", "127.0.0.1:0")...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("serve %v: no first line: %v", args, err)
-	}
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if !ok {
-		t.Fatalf("serve %v: first line %q", args, line)
-	}
-	return url
 }
 
 // TestInferNamesServeBehaviours: the built binary's infer, over loopback
@@ -88,7 +62,7 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 		{"interval-refill", append(slices.Clone(bucket), "--refill", "interval"), infer.FixedWindow, "", 0, "", true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			url := serveBinary(t, bin, c.args...)
+			url := testenv.ServeBinary(t, bin, c.args...)
 			cmd := exec.Command(bin, "infer", url, "--json", "--out", filepath.Join(t.TempDir(), "infer.jsonl"))
 			cmd.Dir = t.TempDir()
 			out, _ := cmd.Output() // exit 3 is an honest answer here (incomplete, misfit)

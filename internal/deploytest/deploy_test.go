@@ -6,7 +6,6 @@
 package deploytest
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rlprobe/rlprobe/internal/testenv"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -55,30 +55,6 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(binPath))
 	}
 	os.Exit(code)
-}
-
-// serve starts `rlprobe serve args... --listen 127.0.0.1:0` and returns its
-// URL; the process is killed (by its pid) when the test ends.
-func serve(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(rlprobe(t), append(append([]string{"serve"}, args...), "--listen", "127.0.0.1:0")...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("serve %v: no first line: %v", args, err)
-	}
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if !ok {
-		t.Fatalf("serve %v: first line %q", args, line)
-	}
-	return url
 }
 
 // check runs `rlprobe check url args... --json` and returns its exit code
@@ -149,7 +125,7 @@ func TestCheckInstances(t *testing.T) {
 		for _, k := range []int{2, 3, 4} {
 			t.Run(fmt.Sprintf("%s/local-%d", fam.name, k), func(t *testing.T) {
 				t.Parallel()
-				url := serve(t, append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "connection")...)
+				url := testenv.ServeBinary(t, rlprobe(t), append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "connection")...)
 				code, rep := check(t, url, append(slices.Clone(fam.check), "--only", "burst,race")...)
 				got := certain(rep)
 				if code != 1 || !got[verify.IDPerInstanceLimit] {
@@ -161,7 +137,7 @@ func TestCheckInstances(t *testing.T) {
 			})
 			t.Run(fmt.Sprintf("%s/local-%d-by-request", fam.name, k), func(t *testing.T) {
 				t.Parallel()
-				url := serve(t, append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "request")...)
+				url := testenv.ServeBinary(t, rlprobe(t), append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "request")...)
 				code, rep := check(t, url, append(slices.Clone(fam.check), "--only", "burst,race")...)
 				got := certain(rep)
 				// A window's remaining values count down once per
@@ -180,7 +156,7 @@ func TestCheckInstances(t *testing.T) {
 			})
 			t.Run(fmt.Sprintf("%s/shared-%d", fam.name, k), func(t *testing.T) {
 				t.Parallel()
-				url := serve(t, append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "shared", "--balance", "connection")...)
+				url := testenv.ServeBinary(t, rlprobe(t), append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "shared", "--balance", "connection")...)
 				if code, rep := check(t, url, fam.check...); code != 0 || !rep.Pass {
 					t.Errorf("exit %d, verdict %s, want 0 and pass:%s", code, rep.Verdict, describe(rep))
 				}
@@ -213,7 +189,7 @@ func TestCheckKeyCollapse(t *testing.T) {
 				if fault {
 					args = append(args, "--key-fault", "collapse")
 				}
-				url := serve(t, args...)
+				url := testenv.ServeBinary(t, rlprobe(t), args...)
 				code, rep := check(t, url, append(slices.Clone(fam.check), "--key", "ip", "--source-ips", ips, "--clients", "2", "--only", "burst")...)
 				got := certain(rep)
 				bucket := fam.name == "token-bucket"
