@@ -190,9 +190,10 @@ type Options struct {
 	Prior []record.Result
 	// OnBudget, when set, is called as soon as the time scale W is known,
 	// with W and the time budget (6·W + 30 s, capped by MaxDuration)
-	// counted from the start of Infer; and again, with the new total, when
-	// the budget is extended (instances found: the fit of one connection
-	// starts afresh after a rest, and 6·W + 30 s counts from there).
+	// counted from the start of Infer; and again, with the new total,
+	// whenever the budget is extended (a validation that failed, or found
+	// no room, designs again; instances found restart the fit on one
+	// connection after a rest, and 6·W + 30 s counts from there).
 	OnBudget func(window, budget time.Duration)
 	// OnPhase, when set, is called as each experiment starts, with its name
 	// and the requests sent so far.

@@ -306,9 +306,7 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	// instances, is counted again from the rest.
 	if d := s.restUntil.Add(s.budget); s.budget > 0 && d.After(s.deadline) {
 		s.deadline = minTime(d, s.start.Add(s.opts.maxDuration()))
-		if s.opts.OnBudget != nil { // announced again: progress counts against it
-			s.opts.OnBudget((s.budget-budgetSlack)/6, s.deadline.Sub(s.start))
-		}
+		s.announceBudget()
 	}
 	f, err := s.opening(ctx)
 	s.f = f

@@ -356,6 +356,15 @@ func (s *prober) extendBudget() {
 		trace("budget extended to %v", d.Sub(s.start))
 		s.deadline = d
 		s.stopped = false
+		s.announceBudget()
+	}
+}
+
+// announceBudget tells Options.OnBudget the budget as the deadline now
+// sets it, once it was announced first: progress counts against it.
+func (s *prober) announceBudget() {
+	if s.opts.OnBudget != nil && s.budgetSet {
+		s.opts.OnBudget((s.budget-budgetSlack)/6, s.deadline.Sub(s.start))
 	}
 }
 

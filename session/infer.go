@@ -206,7 +206,7 @@ func (s *Session) inferOptions(opts InferOptions, p probe.Options, zero time.Tim
 			announced = true
 			mu.Unlock()
 			if again {
-				s.line("budget extended to at most %s: the fit of one connection starts again after a rest (6·W + 30 s from there)", units.HumanDuration(RoundDuration(budget)))
+				s.line("budget extended to at most %s", units.HumanDuration(RoundDuration(budget)))
 				return
 			}
 			s.line("time scale W ≈ %s: budget at most %s (6·W + 30 s)", units.HumanDuration(RoundDuration(window)), units.HumanDuration(RoundDuration(budget)))
