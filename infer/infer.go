@@ -357,7 +357,9 @@ type OverAdmission struct {
 // target's address, each enforcing the document's params on its own, and
 // how requests are spread over them. It comes from behaviour alone: what
 // paced requests on one kept-alive connection and on a new connection each
-// admitted, never a header that names an instance.
+// admitted (by connection), or the remaining quota their answers advertise
+// counting down in interleaved sequences (by request); never a header that
+// names an instance.
 type Instances struct {
 	// Value is the count reported; Low and High bound the counts the
 	// outcomes allow (equal when they fix it).

@@ -19,7 +19,8 @@ import (
 // requests each on a new connection K·N. A racy shared counter admits N to
 // both (paced requests leave it no race), and so does one limiter. infer
 // tells them apart with these two experiments, from a recovered state, and
-// never from a header that names an instance.
+// never from a header that names an instance. A balancer that rotates every
+// request shows it only in the remaining values advertised (byrequest.go).
 
 // connRun is what one paced exhausting run admitted: how many of its
 // requests were accepted and rejected, and from when (from, result time)
@@ -165,6 +166,9 @@ type instancesState struct {
 	// pacedMax is the most a refused paced burst of the opening on one
 	// connection admitted, after instances were found.
 	pacedMax int
+	// countdown is what the one connection's remaining values showed when
+	// the instances were found by request.
+	countdown countdownRun
 }
 
 // newConn returns a connection number not used before.
@@ -261,9 +265,36 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	if conn == 0 {
 		pace, conn = paceOf(s.results, s.opts.RejectStatus), s.newConn()
 	}
-	one, _, err := s.pacedRun(ctx, phaseOneConn, s.after(s.restScale()), a0+exhaustBeyond, pace, func(int) int { return conn })
+	one, oneRes, err := s.pacedRun(ctx, phaseOneConn, s.after(s.restScale()), a0+exhaustBeyond, pace, func(int) int { return conn })
 	if err != nil {
 		return err
+	}
+	// Countdowns interleave, and the run admitted everything (the burst it
+	// was sized by was never refused, or a window edge fell within it): it
+	// runs on, on the same connection, until they are out — twice at most.
+	for range 2 {
+		owed := countdownsOwed(oneRes, s.opts.Origin, s.opts.RejectStatus)
+		if owed == 0 {
+			break
+		}
+		_, moreRes, err := s.pacedRun(ctx, phaseOneConn, s.after(pace), owed+exhaustBeyond, pace, func(int) int { return conn })
+		if err != nil {
+			return err
+		}
+		oneRes = append(oneRes, moreRes...)
+		one = runOf(oneRes, s.opts.RejectStatus)
+	}
+	if inst, c := judgeByRequest(oneRes, s.opts.Origin, s.opts.RejectStatus, a0); inst != nil {
+		// Every request reached every instance in turn: the session's
+		// outcomes are their sum, fitted as they are (reportByRequest
+		// divides), and new connections would show nothing more.
+		s.inst.found, s.inst.certain, s.inst.countdown = inst, true, c
+		s.inst.note = byRequestNote(one, c, a0)
+		s.inst.confirmed = true
+		s.inst.over, s.over = s.over, nil
+		trace("instances: %s", s.inst.note)
+		s.f = s.refit(s.f)
+		return nil
 	}
 	if one.accepted+countSlack(one.accepted) >= a0 {
 		s.f = s.refit(s.f)
@@ -325,6 +356,10 @@ func (st *instancesState) report(inf *Inference, origin time.Time) {
 	if st.found == nil {
 		return
 	}
+	if st.found.By == BalanceRequest {
+		st.reportByRequest(inf)
+		return
+	}
 	in, certain := st.judge(inf, origin)
 	if in == nil {
 		// The fitted quota of one instance explains what new connections
@@ -332,11 +367,7 @@ func (st *instancesState) report(inf *Inference, origin time.Time) {
 		// connection: no instances concluded.
 		st.over.report(inf)
 		if inf.Algorithm == "" {
-			note := "no family fits one connection either, so several instances are not concluded: " + st.note
-			if inf.Note != "" {
-				note = inf.Note + "; " + note
-			}
-			inf.Note = note
+			inf.Note = joinNote(inf.Note, "no family fits one connection either, so several instances are not concluded: "+st.note)
 		}
 		return
 	}
@@ -345,11 +376,7 @@ func (st *instancesState) report(inf *Inference, origin time.Time) {
 	if !certain && inf.Fit == FitExact {
 		inf.Fit = FitApproximate
 	}
-	note := fmt.Sprintf("%d instances by %s, each enforcing params: %s", in.Value, in.By, st.note)
-	if inf.Note != "" {
-		note = inf.Note + "; " + note
-	}
-	inf.Note = note
+	inf.Note = joinNote(inf.Note, fmt.Sprintf("%d instances by %s, each enforcing params: %s", in.Value, in.By, st.note))
 }
 
 // judge returns the instances the runs show with the quota of one

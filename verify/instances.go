@@ -140,24 +140,38 @@ func (r *rule) countdowns(s *series) int {
 	if s == nil || !s.sequential || r.e.IsBucket() || len(s.acc) == 0 {
 		return 0
 	}
-	top := r.e.Limit - 1
-	var last []int64 // each countdown's last value
+	vs := make([]int64, 0, len(s.acc))
 	for _, o := range s.acc {
 		l, ok := limitFor(&o.ph, r.e)
 		if !ok || o.cached {
 			return 0
 		}
-		v := l.Remaining
+		vs = append(vs, l.Remaining)
+	}
+	return len(Countdowns(vs, r.e.Limit-1))
+}
+
+// Countdowns splits remaining values vs, in the order they were answered,
+// into countdowns that each start at top and fall by one (a value joins
+// the countdown whose last value is one more, else starts a new one at
+// top): what K limiter instances, each counting its own share of the
+// requests down from a whole quota, advertise. It returns each
+// countdown's last value, one countdown per instance, or nil when the
+// values do not split so (a value that neither continues a countdown nor
+// is top). One honest limiter is one countdown.
+func Countdowns(vs []int64, top int64) []int64 {
+	var last []int64
+	for _, v := range vs {
 		if k := slices.Index(last, v+1); k >= 0 {
 			last[k] = v
 			continue
 		}
 		if v != top {
-			return 0
+			return nil
 		}
 		last = append(last, v)
 	}
-	return len(last)
+	return last
 }
 
 // instances is what the paced series say about the deployment, over
