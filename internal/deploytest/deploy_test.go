@@ -61,8 +61,17 @@ func TestMain(m *testing.M) {
 // and document.
 func check(t *testing.T, url string, args ...string) (int, verify.Report) {
 	t.Helper()
+	var rep verify.Report
+	code := runJSON(t, &rep, append([]string{"check", url}, args...)...)
+	return code, rep
+}
+
+// runJSON runs `rlprobe args... --json --out FILE` in a directory of its
+// own, decodes its stdout into doc and returns the exit code.
+func runJSON(t *testing.T, doc any, args ...string) int {
+	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(rlprobe(t), append([]string{"check", url, "--json", "--out", filepath.Join(dir, "check.jsonl")}, args...)...)
+	cmd := exec.Command(rlprobe(t), append(slices.Clone(args), "--json", "--out", filepath.Join(dir, args[0]+".jsonl"))...)
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -73,13 +82,12 @@ func check(t *testing.T, url string, args ...string) (int, verify.Report) {
 	case errors.As(err, &exit):
 		code = exit.ExitCode()
 	case err != nil:
-		t.Fatalf("check: %v", err)
+		t.Fatalf("%v: %v", args, err)
 	}
-	var rep verify.Report
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("check %v: exit %d, no document: %v\n%s\n%s", args, code, err, out, stderr.String())
+	if err := json.Unmarshal(out, doc); err != nil {
+		t.Fatalf("%v: exit %d, no document: %v\n%s\n%s", args, code, err, out, stderr.String())
 	}
-	return code, rep
+	return code
 }
 
 // certain returns the report's certain finding ids.

@@ -1,13 +1,8 @@
 package deploytest
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/rlprobe/rlprobe/infer"
@@ -18,24 +13,8 @@ import (
 // document.
 func inferOnce(t *testing.T, url string) (int, *infer.Inference) {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command(rlprobe(t), "infer", url, "--json", "--out", filepath.Join(dir, "infer.jsonl"))
-	cmd.Dir = dir
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	code := 0
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	case err != nil:
-		t.Fatalf("infer: %v", err)
-	}
 	var inf infer.Inference
-	if err := json.Unmarshal(out, &inf); err != nil {
-		t.Fatalf("infer: exit %d, no document: %v\n%s\n%s", code, err, out, stderr.String())
-	}
+	code := runJSON(t, &inf, "infer", url)
 	return code, &inf
 }
 
