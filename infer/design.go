@@ -3,6 +3,7 @@ package infer
 import (
 	"cmp"
 	"fmt"
+	"github.com/rlprobe/rlprobe/units"
 	"math"
 	"slices"
 	"strconv"
@@ -468,6 +469,11 @@ func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment 
 		n := int(4 * nmed)
 		out = append(out, newBuilder("sustained").spread(s0, 2*X, n).done())
 	}
+	// Exhaust, then burst again after a pause between the idle times the
+	// hypotheses hold: a key idle that long is forgotten, whole again.
+	for _, t := range splitPoints(dz.idleEnds(s0), 0.25, 0.5, 0.75) {
+		out = append(out, newBuilder("idle").burst(s0, K).burst(t, K).done())
+	}
 	// Straddle the next window edge the hypotheses predict.
 	if edge, ok := dz.medianEdge(s0.Add(X / 4)); ok {
 		m := max(margin, X/20)
@@ -475,6 +481,32 @@ func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment 
 			out = append(out, newBuilder("edge").burst(edge.Add(-m), K).burst(edge.Add(m), K).done())
 		}
 	}
+	return out
+}
+
+// idleEnds returns, sorted, when each hypothesis forgets a key last used
+// at s0: s0 plus its idle time for idle eviction; for one without, a
+// quarter beyond the longest idle time (it never forgets). Nil when no
+// hypothesis evicts idle keys.
+func (dz *designer) idleEnds(s0 time.Time) []time.Time {
+	longest := 0.0
+	for _, x := range dz.ws {
+		if x.s.h.v.beh == BehaviourIdle {
+			longest = max(longest, x.s.h.p)
+		}
+	}
+	if longest == 0 {
+		return nil
+	}
+	out := make([]time.Time, 0, len(dz.ws))
+	for _, x := range dz.ws {
+		p := 1.25 * longest
+		if x.s.h.v.beh == BehaviourIdle {
+			p = x.s.h.p
+		}
+		out = append(out, s0.Add(units.Seconds(p)))
+	}
+	slices.SortFunc(out, time.Time.Compare)
 	return out
 }
 

@@ -95,10 +95,14 @@ const (
 	// first admissions.
 	holdSpacing = 0.7
 	holdScales  = 4.0
-	// pauseShare is the pause validation's gap, in time scales: a bucket
-	// has refilled about half, a window has not reset, and a bucket that
-	// forgets a key idle for less than the gap is full again.
+	// pauseShare and pauseLate are the pause validation's gaps, in time
+	// scales: after the first a bucket has refilled about half, a window
+	// has not reset, and a bucket that forgets a key idle for less than
+	// the gap is full again; the second, longer, catches a bucket that
+	// forgets a key idle for up to three quarters of its refill (at least
+	// a quarter of its capacity admitted more than a plain bucket's).
 	pauseShare = 0.5
+	pauseLate  = 0.75
 	// maxSpread bounds an exact answer's equally good ranges (the ratio of
 	// their ends, before the timing slack widens them): within it, the
 	// middle value lies within 4 % of any value in the range. A wider
@@ -318,8 +322,8 @@ const (
 	// validateHold: an exhausting burst, then single requests every
 	// holdSpacing time scales for holdScales time scales.
 	validateHold
-	// validatePause: an exhausting burst, then another pauseShare of a
-	// time scale later.
+	// validatePause: an exhausting burst, another pauseShare of a time
+	// scale later, and for a bucket a third pauseLate after that.
 	validatePause
 	// validatePrecision: where the ends of the answer's widest equally
 	// good range disagree most, when it is wider than maxSpread.
@@ -430,17 +434,29 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 	}
 	if kind == validatePause {
 		X := w.h.scale()
-		m := 2 * (int(w.h.n) + 2)
+		// A bucket gets the second, longer pause too: only a bucket
+		// forgets idle keys.
+		bursts := 2
+		if !w.h.v.windowed() {
+			bursts = 3
+		}
+		m := bursts * (int(w.h.n) + 2)
 		if m > maxSustainedValidation {
 			return nil, fmt.Sprintf("%d requests would be needed", m)
 		}
 		t0 := s0.Add(margin)
-		p := time.Duration(pauseShare * float64(X))
-		e := newBuilder("pause").burst(t0, int(w.h.n)+2).burst(t0.Add(p), int(w.h.n)+2).done()
+		p, q := time.Duration(pauseShare*float64(X)), time.Duration(pauseLate*float64(X))
+		b := newBuilder("pause").burst(t0, int(w.h.n)+2).burst(t0.Add(p), int(w.h.n)+2)
+		what := fmt.Sprintf("two exhausting bursts %s apart", units.HumanDuration(p))
+		if bursts == 3 {
+			b.burst(t0.Add(p+q), int(w.h.n)+2)
+			what = fmt.Sprintf("three exhausting bursts, %s and %s apart", units.HumanDuration(p), units.HumanDuration(q))
+		}
+		e := b.done()
 		if !fits(&e) {
 			return nil, "it does not fit the budget"
 		}
-		return &e, fmt.Sprintf("two exhausting bursts %s apart", units.HumanDuration(p))
+		return &e, what
 	}
 	if kind == validateHold {
 		X := w.h.scale()

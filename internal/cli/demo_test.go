@@ -15,6 +15,7 @@ import (
 var demoRowRE = regexp.MustCompile(`(?m)^\s*(\d+)\s+\+(\d+\.\d)ms\s+(\d{3})\s+(\w+)$`)
 
 func TestDemo(t *testing.T) {
+	t.Parallel() // long, real time and mostly waiting: it overlaps the other long ones
 	code, stdout, stderr := runCLI(t, nil, "demo")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)

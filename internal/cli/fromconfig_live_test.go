@@ -90,6 +90,7 @@ func nginxItems(rate, burst string) string {
 // that holds the suite but not the inference lists the location as not
 // inferred (complete: false, exit 3).
 func TestCheckFromConfigInfers(t *testing.T) {
+	t.Parallel() // long, real time and mostly waiting: it overlaps the other long ones
 	if testing.Short() {
 		t.Skip("checks and infers live (about 90 s)")
 	}

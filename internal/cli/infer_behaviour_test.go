@@ -30,14 +30,16 @@ func buildRlprobe(t *testing.T) string {
 // exact answer names the served family and behaviour with its parameters
 // within 5 %. The penalties and whole-token refill must be named (fit
 // exact or approximate; a block with any family when not exact, since it
-// hides what tells them apart); a block's length within 5 %. Idle eviction is
-// not named over real sockets yet (a known gap: the answer is an
-// approximate token bucket without the quirk, 3 runs of 3; the sim names
-// it), so its row asserts only that it is never named wrongly at full
-// confidence. Interval refill — the whole capacity restored at each tick
+// hides what tells them apart); a block's length within 5 %. Idle eviction
+// must be named too, with its idle time within 5 %, where forgetting a key
+// gives back more than a plain bucket's refill (4/s, capacity 5, forgotten
+// after 800 ms: 3.2 tokens; at 2/s and 500 ms, one token, a bucket that
+// forgets decides almost as one that does not, and infer does not tell
+// them apart). Interval refill — the whole capacity restored at each tick
 // of a timer started with the server — is a fixed window on that timer:
 // named fixed-window with alignment timer (exact: the window within 5 %).
 func TestInferNamesServeBehaviours(t *testing.T) {
+	t.Parallel() // long, real time and mostly waiting: it overlaps the other long ones
 	if testing.Short() {
 		t.Skip("real-time inference over sockets")
 	}
@@ -53,13 +55,16 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 		quirk   infer.Behaviour
 		named   bool // must be named (else: only never exact and wrong)
 		timer   bool // a fixed window on the server's timer: alignment timer
+		rate    float64
+		idleS   float64
 	}{
-		{"block", append(slices.Clone(window), "--penalty", "block:2s"), infer.FixedWindow, limiter.PenaltyBlock, 2, "", true, false},
-		{"extend", append(slices.Clone(window), "--penalty", "extend"), infer.FixedWindow, limiter.PenaltyExtend, 0, "", true, false},
-		{"restart", append(slices.Clone(window), "--penalty", "restart"), infer.FixedWindow, limiter.PenaltyRestart, 0, "", true, false},
-		{"whole-token-refill", append(slices.Clone(bucket), "--refill", "whole"), infer.TokenBucket, "", 0, infer.BehaviourWholeToken, true, false},
-		{"idle-eviction", append(slices.Clone(bucket), "--forget-idle", "500ms"), infer.TokenBucket, "", 0, infer.BehaviourIdle, false, false},
-		{"interval-refill", append(slices.Clone(bucket), "--refill", "interval"), infer.FixedWindow, "", 0, "", true, true},
+		{"block", append(slices.Clone(window), "--penalty", "block:2s"), infer.FixedWindow, limiter.PenaltyBlock, 2, "", true, false, 0, 0},
+		{"extend", append(slices.Clone(window), "--penalty", "extend"), infer.FixedWindow, limiter.PenaltyExtend, 0, "", true, false, 0, 0},
+		{"restart", append(slices.Clone(window), "--penalty", "restart"), infer.FixedWindow, limiter.PenaltyRestart, 0, "", true, false, 0, 0},
+		{"whole-token-refill", append(slices.Clone(bucket), "--refill", "whole"), infer.TokenBucket, "", 0, infer.BehaviourWholeToken, true, false, 2, 0},
+		{"idle-eviction", []string{"--algorithm", "token-bucket", "--rate", "4/s", "--capacity", "5", "--forget-idle", "800ms"}, infer.TokenBucket, "", 0, infer.BehaviourIdle, true, false, 4, 0.8},
+		{"idle-eviction-one-token", append(slices.Clone(bucket), "--forget-idle", "500ms"), infer.TokenBucket, "", 0, infer.BehaviourIdle, false, false, 2, 0.5},
+		{"interval-refill", append(slices.Clone(bucket), "--refill", "interval"), infer.FixedWindow, "", 0, "", true, true, 2, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			url := testenv.ServeBinary(t, bin, c.args...)
@@ -103,11 +108,16 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 					t.Errorf("block %+v, want %gs within 5%%", d, c.blockS)
 				}
 			}
+			if c.idleS > 0 {
+				if d := inf.Params.IdleS; d == nil || math.Abs(d.Value-c.idleS) > 0.05*c.idleS {
+					t.Errorf("idle_s %+v, want %gs within 5%%", d, c.idleS)
+				}
+			}
 			if inf.Fit == infer.FitExact {
 				for name, p := range map[string]struct {
 					got  *infer.Param
 					want float64
-				}{"limit": {inf.Params.Limit, 5}, "window_s": {inf.Params.WindowS, map[bool]float64{false: 1, true: 2.5}[c.timer]}, "capacity": {inf.Params.Capacity, 5}, "rate_per_s": {inf.Params.RatePerS, 2}} {
+				}{"limit": {inf.Params.Limit, 5}, "window_s": {inf.Params.WindowS, map[bool]float64{false: 1, true: 2.5}[c.timer]}, "capacity": {inf.Params.Capacity, 5}, "rate_per_s": {inf.Params.RatePerS, c.rate}} {
 					if (c.fam == infer.FixedWindow) != (name == "limit" || name == "window_s") {
 						continue
 					}

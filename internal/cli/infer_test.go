@@ -59,6 +59,7 @@ func inferJSON(t *testing.T, args ...string) (int, *infer.Inference, string, str
 // delay=2 three requests served at once; a location that answers with
 // `return` is not limited at all.
 func TestInferNginx(t *testing.T) {
+	t.Parallel() // long, real time and mostly waiting: it overlaps the other long ones
 	base := testenv.StartNginx(t, nginxInferConf)
 	tests := []struct {
 		path   string

@@ -255,6 +255,7 @@ var policy429 = []string{"check", "--rate", "1/s", "--burst", "3", "--status", "
 //     limit_req: nothing is limited, and rlprobe says so.
 //   - /queue, /delay, /429 and /retry-after are the variants.
 func TestNginxExample(t *testing.T) {
+	t.Parallel() // long, real time and mostly waiting: it overlaps the other long ones
 	tokenBucket := scenario.SelftestWant{Family: infer.TokenBucket, Params: map[string]float64{"rate_per_s": 1, "capacity": 4}}
 	runNginxCmds(t, []nginxCmd{
 		{name: "demo/run", path: "/", args: burst8, judge: func(t *testing.T, r *nginxResult) {

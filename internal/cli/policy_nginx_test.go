@@ -21,6 +21,7 @@ import (
 // at once against one nginx (every location has its own zone), which is
 // the same import, plan and judgement in a sixth of the time.
 func TestCheckFromConfigNginx(t *testing.T) {
+	t.Parallel() // long, real time and mostly waiting: it overlaps the other long ones
 	if testing.Short() {
 		t.Skip("checks six nginx locations live (about 30 s)")
 	}

@@ -14,6 +14,7 @@ import (
 // loopback sockets, every one right, with the table and the confusion
 // matrix on stdout.
 func TestSelftestQuick(t *testing.T) {
+	t.Parallel() // long, real time and mostly waiting: it overlaps the other long ones
 	code, stdout, stderr := runCLI(t, nil, "selftest", "--quick")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)

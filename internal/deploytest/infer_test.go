@@ -50,7 +50,7 @@ var (
 
 // TestInferInstances: the built binary infers `serve --instances K` over
 // real sockets. A store per instance is K instances of the per-instance
-// policy (quota 5) by connection (a sliding log, a bucket) and by request
+// policy (quota 5) by connection (a fixed window, a bucket) and by request
 // (a sliding log and a fixed window, whose interleaved remaining values
 // show the instances); one shared store behind three instances is one
 // limiter, instances null.
@@ -67,7 +67,7 @@ func TestInferInstances(t *testing.T) {
 	var cases []deployment
 	for _, k := range []int{2, 3, 4} {
 		cases = append(cases,
-			deployment{"sliding-log", string(infer.SlidingLog), slidingLog, k, infer.BalanceConnection},
+			deployment{"fixed-window", string(infer.FixedWindow), fixedWindow, k, infer.BalanceConnection},
 			deployment{"token-bucket", string(infer.TokenBucket), tokenBucket, k, infer.BalanceConnection},
 			deployment{"sliding-log", string(infer.SlidingLog), slidingLog, k, infer.BalanceRequest},
 			deployment{"fixed-window", string(infer.FixedWindow), fixedWindow, k, infer.BalanceRequest})
