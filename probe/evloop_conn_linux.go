@@ -21,8 +21,9 @@ import (
 // reading and parsing its response, completing or retrying the send, and
 // freeing, closing or timing out the connection.
 
-// newConn registers nc (counted in p.conns) with the loop; nil when it
-// cannot (not a TCP socket).
+// newConn registers nc (counted in p.conns) with the loop, which owns it
+// from then on (nc itself is closed); nil when it cannot (not a TCP
+// socket), nc then untouched.
 func (l *evloop) newConn(p *pool, nc net.Conn, used int) *loopConn {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
@@ -32,15 +33,22 @@ func (l *evloop) newConn(p *pool, nc net.Conn, used int) *loopConn {
 	if err != nil {
 		return nil
 	}
+	// The loop keeps a duplicate of the socket and closes nc: Go's
+	// netpoller then forgets the socket (it registered nc's descriptor,
+	// edge-triggered, and would wake on every response the loop reads,
+	// one epoll_pwait of the runtime's per response).
 	fd := -1
-	if raw.Control(func(f uintptr) { fd = int(f) }) != nil || fd < 0 {
+	if raw.Control(func(f uintptr) { fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }) != nil || err != nil || fd < 0 {
 		return nil
 	}
-	c := &loopConn{nc: nc, fd: fd, p: p, src: localAddr(nc), buf: make([]byte, 4096), send: -1, used: used, idleSince: time.Now()}
-	c.br = bufio.NewReaderSize(&c.bbr, 4096)
+	src := localAddr(nc)
 	if unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}) != nil {
+		_ = unix.Close(fd)
 		return nil
 	}
+	_ = nc.Close() // the duplicate keeps the socket open
+	c := &loopConn{fd: fd, p: p, src: src, buf: make([]byte, 4096), send: -1, used: used, idleSince: time.Now()}
+	c.br = bufio.NewReaderSize(&c.bbr, 4096)
 	l.conns[fd] = c
 	return c
 }
@@ -258,7 +266,7 @@ func (l *evloop) closeConn(c *loopConn) {
 			l.idle[c.p] = slices.Delete(idle, k, k+1)
 		}
 	}
-	_ = c.nc.Close()
+	_ = unix.Close(c.fd)
 	c.p.conns.Add(-1)
 	if l.waiting(c.p) > 0 {
 		l.maybeDial(c.p)
@@ -282,4 +290,17 @@ func (l *evloop) abandon() {
 		}
 	}
 	l.dropPending()
+}
+
+// goConn returns a net.Conn on the socket of fd, registered with Go's
+// netpoller, for code that reads with net/http's reader; fd stays the
+// loop's (the conn holds a duplicate, closed with it).
+func goConn(fd int) (net.Conn, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	f := os.NewFile(uintptr(dup), "evloop")
+	defer f.Close()
+	return net.FileConn(f)
 }

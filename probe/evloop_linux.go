@@ -50,8 +50,7 @@ const (
 
 // loopConn is a keep-alive connection owned by the loop.
 type loopConn struct {
-	nc        net.Conn // owns fd; closed by closeConn
-	fd        int
+	fd        int // the loop's own socket descriptor; closed by closeConn
 	p         *pool
 	src       string
 	buf       []byte // unparsed response bytes: buf[:n]

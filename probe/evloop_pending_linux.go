@@ -190,8 +190,15 @@ func (l *evloop) fallback(c *loopConn) {
 	i, res, deadline := c.send, c.res, c.deadline
 	c.send = -1
 	go func() {
-		_ = c.nc.SetDeadline(deadline)
-		pc := &prefixConn{Conn: c.nc, pre: pre}
+		nc, err := goConn(c.fd)
+		if err != nil {
+			l.post(loopMsg{c: c})
+			r.finish(i, res, err)
+			r.wg.Done()
+			return
+		}
+		_ = nc.SetDeadline(deadline)
+		pc := &prefixConn{Conn: nc, pre: pre}
 		h := newH1Conn(pc)
 		ttfb := res.TTFB
 		reuse, err := r.readH1(i, h, &res)
@@ -199,9 +206,7 @@ func (l *evloop) fallback(c *loopConn) {
 			res.TTFB = ttfb
 		}
 		reuse = err == nil && reuse && len(pc.pre) == 0 && h.br.Buffered() == 0
-		if reuse {
-			reuse = c.nc.SetDeadline(time.Time{}) == nil
-		}
+		_ = nc.Close() // its duplicate: the loop's descriptor stays open
 		l.post(loopMsg{c: c, reuse: reuse}) // first: the connection may be due
 		r.finish(i, res, err)
 		r.wg.Done()
@@ -238,7 +243,13 @@ func (l *evloop) finishUp() {
 		for _, c := range idle {
 			_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
 			delete(l.conns, c.fd)
-			h := newH1Conn(c.nc)
+			nc, err := goConn(c.fd)
+			_ = unix.Close(c.fd)
+			if err != nil {
+				p.conns.Add(-1)
+				continue
+			}
+			h := newH1Conn(nc)
 			h.pool = p
 			h.used = c.used
 			h.reader = true // it watches the idle connection, as on the net.Conn path
@@ -247,7 +258,7 @@ func (l *evloop) finishUp() {
 		}
 	}
 	for _, c := range l.conns { // cannot happen: the loop ends with none busy
-		_ = c.nc.Close()
+		_ = unix.Close(c.fd)
 		c.p.conns.Add(-1)
 	}
 	_ = unix.Close(l.ep)
