@@ -206,7 +206,7 @@ func (l *evloop) fallback(c *loopConn) {
 			res.TTFB = ttfb
 		}
 		reuse = err == nil && reuse && len(pc.pre) == 0 && h.br.Buffered() == 0
-		_ = nc.Close() // its duplicate: the loop's descriptor stays open
+		_ = nc.Close()                      // its duplicate: the loop's descriptor stays open
 		l.post(loopMsg{c: c, reuse: reuse}) // first: the connection may be due
 		r.finish(i, res, err)
 		r.wg.Done()
