@@ -261,12 +261,17 @@ func (f *fit) extend(o *observations) *fit {
 			timedBest[k] = s
 		}
 	}
-	// A timed behaviour whose every hypothesis fell out early (its first
+	// Idle eviction whose every hypothesis fell out early (its first
 	// candidates came from the opening's short gaps) starts again from the
 	// best plain hypothesis of its family, at the lengths the pauses seen
-	// since suggest: an idle time longer than any gap of the opening.
+	// since suggest: an idle time longer than any gap of the opening. (A
+	// block's candidates come from the refusals, which the opening has.)
+	alive := map[variant]bool{}
+	for k := range timedBest {
+		alive[k.v] = true
+	}
 	for _, v := range variantsFor(o) {
-		if !v.timed() {
+		if v.beh != BehaviourIdle || alive[v] {
 			continue
 		}
 		plain := v
@@ -275,10 +280,8 @@ func (f *fit) extend(o *observations) *fit {
 		if !ok || famMiss[v.fam] > global+refineBehind*g.slack {
 			continue
 		}
-		if _, ok := timedBest[lkey{v: v, n: b.h.n}]; !ok {
-			b.h.v = v
-			timedBest[lkey{v: v, n: b.h.n}] = b
-		}
+		b.h.v = v
+		timedBest[lkey{v: v, n: b.h.n}] = b
 	}
 	for _, b := range timedBest {
 		for _, p := range timedCandidates(o, b.h.v.beh, f.perClient) {
