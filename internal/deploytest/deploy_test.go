@@ -198,9 +198,20 @@ func TestCheckKeyCollapse(t *testing.T) {
 					args = append(args, "--key-fault", "collapse")
 				}
 				url := testenv.ServeBinary(t, rlprobe(t), args...)
-				code, rep := check(t, url, append(slices.Clone(fam.check), "--key", "ip", "--source-ips", ips, "--clients", "2", "--only", "burst")...)
+				run := func() (int, verify.Report) {
+					return check(t, url, append(slices.Clone(fam.check), "--key", "ip", "--source-ips", ips, "--clients", "2", "--only", "burst")...)
+				}
+				code, rep := run()
 				got := certain(rep)
 				bucket := fam.name == "token-bucket"
+				if fault && !bucket && !got[verify.IDKeyCollapsed] {
+					// A window edge between the burst and the second
+					// identity's request leaves the collapse no evidence
+					// (the edge gives quota back to everyone): once more.
+					t.Logf("no certain %s, once more:%s", verify.IDKeyCollapsed, describe(rep))
+					code, rep = run()
+					got = certain(rep)
+				}
 				switch {
 				case fault && bucket && !has(rep, verify.IDKeyCollapsed):
 					t.Errorf("exit %d, want a possible %s:%s", code, verify.IDKeyCollapsed, describe(rep))
