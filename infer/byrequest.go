@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -109,7 +110,7 @@ func splitCountdowns(vs []int64) (c countdownRun, final []int64) {
 // run) or advertises another quota.
 func remainingsOf(res []record.Result, origin time.Time, rejectStatus int) (vs []int64, quota int64, refused, ok bool) {
 	res = slices.Clone(res)
-	slices.SortFunc(res, func(a, b record.Result) int { return int(a.Wrote - b.Wrote) })
+	slices.SortFunc(res, func(a, b record.Result) int { return cmp.Compare(a.Wrote, b.Wrote) })
 	for i := range res {
 		switch c, _ := record.Classify(res[i], rejectStatus); c {
 		case record.ClassAccepted:

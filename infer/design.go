@@ -3,7 +3,6 @@ package infer
 import (
 	"cmp"
 	"fmt"
-	"github.com/rlprobe/rlprobe/units"
 	"math"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
+	"github.com/rlprobe/rlprobe/units"
 )
 
 // experiment is a candidate schedule: sends at absolute times, all as
