@@ -163,9 +163,9 @@ type instancesState struct {
 	firstReturn time.Duration
 	// over is the session's over-admission when instances took its place.
 	over *overAdmission
-	// pacedMax is the most a refused paced burst of the opening on one
-	// connection admitted, after instances were found.
-	pacedMax int
+	// paced are the refused paced bursts of the opening on one
+	// connection, after instances were found (see pacedMax).
+	paced []connRun
 	// countdown is what the one connection's remaining values showed when
 	// the instances were found by request.
 	countdown countdownRun
@@ -330,7 +330,7 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	s.inst.over, s.over = s.over, nil
 	s.conn, s.pace = conn, pace
 	s.fitFrom = len(s.results)
-	s.inst.pacedMax = 0
+	s.inst.paced = nil
 	rest := s.longRest(a0)
 	s.restUntil = s.lastSent(s.inst.apart).Add(rest + s.opts.lead())
 	// The budget counted from the opening's fit, which mixed the
@@ -342,7 +342,7 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	f, err := s.opening(ctx)
 	s.f = f
 	if w, ok := s.answer(); ok {
-		trace("instances: the fit of one connection: %v misses %d of %d (from %d results); its bursts admitted %d", w.h, w.miss, f.total, len(s.fitted()), s.inst.pacedMax)
+		trace("instances: the fit of one connection: %v misses %d of %d (from %d results); its bursts admitted %v", w.h, w.miss, f.total, len(s.fitted()), s.inst.paced)
 	}
 	return err
 }
@@ -391,7 +391,7 @@ func (st *instancesState) judge(inf *Inference, origin time.Time) (*Instances, b
 	if inf.Algorithm == "" {
 		return nil, false
 	}
-	if p := st.pacedMax; p > 0 && p > st.one.accepted+countSlack(st.one.accepted) {
+	if p := st.pacedMax(inf, origin); p > 0 && p > st.one.accepted+countSlack(st.one.accepted) {
 		slack := countSlack(p)
 		in, _ := judgeInstances(p-slack, p, slack, st.fresh)
 		return in, false
@@ -413,6 +413,21 @@ func (st *instancesState) judge(inf *Inference, origin time.Time) (*Instances, b
 		in, certain = *again, c && ok
 	}
 	return &in, certain
+}
+
+// pacedMax is the most a refused paced burst on the one connection
+// admitted (st.paced), of the bursts within which inf's policy gives no
+// whole quota back: a burst across an edge of a clock-aligned window
+// admits two quotas of one instance, and says nothing of the first run's
+// state.
+func (st *instancesState) pacedMax(inf *Inference, origin time.Time) int {
+	most := 0
+	for _, b := range st.paced {
+		if !quotaBackWithin(inf, b, origin) {
+			most = max(most, b.accepted)
+		}
+	}
+	return most
 }
 
 // confirmInstances runs the run on new connections again, once, when the
@@ -460,21 +475,42 @@ func nextEdge(t time.Time, inf *Inference) time.Time {
 // refillDuring returns how much quota, per instance, the fitted answer
 // gives back while the accepted requests of run r were sent: its quota
 // per time scale times their span, rounded up. ok is false when that does not
-// bound it: a window edge of a clock-aligned window (or a window's whole
-// length) falls within the run, where a whole quota may come back.
+// bound it: the answer has no quota and time scale, or a whole quota may
+// come back within the run (quotaBackWithin).
 func refillDuring(inf *Inference, r connRun, origin time.Time) (extra int, ok bool) {
-	p := inf.Params
-	var n, scale float64
-	switch {
-	case p.Limit != nil && p.WindowS != nil:
-		n, scale = p.Limit.High, p.WindowS.Low
-	case p.Capacity != nil && p.RatePerS != nil && p.RatePerS.High > 0:
-		n, scale = p.Capacity.High, p.Capacity.Low/p.RatePerS.High
-	default:
+	n, scale, known := quotaScale(inf.Params)
+	if !known || quotaBackWithin(inf, r, origin) {
 		return 0, false
 	}
-	if scale <= 0 || r.span.Seconds() >= scale {
-		return 0, false
+	return int(math.Ceil(n * r.span.Seconds() / scale)), true
+}
+
+// quotaScale returns the quota of params (a window's limit, a bucket's
+// capacity, the high ends) and the time, in seconds, in which it comes
+// back (the window, or capacity over rate); known is false when params
+// have neither.
+func quotaScale(p Params) (n, scale float64, known bool) {
+	switch {
+	case p.Limit != nil && p.WindowS != nil:
+		return p.Limit.High, p.WindowS.Low, p.WindowS.Low > 0
+	case p.Capacity != nil && p.RatePerS != nil && p.RatePerS.High > 0:
+		return p.Capacity.High, p.Capacity.Low / p.RatePerS.High, p.Capacity.Low > 0
+	}
+	return 0, 0, false
+}
+
+// quotaBackWithin reports whether inf's policy may give a whole quota back
+// while the accepted requests of run r were sent: the run lasts its time
+// scale or longer, or an edge of a clock-aligned window falls within it
+// (or too near to tell). Params without a quota and time scale say no.
+func quotaBackWithin(inf *Inference, r connRun, origin time.Time) bool {
+	p := inf.Params
+	_, scale, known := quotaScale(p)
+	if !known {
+		return false
+	}
+	if r.span.Seconds() >= scale {
+		return true
 	}
 	if p.WindowS != nil && inf.Alignment != nil && (*inf.Alignment == AlignEpoch || *inf.Alignment == AlignTimer) {
 		phase := 0.0
@@ -484,11 +520,9 @@ func refillDuring(inf *Inference, r connRun, origin time.Time) (extra int, ok bo
 		start := origin.Add(time.Duration(r.from)).Sub(time.Unix(0, 0)).Seconds() - phase
 		w := p.WindowS.Value
 		edge := math.Floor(start/w)*w + w
-		if start+r.span.Seconds() >= edge-(p.WindowS.High-p.WindowS.Low) {
-			return 0, false // an edge within the run (or too near to tell)
-		}
+		return start+r.span.Seconds() >= edge-(p.WindowS.High-p.WindowS.Low)
 	}
-	return int(math.Ceil(n * r.span.Seconds() / scale)), true
+	return false
 }
 
 func minTime(a, b time.Time) time.Time {

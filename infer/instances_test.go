@@ -79,6 +79,48 @@ func TestRefillDuring(t *testing.T) {
 	}
 }
 
+// TestJudgePacedBursts: a refused paced burst on the one connection that
+// admitted more than its first run says that run started from a state not
+// yet whole (its count then blurs the answer), unless an edge of the
+// fitted clock-aligned window fell within the burst: two quotas of one
+// instance, which say nothing of the first run.
+func TestJudgePacedBursts(t *testing.T) {
+	origin := time.Unix(1000, 0)
+	p := func(v float64) *Param { return &Param{v, v, v} }
+	epoch := AlignEpoch
+	window := &Inference{Algorithm: FixedWindow, Params: Params{Limit: p(5), WindowS: p(2)}, Alignment: &epoch}
+	burst := func(from, span float64, accepted int) connRun {
+		return connRun{accepted: accepted, rejected: 3, from: int64(sec(from)), span: sec(span)}
+	}
+	one := connRun{accepted: 5, rejected: 3, from: int64(sec(10.1)), span: sec(0.05)}
+	fresh := connRun{accepted: 10, rejected: 3, from: int64(sec(20.1)), span: sec(0.1)}
+	tests := []struct {
+		name        string
+		paced       []connRun
+		want        int // instances; 0 for none
+		wantCertain bool
+	}{
+		{"no paced bursts", nil, 2, true},
+		{"a burst of one quota", []connRun{burst(30.1, 0.1, 5)}, 2, true},
+		{"a burst across an edge admits two quotas", []connRun{burst(31.9, 0.2, 10)}, 2, true},
+		{"a burst of two quotas with no edge within", []connRun{burst(30.1, 0.2, 10)}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := instancesState{found: &Instances{Value: 2, Low: 2, High: 2, By: BalanceConnection}, certain: true,
+				one: one, fresh: fresh, paced: tt.paced}
+			in, certain := st.judge(window, origin)
+			got := 0
+			if in != nil {
+				got = in.Value
+			}
+			if got != tt.want || certain != tt.wantCertain {
+				t.Errorf("judge = %+v, %v; want %d instances, certain %v", in, certain, tt.want, tt.wantCertain)
+			}
+		})
+	}
+}
+
 // TestNextEdge: the first edge of clock-aligned windows at or after t.
 func TestNextEdge(t *testing.T) {
 	p := func(v float64) *Param { return &Param{v, v, v} }

@@ -125,7 +125,7 @@ func (s *prober) bursts(ctx context.Context) (refused bool, last []record.Result
 		if s.pace == 0 {
 			s.inst.burstMax = max(s.inst.burstMax, acc)
 		} else if refused {
-			s.inst.pacedMax = max(s.inst.pacedMax, acc)
+			s.inst.paced = append(s.inst.paced, runOf(res, s.opts.RejectStatus))
 		}
 		if s.over == nil {
 			if ev := lostUpdates(res, s.opts.Origin, s.opts.RejectStatus); ev != "" {

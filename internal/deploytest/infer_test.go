@@ -35,9 +35,10 @@ func describeInference(code int, inf *infer.Inference) string {
 }
 
 // inferAttempts is how often a deployment is inferred before the case
-// fails: which instance a burst's connections reach depends on the order
-// the server accepts them, and a second, independent inference that is
-// right stands. An attempt that misses must not be exact.
+// fails (a new deployment each time): which instance a burst's connections
+// reach depends on the order the server accepts them, and a second,
+// independent inference that is right stands. An attempt that misses must
+// not be exact.
 const inferAttempts = 2
 
 // The per-instance policies inferred: five in any 2 s (a sliding log and a
@@ -89,10 +90,12 @@ func TestInferInstances(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("%s/%s-%d/by-%s", c.name, store, c.instances, balance), func(t *testing.T) {
 			t.Parallel()
-			url := testenv.ServeBinary(t, rlprobe(t), append(slices.Clone(c.serve),
-				"--instances", fmt.Sprint(c.instances), "--store", store, "--balance", balance)...)
 			var misses []string
 			for range inferAttempts {
+				// A deployment of its own each attempt: the next starts
+				// from whole instances, not from what the last left.
+				url := testenv.ServeBinary(t, rlprobe(t), append(slices.Clone(c.serve),
+					"--instances", fmt.Sprint(c.instances), "--store", store, "--balance", balance)...)
 				code, inf := inferOnce(t, url)
 				t.Log(describeInference(code, inf))
 				var why string
