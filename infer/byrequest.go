@@ -169,41 +169,27 @@ func byRequestNote(one connRun, c countdownRun, a0 int) string {
 }
 
 // reportByRequest fills the document's instances found by request: the
-// fitted answer is the instances' sum (every request of the session was
-// spread over all of them), so its count (and a bucket's rate) divided by
-// k is one instance's; a header's advertised quota is then one instance's
-// too. The sum must agree with the countdowns within countSlack, else no
-// instances are concluded (the note says why).
+// fitted answer is one instance's policy (the models stepped each request
+// on the next instance, observations.rotate), and its quota must agree with
+// one countdown's (top + 1) within countSlack, else no instances are
+// concluded (the note says why).
 func (st *instancesState) reportByRequest(inf *Inference) {
-	p := &inf.Params
-	q := p.Limit
+	q := inf.Params.Limit
 	if q == nil {
-		q = p.Capacity
+		q = inf.Params.Capacity
 	}
 	k := st.found.Value
-	if inf.Algorithm == "" || q == nil || math.Abs(q.Value-float64(st.countdown.quota())) > float64(countSlack(st.countdown.quota())) {
+	one := int(st.countdown.top + 1)
+	if inf.Algorithm == "" || q == nil || math.Abs(q.Value-float64(one)) > float64(countSlack(one)) {
 		fitted := "no family fits"
 		if inf.Algorithm != "" && q != nil {
-			fitted = fmt.Sprintf("the fitted quota is %g", q.Value)
+			fitted = fmt.Sprintf("the fitted quota of one instance is %g", q.Value)
 		}
-		inf.Note = joinNote(inf.Note, fmt.Sprintf("%s; %d countdowns of %d each would admit %d, so several instances are not concluded: %s",
-			fitted, k, st.countdown.top+1, st.countdown.quota(), st.note))
+		inf.Note = joinNote(inf.Note, fmt.Sprintf("%s; %d countdowns of %d each, so several instances are not concluded: %s",
+			fitted, k, one, st.note))
 		st.over.report(inf)
 		return
 	}
-	for _, x := range []*Param{p.Limit, p.Capacity, p.RatePerS, p.Undelayed, p.Queue} {
-		if x != nil {
-			*x = Param{Value: x.Value / float64(k), Low: x.Low / float64(k), High: x.High / float64(k)}
-		}
-	}
-	// A count per instance is whole.
-	for _, x := range []*Param{p.Limit, p.Capacity} {
-		if x != nil {
-			x.Value = math.Round(x.Value)
-		}
-	}
-	per := fmt.Sprint(q.Value)
-	inf.Advertised = slices.DeleteFunc(inf.Advertised, func(a Advertised) bool { return a.Field == "limit" && a.Advertised == per })
 	inf.Instances = st.found
 	inf.OverAdmission = nil
 	if !st.certain && inf.Fit == FitExact {

@@ -54,11 +54,11 @@ func claims(results []record.Result, origin time.Time, o *observations, w scored
 	var resets []reset
 	seen := false
 	c := w.h.config()
-	var st states
+	st := states{rotate: o.rotate}
 	for _, cl := range o.clusters {
 		for i := cl[0]; i < cl[1]; i++ {
 			ob := o.list[i]
-			key := fitKey(ob.client, perClient)
+			key := st.next(ob.client, perClient)
 			next, d := c.Step(st.get(key), ob.at)
 			st = st.set(key, next)
 			r := results[ob.ref]

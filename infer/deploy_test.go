@@ -148,3 +148,24 @@ func TestInferInstancesByRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestInferSlidingLogByRequest: a sliding log of five in any 2 s on each
+// of K instances behind a balancer that rotates every request. The
+// instances give quota back one by one, each when its own oldest request
+// ages out, and no single limiter of K·5 does that: the fit steps each
+// request on the next instance, and names the per-instance log exactly.
+func TestInferSlidingLogByRequest(t *testing.T) {
+	cfg := limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: sec(2)}
+	for _, k := range []int{2, 4} {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			inf := inferDeployed(t, cfg, simDeploy{Instances: k, ByRequest: true}, true, false)
+			check(t, "sliding log", inf, want{fam: SlidingLog, limit: 5, window: 2})
+			if inf.Fit != FitExact {
+				t.Errorf("fit %s, want exact", inf.Fit)
+			}
+			if in := inf.Instances; in == nil || in.Value != k || in.By != BalanceRequest {
+				t.Errorf("instances %+v, want %d by request", in, k)
+			}
+		})
+	}
+}

@@ -413,13 +413,14 @@ func combOf(ts []time.Time, margin time.Duration) (comb []time.Time, ok bool) {
 }
 
 // candidates proposes experiments starting no earlier than s0, sized by the
-// hypotheses: X is their median time scale, K exceeds every count by two.
+// hypotheses: X is their median time scale, K exceeds every quota (scored.quota)
+// by two.
 func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment {
 	var kmax, nmed int64
 	var ns []int64
 	for _, x := range dz.ws {
-		kmax = max(kmax, x.s.h.n)
-		ns = append(ns, x.s.h.n)
+		kmax = max(kmax, x.s.quota())
+		ns = append(ns, x.s.quota())
 	}
 	slices.Sort(ns)
 	X := dz.scale()
@@ -558,7 +559,7 @@ func (dz *designer) medianEdge(t time.Time) (time.Time, bool) {
 			ph := int64(math.Round(h.ph * 1e6))
 			e = ph + ((tu-ph)/w+1)*w
 		default:
-			st := x.s.states.get(fitKey(dz.client, dz.perClient))
+			st := x.s.states.get(x.s.states.keyOf(dz.client, dz.perClient))
 			if st.At == 0 {
 				continue
 			}

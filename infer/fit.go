@@ -32,6 +32,11 @@ type scored struct {
 	r      replay // the replay, to be continued over later observations
 }
 
+// quota is how many requests s's hypothesis admits to one client from a
+// whole state: its count, on each of the instances a balancer sends the
+// requests to in turn.
+func (s scored) quota() int64 { return s.h.n * int64(s.states.instances()) }
+
 // axis is the part of the hypothesis space that belongs to one variant:
 // the counts (limit or capacity), the leaky-bucket delays, and the range of
 // the continuous parameter (window in seconds or rate per second).

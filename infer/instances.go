@@ -285,15 +285,25 @@ func (s *prober) checkInstances(ctx context.Context) error {
 		one = runOf(oneRes, s.opts.RejectStatus)
 	}
 	if inst, c := judgeByRequest(oneRes, s.opts.Origin, s.opts.RejectStatus, a0); inst != nil {
-		// Every request reached every instance in turn: the session's
-		// outcomes are their sum, fitted as they are (reportByRequest
-		// divides), and new connections would show nothing more.
+		// Every request reached the instances in turn: from here on the
+		// models keep a state per instance and step each request on the
+		// next (observations.rotate), and the fit, searched afresh over
+		// counts of one instance, is one instance's policy. New
+		// connections would show nothing more.
 		s.inst.found, s.inst.certain, s.inst.countdown = inst, true, c
 		s.inst.note = byRequestNote(one, c, a0)
 		s.inst.confirmed = true
 		s.inst.over, s.over = s.over, nil
 		trace("instances: %s", s.inst.note)
-		s.f = s.refit(s.f)
+		o := s.observe()
+		sp := defaultSpace(o, s.opts.maxWindow(), s.perClient)
+		if s.firstSpace != nil {
+			sp = s.firstSpace(o)
+		}
+		s.f = search(o, sp)
+		if w, ok := s.answer(); ok {
+			trace("instances: the fit of one instance by request: %v misses %d of %d", w.h, w.miss, s.f.total)
+		}
 		return nil
 	}
 	if one.accepted+countSlack(one.accepted) >= a0 {

@@ -215,37 +215,76 @@ const (
 	coarseTolDiv = 40
 )
 
-// keyed is one client's limiter state.
-type keyed struct {
+// stateKey names one limiter state of a model: a client's (fitKey: ""
+// for a global key) on one instance (0 unless a balancer rotates the
+// requests over several, states.rotate).
+type stateKey struct {
 	client string
-	st     limiter.State
+	inst   int
+}
+
+// keyed is one key's limiter state.
+type keyed struct {
+	key stateKey
+	st  limiter.State
 }
 
 // states are the per-key states of one model after a replay. With a global
-// key there is one entry, for client "".
-type states []keyed
+// key there is one entry per instance, for client "". A model of rotate ≥ 2
+// instances behind a balancer that sends each request to the next (instances
+// by request) keeps a state per instance and key; n counts the requests
+// stepped, the balancer's position, from the first observation on (which
+// instance that one reached does not matter from a whole state: the
+// instances are alike).
+type states struct {
+	keys      []keyed
+	rotate, n int
+}
 
-func (s states) get(client string) limiter.State {
-	for _, k := range s {
-		if k.client == client {
-			return k.st
+func (s states) get(k stateKey) limiter.State {
+	for _, x := range s.keys {
+		if x.key == k {
+			return x.st
 		}
 	}
 	return limiter.State{}
 }
 
-func (s states) set(client string, st limiter.State) states {
-	for i := range s {
-		if s[i].client == client {
-			s[i].st = st
+func (s states) set(k stateKey, st limiter.State) states {
+	for i := range s.keys {
+		if s.keys[i].key == k {
+			s.keys[i].st = st
 			return s
 		}
 	}
-	return append(s, keyed{client, st})
+	s.keys = append(s.keys, keyed{k, st})
+	return s
 }
 
 func (s states) clone() states {
-	return slices.Clone(s)
+	s.keys = slices.Clone(s.keys)
+	return s
+}
+
+// keyOf returns the key of the next request of client: its fitKey, on the
+// instance the balancer sends it to.
+func (s states) keyOf(client string, perClient bool) stateKey {
+	k := stateKey{client: fitKey(client, perClient)}
+	if s.rotate > 1 {
+		k.inst = s.n % s.rotate
+	}
+	return k
+}
+
+// instances is how many instances the states keep per key: rotate, at
+// least 1.
+func (s states) instances() int { return max(1, s.rotate) }
+
+// next is keyOf, and counts the request.
+func (s *states) next(client string, perClient bool) stateKey {
+	k := s.keyOf(client, perClient)
+	s.n++
+	return k
 }
 
 // mismatch describes the worst-reproduced cluster of a replay.
@@ -314,6 +353,7 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 		horizon *= 2 // the previous window still weighs
 	}
 	r.states = r.states.clone()
+	r.states.rotate = o.rotate
 	var mDel, oDel []time.Duration
 	for k, cl := range o.clusters[from:] {
 		accM, accO := 0, 0
@@ -326,7 +366,7 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 		}
 		for i := cl[0]; i < cl[1]; i++ {
 			ob := &o.list[i]
-			key := fitKey(ob.client, perClient)
+			key := r.states.next(ob.client, perClient)
 			st0 := r.states.get(key)
 			st, d := c.Step(st0, ob.at)
 			if single && d.Allowed != ob.accepted {
@@ -403,7 +443,7 @@ func stepCluster(c limiter.Config, o *observations, cl [2]int, from states, shif
 	var mDel []time.Duration
 	for i := cl[0]; i < cl[1]; i++ {
 		ob := &o.list[i]
-		key := fitKey(ob.client, perClient)
+		key := s.next(ob.client, perClient)
 		st, d := c.Step(s.get(key), ob.at.Add(shift))
 		s = s.set(key, st)
 		if d.Allowed {
@@ -449,7 +489,7 @@ func predict(h hyp, from states, at []time.Time, clients []string, perClient boo
 	s := from.clone()
 	out := make([]limiter.Decision, len(at))
 	for i, t := range at {
-		key := fitKey(clients[i], perClient)
+		key := s.next(clients[i], perClient)
 		st, d := c.Step(s.get(key), t)
 		s = s.set(key, st)
 		out[i] = d

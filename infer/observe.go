@@ -67,6 +67,11 @@ type observations struct {
 	// without are the behaviours left out of the candidates (the
 	// leave-one-out option, Options.Without).
 	without []Behaviour
+	// rotate, when 2 or more, is the number of instances a balancer sends
+	// the requests to in turn (instances by request): the models keep a
+	// state per instance (states), and the counts they are fitted with are
+	// one instance's.
+	rotate int
 }
 
 // runs returns the index ranges of the bursts: the clusters, or with pace

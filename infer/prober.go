@@ -281,6 +281,9 @@ func (s *prober) observe() *observations {
 	o := observe(s.fitted(), s.opts.Origin, s.opts.RejectStatus)
 	o.pace = s.pace
 	o.without = s.opts.Without
+	if in := s.inst.found; in != nil && in.By == BalanceRequest {
+		o.rotate = in.Value
+	}
 	return o
 }
 

@@ -316,7 +316,7 @@ func dialects(results []record.Result, origin time.Time, status int) []string {
 func judgeRetryAfter(results []record.Result, origin time.Time, o *observations, w scored, f *fit) RetryAfter {
 	var ra RetryAfter
 	c := w.h.config()
-	var st states
+	st := states{rotate: o.rotate}
 	var worst verify.RetryAfterGrading
 	judged := false
 	recovered, refused := false, false
@@ -328,7 +328,7 @@ func judgeRetryAfter(results []record.Result, origin time.Time, o *observations,
 		var adv, model []time.Duration
 		for i := cl[0]; i < cl[1]; i++ {
 			ob := o.list[i]
-			key := fitKey(ob.client, f.perClient)
+			key := st.next(ob.client, f.perClient)
 			next, d := c.Step(st.get(key), ob.at)
 			st = st.set(key, next)
 			if !d.Allowed {

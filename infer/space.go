@@ -145,6 +145,9 @@ func countCandidates(o *observations) (counts, delays []int64) {
 		estimates = append(estimates, p)
 	}
 	for _, a := range estimates {
+		if o.rotate > 1 {
+			a = int(math.Round(float64(a) / float64(o.rotate))) // one instance's
+		}
 		for c := max(a-2, 1); c <= max(a+1, 1); c++ {
 			if !seen[int64(c)] {
 				seen[int64(c)] = true

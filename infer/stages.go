@@ -391,7 +391,7 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		var reserve time.Duration
 		reqs := 0
 		if s.over != nil {
-			reserve, reqs = w.h.scale()+2*s.opts.lead(), int(2*w.h.n+4)
+			reserve, reqs = w.h.scale()+2*s.opts.lead(), int(2*w.quota()+4)
 		}
 		fits = func(e *experiment) bool {
 			return !e.end().Add(reserve).After(s.deadline) && s.sent+len(e.at)+reqs <= s.opts.maxRequests()
@@ -401,7 +401,7 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		if slices.ContainsFunc(s.fitted(), func(r record.Result) bool { return r.Phase == "sustained" }) {
 			return nil, fittedOnSustained
 		}
-		m := int(sustainedFactor * w.h.n)
+		m := int(sustainedFactor * w.quota())
 		if m > maxSustainedValidation {
 			return nil, fmt.Sprintf("%d requests would be needed", m)
 		}
@@ -412,7 +412,7 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		return &e, fmt.Sprintf("%d requests over %s, %g times its rate", m, units.HumanDuration(w.h.scale()), float64(sustainedFactor))
 	}
 	if kind == validateTrickle {
-		m := int(math.Ceil(trickleFactor * trickleScales * float64(w.h.n)))
+		m := int(math.Ceil(trickleFactor * trickleScales * float64(w.quota())))
 		if m > maxSustainedValidation || m < 2 {
 			return nil, fmt.Sprintf("%d requests would be needed", m)
 		}
@@ -440,16 +440,16 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		if !w.h.v.windowed() {
 			bursts = 3
 		}
-		m := bursts * (int(w.h.n) + 2)
+		m := bursts * (int(w.quota()) + 2)
 		if m > maxSustainedValidation {
 			return nil, fmt.Sprintf("%d requests would be needed", m)
 		}
 		t0 := s0.Add(margin)
 		p, q := time.Duration(pauseShare*float64(X)), time.Duration(pauseLate*float64(X))
-		b := newBuilder("pause").burst(t0, int(w.h.n)+2).burst(t0.Add(p), int(w.h.n)+2)
+		b := newBuilder("pause").burst(t0, int(w.quota())+2).burst(t0.Add(p), int(w.quota())+2)
 		what := fmt.Sprintf("two exhausting bursts %s apart", units.HumanDuration(p))
 		if bursts == 3 {
-			b.burst(t0.Add(p+q), int(w.h.n)+2)
+			b.burst(t0.Add(p+q), int(w.quota())+2)
 			what = fmt.Sprintf("three exhausting bursts, %s and %s apart", units.HumanDuration(p), units.HumanDuration(q))
 		}
 		e := b.done()
@@ -461,7 +461,7 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 	if kind == validateHold {
 		X := w.h.scale()
 		k := int(math.Ceil(holdScales / holdSpacing))
-		m := int(w.h.n) + 2 + k
+		m := int(w.quota()) + 2 + k
 		if m > maxSustainedValidation {
 			return nil, fmt.Sprintf("%d requests would be needed", m)
 		}
@@ -469,7 +469,7 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 			return nil, fmt.Sprintf("it would take %s", units.HumanDuration(time.Duration(holdScales*float64(X))))
 		}
 		t0 := s0.Add(margin)
-		b := newBuilder("hold").burst(t0, int(w.h.n)+2)
+		b := newBuilder("hold").burst(t0, int(w.quota())+2)
 		for i := 1; i <= k; i++ {
 			b.burst(t0.Add(time.Duration(float64(i)*holdSpacing*float64(X))), 1)
 		}
@@ -557,7 +557,7 @@ func (s *prober) runnerUp(w scored) (scored, bool) {
 func (s *prober) freshRecovery(w scored, s0 time.Time, margin time.Duration) experiment {
 	X := w.h.scale()
 	t0 := s0.Add(time.Duration(freshPhaseShare * float64(X)))
-	k := int(w.h.n + 2)
+	k := int(w.quota() + 2)
 	dz := &designer{ws: []weighted{{w, 1}}, perClient: s.f.perClient, client: s.client}
 	burst := make([]time.Time, k)
 	for i := range burst {
