@@ -153,6 +153,11 @@ func (s *Session) check(ctx context.Context, base *engine, pol *verify.Policy, o
 	maxDur := s.cfg.Caps.MaxDuration
 	planned := verify.PlanDuration(*pol, opts.Only, opts.Skip)
 	s.line("plan: %s", planLine(pol, opts.Only, opts.Skip))
+	if rested, err := s.restAfterRefusal(ctx, pre, declared, pol); err != nil {
+		return nil, errors.Join(err, s.close(record.ReasonInterrupted))
+	} else if rested {
+		start = time.Now() // the rest, like the wait for StartAt, is not in the budget
+	}
 	for _, e := range pol.Endpoints {
 		if t := BucketTimeout(e, s.cfg.Probe.Timeout); s.cfg.TimeoutDefault && t != s.cfg.Probe.Timeout {
 			s.line("a queueing bucket may hold a request up to %s: --timeout %s for %s (give --timeout to keep it)",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/probe"
 	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -73,6 +74,39 @@ func (s *Session) waitStart(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return Errorf(Aborted, "interrupted before --start-at")
+	}
+}
+
+// restAfterRefusal waits, when the preflight pre was refused, until every
+// quota of pol has surely come back whole (verify.Endpoint.Fresh, the
+// longest), so that the suites start from rest: a limiter that refuses the
+// run's first request is busy (an earlier run's requests, or others'), and
+// the counts check judges take each quota as whole when the suites begin.
+// With --start-at it does not wait (agents given the same time start
+// together) and says so. rested reports that it waited.
+func (s *Session) restAfterRefusal(ctx context.Context, pre record.Result, declared int, pol *verify.Policy) (rested bool, err error) {
+	if c, _ := record.Classify(pre, declared); c != record.ClassRejected {
+		return false, nil
+	}
+	var rest time.Duration
+	for i := range pol.Endpoints {
+		rest = max(rest, pol.Endpoints[i].Fresh())
+	}
+	if rest <= 0 {
+		return false, nil
+	}
+	if !s.cfg.StartAt.IsZero() {
+		s.line("warning: the preflight was refused: the limiter is busy, and with --start-at the suites start at once (not from rest)")
+		return false, nil
+	}
+	s.line("check: the preflight was refused: the limiter is busy (an earlier run's requests, or others'); resting %s, until a whole quota has surely come back, before the suites", units.HumanDuration(rest))
+	timer := time.NewTimer(rest)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true, nil
+	case <-ctx.Done():
+		return false, Errorf(Aborted, "interrupted while resting after a refused preflight")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,5 +214,35 @@ func TestInferRecord(t *testing.T) {
 	}
 	if !strings.Contains(lines[0], `"plan":{"command":"infer","max_requests":2000`) {
 		t.Errorf("header %s: want the plan", lines[0])
+	}
+}
+
+// TestCheckRestsAfterARefusedPreflight: a check run right after another
+// meets a limiter the first one left exhausted. Its preflight is refused,
+// and it rests until the quota is surely whole before its suites: the
+// honest server passes again, with no under-admission from the refusals
+// the earlier run caused. (Without the rest, the suites' first burst is
+// refused below the quota: a certain under-admission.)
+func TestCheckRestsAfterARefusedPreflight(t *testing.T) {
+	pol := testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Second}, Status: 429}
+	opt := memServer(t, testserver.Route{Policy: pol})("/")
+	p := verify.Policy{Version: verify.PolicyVersion, Endpoints: []verify.Endpoint{{Limit: 3, Window: time.Second, Status: 429}}}.Normalize()
+	for run := range 2 {
+		var lines []string
+		s, _ := New(Config{Probe: opt, Progress: Progress{Line: func(l string) { lines = append(lines, l) }}})
+		rep, err := s.Check(context.Background(), &p, CheckOptions{Only: []string{"burst"}})
+		if rep == nil {
+			t.Fatalf("run %d: no verdict: %v", run, err)
+		}
+		rested := slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "preflight was refused") })
+		if pre := s.Record().Results[0]; rested != (pre.Status == 429) {
+			t.Errorf("run %d: preflight answered %d, rested %v; want a rest exactly after a refusal", run, pre.Status, rested)
+		}
+		if run == 1 && !rested {
+			t.Errorf("run 1: no rest after the first run exhausted the limiter; lines:\n%s", strings.Join(lines, "\n"))
+		}
+		if !rep.Pass || len(rep.Findings) > 0 {
+			t.Errorf("run %d: verdict %s, findings %+v; want a pass with none", run, rep.Verdict, rep.Findings)
+		}
 	}
 }
