@@ -166,12 +166,14 @@ func runCell(name string) bool {
 // family and behaviour (a block's length within 5 %) — exact or not: a
 // block hides what tells the families' windows apart (every exhausting
 // experiment ends alike), so such answers are often approximate (see
-// decisive and validatedEnough). Of the whole grid (RLPROBE_SOAK=1) 23 of
+// decisive and validatedEnough). Of the whole grid (RLPROBE_SOAK=1) 30 of
 // 51 cells come out exact, every one right (the six interval-refill cells
-// among them: a fixed window on the timer, its phase within 5 %); the rest
-// approximate (26) or misfit (2), most for a family or behaviour within
-// the timing slack, or a parameter range no experiment within the budget
-// narrowed to maxSpread (a bucket's rate behind a block).
+// and the idle evictions that forget at least a token's refill among them);
+// the rest approximate (18) or misfit (3): the blocks, a restart on a
+// sliding log and on a counter, and the idle eviction of 1/s after 400 ms,
+// most for a family or behaviour within the timing slack, or a parameter
+// range no experiment within the budget narrowed to maxSpread (a bucket's
+// rate behind a block).
 var namedCells = []string{
 	"fixed-window-5-per-1s-block:3s", "fixed-window-5-per-1s-extend",
 	"token-bucket-2-per-s-5-block:5s", "token-bucket-2-per-s-5-whole", "gcra-4-per-s-8-whole",
