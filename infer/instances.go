@@ -321,7 +321,11 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	from := len(s.results)
 	// Twice the concurrent count: a burst that showed lost updates may not
 	// have been refused, and new connections must reach every instance.
-	fresh, _, err := s.pacedRun(ctx, phaseNewConns, s.after(s.longRest(a0)), freshFactor*a0+exhaustBeyond, pace, func(int) int { return s.newConn() })
+	// The run is the check's evidence: the budget reaches to its end (the
+	// rest before it can exceed a budget sized by a mixed fit).
+	at, m := s.after(s.longRest(a0)), freshFactor*a0+exhaustBeyond
+	s.extendTo(at.Add(time.Duration(m) * pace))
+	fresh, _, err := s.pacedRun(ctx, phaseNewConns, at, m, pace, func(int) int { return s.newConn() })
 	if err != nil {
 		return err
 	}
@@ -345,9 +349,8 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	s.restUntil = s.lastSent(s.inst.apart).Add(rest + s.opts.lead())
 	// The budget counted from the opening's fit, which mixed the
 	// instances, is counted again from the rest.
-	if d := s.restUntil.Add(s.budget); s.budget > 0 && d.After(s.deadline) {
-		s.deadline = minTime(d, s.start.Add(s.opts.maxDuration()))
-		s.announceBudget()
+	if s.budget > 0 {
+		s.extendTo(s.restUntil.Add(s.budget))
 	}
 	f, err := s.opening(ctx)
 	s.f = f
@@ -533,6 +536,15 @@ func quotaBackWithin(inf *Inference, r connRun, origin time.Time) bool {
 		return start+r.span.Seconds() >= edge-(p.WindowS.High-p.WindowS.Low)
 	}
 	return false
+}
+
+// extendTo moves the deadline to end when it is earlier, within the
+// longest run allowed (Options.MaxDuration), and announces the budget.
+func (s *prober) extendTo(end time.Time) {
+	if end.After(s.deadline) {
+		s.deadline = minTime(end, s.start.Add(s.opts.maxDuration()))
+		s.announceBudget()
+	}
 }
 
 func minTime(a, b time.Time) time.Time {
