@@ -82,8 +82,9 @@ func (s *Session) waitStart(ctx context.Context) error {
 // longest), so that the suites start from rest: a limiter that refuses the
 // run's first request is busy (an earlier run's requests, or others'), and
 // the counts check judges take each quota as whole when the suites begin.
-// With --start-at it does not wait (agents given the same time start
-// together) and says so. rested reports that it waited.
+// The rest is at most --max-duration. With --start-at it does not wait
+// (agents given the same time start together) and says so. rested reports
+// that it waited.
 func (s *Session) restAfterRefusal(ctx context.Context, pre record.Result, declared int, pol *verify.Policy) (rested bool, err error) {
 	if c, _ := record.Classify(pre, declared); c != record.ClassRejected {
 		return false, nil
@@ -94,6 +95,10 @@ func (s *Session) restAfterRefusal(ctx context.Context, pre record.Result, decla
 	}
 	if rest <= 0 {
 		return false, nil
+	}
+	// A long window's rest is bounded like the run: by --max-duration.
+	if m := s.cfg.Caps.MaxDuration; m > 0 {
+		rest = min(rest, m)
 	}
 	if !s.cfg.StartAt.IsZero() {
 		s.line("warning: the preflight was refused: the limiter is busy, and with --start-at the suites start at once (not from rest)")
