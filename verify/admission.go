@@ -76,13 +76,14 @@ func (r *rule) availMax(lo, hi int64, prior []*obs, wins []Window) int64 {
 // evidence of an undeclared penalty (penalty, from undeclaredPenalty) is
 // reported as that. The preflight's refusal is not judged: the run's
 // first request meets the limiter in whatever state requests before the run
-// left it (check then rests before its suites).
+// left it (check then rests before its suites), and nor is a rejection
+// while the state may still hold such requests (settledFrom).
 func (r *rule) underAdmission(t *traffic, penalty map[*obs]bool) []Finding {
 	q := r.e.Quota()
 	slack := max(1, (q+9)/10)
 	explains := r.penaltyExplains(t)
 	judged := filter(t.judged, func(o *obs) bool {
-		return o.class == record.ClassRejected && o.phase != phasePreflight && !penalty[o] && !r.collapsedObs[o] && (explains == nil || !explains(o))
+		return o.class == record.ClassRejected && o.phase != phasePreflight && !t.doubtful(o) && !penalty[o] && !r.collapsedObs[o] && (explains == nil || !explains(o))
 	})
 	if len(judged) == 0 {
 		return nil

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -211,6 +212,11 @@ type traffic struct {
 	// limited: a rejection, or a remaining value advertised for the rule,
 	// proves that a limit exists.
 	limited bool
+	// settled is when the rule's state surely holds the group's own
+	// requests only (see settledFrom); doubtEnd is the latest decision
+	// bound of a request before it. Both are math.MinInt64 when the run
+	// began from rest.
+	settled, doubtEnd int64
 }
 
 func (r *rule) traffic(g string, os []*obs) *traffic {
@@ -239,8 +245,52 @@ func (r *rule) traffic(g string, os []*obs) *traffic {
 		}
 	}
 	t.limited = t.limited || len(t.rej) > 0
+	t.settled, t.doubtEnd = r.settledFrom(os)
 	return t
 }
+
+// settledFrom returns when the rule's state surely holds the group's own
+// requests only, and the latest decision bound before then. The judges
+// take a run to begin from rest (every quota whole) unless its first
+// response says otherwise: a refusal, or an advertised remaining below
+// the Quota−1 a whole limiter leaves after one request — a limiter busy
+// with an earlier run's requests, or others'. Then nothing is known of the
+// state until a silence of Fresh (every quota back) before a request of
+// the group: what the requests before it were admitted, and the remaining
+// values they were told, may hold prior traffic, so fewer admitted and
+// lower remaining values there are no contradiction (consistency,
+// underAdmission). Without such a silence, never (math.MaxInt64). The
+// over-admission judges need no such care: prior traffic only lowers what
+// the limiter admits.
+func (r *rule) settledFrom(os []*obs) (settled, doubtEnd int64) {
+	first := slices.IndexFunc(os, func(o *obs) bool { return o.class.Counts() && !o.cached })
+	if first < 0 {
+		return math.MinInt64, math.MinInt64
+	}
+	o := os[first]
+	if o.class == record.ClassAccepted {
+		l, ok := limitFor(&o.ph, r.e)
+		if !ok || l.Remaining >= r.e.Quota()-1 {
+			return math.MinInt64, math.MinInt64
+		}
+	}
+	fresh := int64(r.e.Fresh())
+	doubtEnd = math.MinInt64
+	for _, o := range os {
+		if o.class == record.ClassNotSent {
+			continue
+		}
+		if doubtEnd != math.MinInt64 && o.iv.Lo-doubtEnd >= fresh {
+			return o.iv.Lo, doubtEnd
+		}
+		doubtEnd = max(doubtEnd, o.iv.Hi)
+	}
+	return math.MaxInt64, doubtEnd
+}
+
+// doubtful reports whether o may have met a state holding traffic from
+// before the run (settledFrom).
+func (t *traffic) doubtful(o *obs) bool { return o.iv.Lo < t.settled }
 
 func analyzeRule(m *record.Merged, e *Endpoint) ([]Finding, string) {
 	all := observe(m, e)

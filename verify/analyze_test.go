@@ -240,8 +240,9 @@ func TestAnalyzeHeaders(t *testing.T) {
 
 func TestAnalyzeVerdict(t *testing.T) {
 	b := newRun("a", 0)
-	b.add(0, 1, 429) // a rejection while the quota was untouched: under-admission (warning)
-	b.run.End = nil  // cut short
+	b.add(0, 1, 200)
+	b.add(10, 11, 429) // a rejection while 4 of 5 were left: under-admission (warning)
+	b.run.End = nil    // cut short
 	for _, tt := range []struct {
 		failOn  Severity
 		verdict string
@@ -323,7 +324,11 @@ func TestFixedWindowRemaining(t *testing.T) {
 	}{
 		{"fixed window after idle counts down", []req{{2100, 4}, {2200, 3}, {2300, 2}}, false},
 		{"stuck remaining after idle", []req{{2100, 4}, {2200, 4}, {2300, 4}}, true},
-		{"too low after idle", []req{{2100, 2}, {2200, 1}, {2300, 0}}, true},
+		{"too low after idle", []req{{100, 4}, {4100, 2}, {4200, 1}, {4300, 0}}, true},
+		// The first response already shows quota spent: traffic from before
+		// the run may hold it.
+		{"too low from the first response", []req{{2100, 2}, {2200, 1}, {2300, 0}}, false},
+		{"too low once settled", []req{{2100, 2}, {2200, 1}, {6100, 2}, {6200, 1}}, true},
 		// A sliding-window counter, prev = 5: N − ⌊5·(2000−e)/2000⌋ − curr.
 		{"sliding-window counter after a busy window", append(slices.Clone(busy), req{2500, 1}, req{3900, 3}), false},
 		{"sliding-window counter, share decayed in time", append(slices.Clone(busy), req{2500, 1}, req{3000, 1}, req{3500, 1}, req{3900, 1}), false},
@@ -352,7 +357,9 @@ func TestFixedWindowRemaining(t *testing.T) {
 
 // TestSharedQuotaOnlyPossible: a watch's cycle in production shares the
 // quota with unseen clients; a remaining value below the probe's own count
-// is then possible, while an over-admission count stays certain.
+// is then possible, while an over-admission count stays certain. Alone, a
+// run whose first response already shows quota spent (traffic from before
+// the run) has no certain low value either.
 func TestSharedQuotaOnlyPossible(t *testing.T) {
 	pol := Policy{Version: PolicyVersion, Endpoints: []Endpoint{{Limit: 10, Window: time.Second, WindowType: Fixed}}}.Normalize()
 	resp := func(seq, ms int64, remaining int) record.Result {
@@ -361,8 +368,13 @@ func TestSharedQuotaOnlyPossible(t *testing.T) {
 			Headers: http.Header{"Ratelimit-Policy": {`"d";q=10;w=1`}, "Ratelimit": {fmt.Sprintf(`"d";r=%d;t=1`, remaining)}}}
 	}
 	run := &record.Run{Header: record.Header{Type: "header", Format: 1, Start: time.Unix(1700000000, 0)},
-		Results: []record.Result{resp(0, 100, 7), resp(1, 120, 6)}, End: &record.End{Type: "end", Reason: record.ReasonCompleted, Scheduled: 2, Sent: 2}}
+		Results: []record.Result{resp(0, 100, 9), resp(1, 120, 7)}, End: &record.End{Type: "end", Reason: record.ReasonCompleted, Scheduled: 2, Sent: 2}}
 	alone := AnalyzeRun(run, pol, Options{})
+	busy := *run
+	busy.Results = []record.Result{resp(0, 100, 7), resp(1, 120, 6)}
+	if rep := AnalyzeRun(&busy, pol, Options{}); rep.Count(IDRateLimitHeaderInconsistent, Certain) != 0 || rep.Failed() {
+		t.Fatalf("alone, busy from the start: want no certain inconsistency, got %s %+v", rep.Verdict, rep.Findings)
+	}
 	shared := AnalyzeRun(run, pol, Options{SharedQuota: true})
 	if alone.Count(IDRateLimitHeaderInconsistent, Certain) != 1 {
 		t.Fatalf("alone: want the certain inconsistency, got %+v", alone.Findings)

@@ -230,7 +230,8 @@ func nginxLoss(ratePerS float64, n, el int64) float64 {
 // requests in flight with it, and the band is widened by the refill over
 // the widest decision bounds among it and the requests before it, and
 // below by what nginx's whole-millisecond arithmetic may lose since the
-// bucket was last full. Only requests surely answered before the first
+// bucket was last full; while traffic from before the run may weigh
+// (settledFrom), below only by bucketNeed. Only requests surely answered before the first
 // spoofed key-spoof request are judged: those may or may not share the
 // bucket.
 func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
@@ -276,8 +277,37 @@ func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
 		slack := int64(math.Ceil(e.Rate * float64(width) / 1e9))
 		ms := int64(math.Ceil(nginxLoss(e.Rate, sinceFull, o.iv.Lo-fullAt) - 1e-9))
 		lo, hi := first-before-after-1-slack-ms, first+1+slack
+		if t.doubtful(o) {
+			// Prior traffic may have left the bucket lower than full:
+			// only what the later acceptances surely drew bounds it.
+			lo = r.bucketNeed(ps, i) - 1 - ms
+		}
 		if l.Remaining < lo || l.Remaining > hi {
 			note(o, "advertised remaining %d where the declared bucket leaves %d (band %d…%d)", l.Remaining, first, lo, hi)
 		}
 	}
 }
+
+// bucketNeed bounds from below the tokens the declared bucket held right
+// after the decision of ps[i] (ps: acceptances sorted by the start of
+// their decision bounds), whatever it held before the run: each acceptance
+// surely decided after it drew a token, and the bucket refilled at most
+// rate × (that decision's latest − ps[i]'s earliest) meanwhile. It looks a
+// refill period (Fresh) and at most maxNeedLook acceptances ahead.
+func (r *rule) bucketNeed(ps []*obs, i int) int64 {
+	o := ps[i]
+	horizon := o.iv.Hi + int64(r.e.Fresh())
+	need, k := int64(0), int64(0)
+	for j := i + 1; j < len(ps) && j <= i+maxNeedLook && ps[j].iv.Lo <= horizon; j++ {
+		if ps[j].iv.Lo <= o.iv.Hi {
+			continue // it may have been decided first
+		}
+		k++
+		refill := int64(math.Ceil(r.e.Rate * float64(ps[j].iv.Hi-o.iv.Lo) / 1e9))
+		need = max(need, k-refill)
+	}
+	return min(need, r.e.Capacity)
+}
+
+// maxNeedLook bounds bucketNeed's look ahead.
+const maxNeedLook = 4096

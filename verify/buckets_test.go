@@ -118,3 +118,55 @@ func TestBucketRateSparesNginxMilliseconds(t *testing.T) {
 		})
 	}
 }
+
+// TestBucketBusyBeforeTheRun: a token bucket of 5 at 1/s that other
+// traffic drained by `used` tokens just before the run answers a burst of
+// 8 honestly — fewer admitted, lower remaining values, from its first
+// response on: neither a certain ratelimit-header-inconsistent nor a
+// certain under-admission (the run's first response shows the doubt). A
+// server that advertises 0 throughout while admitting the whole burst
+// still lies certainly: its later admissions drew tokens it said it did
+// not have (bucketNeed).
+func TestBucketBusyBeforeTheRun(t *testing.T) {
+	e := Endpoint{Rate: 1, Capacity: 5, Status: 429, Headers: []string{"draft-8"}}
+	for _, tc := range []struct {
+		name         string
+		used         int
+		zero         bool // advertise remaining 0 on every response
+		inconsistent bool
+	}{
+		{"at rest", 0, false, false},
+		{"3 used before", 3, false, false},
+		{"4 used before", 4, false, false},
+		{"at rest, remaining 0 throughout", 0, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := limiter.Config{Algorithm: limiter.TokenBucket, Rate: e.Rate, Capacity: e.Capacity}
+			var st limiter.State
+			for range tc.used {
+				st, _ = cfg.Step(st, t0.Add(-time.Millisecond))
+			}
+			b := newRun("a", 0)
+			for i := range 8 {
+				ms := float64(i) * 10
+				var d limiter.Decision
+				st, d = cfg.Step(st, t0.Add(time.Duration(ms*float64(time.Millisecond))))
+				rem, status := d.Remaining, 200
+				if tc.zero {
+					rem = 0
+				}
+				if !d.Allowed {
+					status = 429
+				}
+				b.add(ms, ms+1, status, fmt.Sprintf(`RateLimit: "default";r=%d;t=1`, rem), `RateLimit-Policy: "default";q=5;w=5`, "Retry-After: 1")
+			}
+			rep := analyze(t, e, Options{}, b)
+			if got := rep.Count(IDRateLimitHeaderInconsistent, Certain) > 0; got != tc.inconsistent {
+				t.Errorf("certain %s %v, want %v; findings:%s", IDRateLimitHeaderInconsistent, got, tc.inconsistent, describeFindings(rep))
+			}
+			if rep.Count(IDUnderAdmission, Certain) > 0 {
+				t.Errorf("a certain %s from a busy start:%s", IDUnderAdmission, describeFindings(rep))
+			}
+		})
+	}
+}

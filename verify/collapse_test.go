@@ -11,8 +11,10 @@ import (
 // own quota was surely left, after other clients used the quota, is
 // key-collapsed — certain when the others' acceptances surely fill the
 // window before the refusal, and then not also under-admission; possible
-// when they only may, beside the certain under-admission; with one client, or a refusal the pooled count cannot
-// explain, it stays under-admission.
+// when they only may; with one client, or a refusal the pooled count cannot
+// explain, it stays under-admission. A client whose first request is
+// refused says nothing certain of its own quota: its key may be busy with
+// traffic from before the run.
 func TestKeyCollapsed(t *testing.T) {
 	type req struct {
 		client string
@@ -30,9 +32,10 @@ func TestKeyCollapsed(t *testing.T) {
 			map[string]Certainty{IDKeyCollapsed: Certain}},
 		{"A exhausts, B admitted: keys apart", 0, []req{{"a", 0, 200}, {"a", 10, 200}, {"a", 20, 200}, {"b", 100, 200}}, map[string]Certainty{}},
 		{"A's acceptances may have left the window", 500 * time.Millisecond, []req{{"a", 0, 200}, {"a", 10, 200}, {"a", 20, 200}, {"b", 900, 429}},
-			map[string]Certainty{IDKeyCollapsed: Possible, IDUnderAdmission: Certain}},
-		{"one client refused early: under-admission", 0, []req{{"b", 0, 429}}, map[string]Certainty{IDUnderAdmission: Certain}},
-		{"B refused, A used one: the pool cannot explain it", 0, []req{{"a", 0, 200}, {"b", 100, 429}},
+			map[string]Certainty{IDKeyCollapsed: Possible}},
+		{"one client refused early: under-admission", 0, []req{{"b", 0, 200}, {"b", 10, 429}}, map[string]Certainty{IDUnderAdmission: Certain}},
+		{"a client's first request refused: its key may be busy", 0, []req{{"b", 0, 429}}, map[string]Certainty{}},
+		{"B refused, A used one: the pool cannot explain it", 0, []req{{"a", 0, 200}, {"b", 50, 200}, {"b", 100, 429}},
 			map[string]Certainty{IDUnderAdmission: Certain}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

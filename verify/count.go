@@ -214,8 +214,11 @@ func floorDiv(a, b int64) int64 {
 // all (every request reaching the limiter, accepted or not); each later
 // window at the first arrival at or after the previous start + w. Arrival
 // bounds make window starts uncertain; the bounds are carried forward
-// soundly. It assumes the key was idle before the first request.
-func FirstRequestWindows(all []Interval, w int64) []Window {
+// soundly. When busy, the key may have been in use before the first
+// request (traffic from before the run): the first window may then have
+// opened up to w before it, and the starts stay uncertain until a silence
+// of w lets a request surely open one.
+func FirstRequestWindows(all []Interval, w int64, busy bool) []Window {
 	if len(all) == 0 || w <= 0 {
 		return nil
 	}
@@ -226,6 +229,10 @@ func FirstRequestWindows(all []Interval, w int64) []Window {
 	// The first arrival lies in [min Lo, min Hi].
 	cur := Window{StartLo: byLo[0].Lo, StartHi: byHi[0].Hi, Length: w}
 	cur.Starter, cur.HasStarter = starter(byLo, byHi[0], math.MinInt64, math.MinInt64)
+	if busy {
+		cur.StartLo -= w - 1
+		cur.Starter, cur.HasStarter = Interval{}, false
+	}
 	out := []Window{cur}
 	for len(out) < 1e6 {
 		endLo, endHi := cur.StartLo+w, cur.StartHi+w

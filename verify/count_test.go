@@ -145,9 +145,14 @@ func TestFirstRequestWindows(t *testing.T) {
 		// the next window; the next certain arrival is 1500.
 		{"straddle", ivs([2]int64{0, 0}, [2]int64{990, 1010}, [2]int64{1500, 1500}),
 			[][2]int64{{0, 0}, {1000, 1500}}},
+		// Busy before the first request: its window opened up to 1 s
+		// before; the next opens at the first arrival after 1…2000 ms
+		// (1300 or 2200), and from a silence of a window on it is sure.
+		{"busy", ivs([2]int64{1000, 1000}, [2]int64{1300, 1300}, [2]int64{2200, 2200}, [2]int64{5000, 5000}),
+			[][2]int64{{0, 1000}, {1300, 2200}, {5000, 5000}}},
 	}
 	for _, tt := range tests {
-		got := FirstRequestWindows(tt.all, w)
+		got := FirstRequestWindows(tt.all, w, tt.name == "busy")
 		var gs [][2]int64
 		for _, x := range got {
 			gs = append(gs, [2]int64{x.StartLo / ms, x.StartHi / ms})

@@ -206,7 +206,7 @@ func (r *rule) splitOf(t *traffic) *split {
 	if r.e.firstRequest() {
 		for _, s := range sp.list {
 			if s.clean() {
-				s.wins = FirstRequestWindows(ivsOf(s.acc), int64(r.e.Window))
+				s.wins = FirstRequestWindows(ivsOf(s.acc), int64(r.e.Window), false)
 			}
 		}
 	}
@@ -267,7 +267,7 @@ func (r *rule) countSets(t *traffic) (certain, possible []countSet) {
 		c := countSet{os: r.sp.inStretch(t.counted, s), wins: r.wins}
 		p := countSet{os: r.sp.maybeInStretch(t.counted, s), wins: r.wins}
 		if r.e.firstRequest() {
-			c.wins, p.wins = s.wins, FirstRequestWindows(ivsOf(s.maybe), int64(r.e.Window))
+			c.wins, p.wins = s.wins, FirstRequestWindows(ivsOf(s.maybe), int64(r.e.Window), false)
 			if !s.clean() {
 				c.os = nil
 			}

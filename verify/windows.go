@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
@@ -28,7 +29,8 @@ func (r *rule) windowsFor(os []*obs) []Window {
 	case limiter.AlignTimer:
 		return r.timerWindows(seen)
 	}
-	return FirstRequestWindows(ivsOf(seen), w)
+	settled, _ := r.settledFrom(os)
+	return FirstRequestWindows(ivsOf(seen), w, settled != math.MinInt64)
 }
 
 // timerWindows returns the timer-aligned windows of rule e touching the
@@ -198,7 +200,8 @@ func (r *rule) slidingLeft(acc []*obs) func(*obs) int64 {
 //   - v_j = N − j exactly, when the window shows no carry-over: its
 //     largest value is N − 1 (its first acceptance saw the whole quota), or
 //     no request of the group may have reached the server in the window's
-//     length before it started. A pure fixed window always counts down
+//     length before it started, and the window began after every request
+//     that may have met traffic from before the run (settledFrom). A pure fixed window always counts down
 //     N − 1…N − k then.
 //
 // Otherwise a lower value is not a contradiction: a sliding-window counter
@@ -231,7 +234,7 @@ func (r *rule) fixedWindowRemaining(t *traffic, acc []*obs, note noteFunc) {
 		switch {
 		case over:
 			note(inW[0], "a window with %d accepted advertised remaining %v, more than the %d…%d it can still hold", k, rem, n-1, n-k)
-		case off && (rem[0] == n-1 || !r.carryOver(t.os, w)):
+		case off && (rem[0] == n-1 || w.StartLo > t.doubtEnd && !r.carryOver(t.os, w)):
 			note(inW[0], "a window with %d accepted and nothing carried over advertised remaining %v, not %d…%d", k, rem, n-1, n-k)
 		default:
 			continue
