@@ -246,3 +246,49 @@ func TestCheckRestsAfterARefusedPreflight(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckAfterOthersUsedTheQuota: others' requests just before the run
+// leave the limiter partly used; the preflight is admitted and its
+// headers (draft-8) show the quota spent. check takes the start as busy,
+// not as rest, and an honest limiter passes with no certain finding: a
+// fixed window the others opened (first-request windows) and a token
+// bucket. Before, a certain ratelimit-header-inconsistent or
+// window-limit-exceeded failed them (exit 1).
+func TestCheckAfterOthersUsedTheQuota(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		serve limiter.Config
+		check verify.Endpoint
+	}{
+		{"fixed-window", limiter.Config{Algorithm: limiter.FixedWindow, Limit: 6, Window: 2 * time.Second},
+			verify.Endpoint{Limit: 6, Window: 2 * time.Second, WindowType: verify.Fixed, Status: 429}},
+		{"token-bucket", limiter.Config{Algorithm: limiter.TokenBucket, Rate: 3, Capacity: 6},
+			verify.Endpoint{Rate: 3, Capacity: 6, Status: 429}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			opt := memServer(t, testserver.Route{Policy: testserver.Policy{Limiter: tc.serve, Status: 429}})("/")
+			others, _ := New(Config{Probe: opt})
+			if _, err := others.Run(context.Background(), burstPlan(3)); err != nil {
+				t.Fatal(err)
+			}
+			p := verify.Policy{Version: verify.PolicyVersion, Endpoints: []verify.Endpoint{tc.check}}.Normalize()
+			s, _ := New(Config{Probe: opt})
+			rep, err := s.Check(context.Background(), &p, CheckOptions{})
+			if rep == nil {
+				t.Fatalf("no verdict: %v", err)
+			}
+			if pre := s.Record().Results[0]; pre.Status != 200 {
+				t.Fatalf("preflight answered %d, want 200 (the others left quota)", pre.Status)
+			}
+			for _, f := range rep.Findings {
+				if f.Certainty == verify.Certain && f.Severity != verify.SeverityInfo {
+					t.Errorf("certain %s %s: %s", f.Severity, f.ID, f.Message)
+				}
+			}
+			if !rep.Pass {
+				t.Errorf("verdict %s, want pass", rep.Verdict)
+			}
+		})
+	}
+}
