@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,34 @@ func Create(path string, force bool) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// CreateFree creates a new record file at path, or, when one exists there,
+// at the first free name of path with -2, -3… before its extension
+// ("run.jsonl", "run-2.jsonl"), up to maxFreeNames tries; it returns the
+// file and its path. It never replaces a file: two processes that chose
+// the same default name at the same moment each get their own.
+func CreateFree(path string) (*os.File, string, error) {
+	ext := filepath.Ext(path)
+	stem := strings.TrimSuffix(path, ext)
+	var err error
+	for i := 1; i <= maxFreeNames; i++ {
+		p := path
+		if i > 1 {
+			p = fmt.Sprintf("%s-%d%s", stem, i, ext)
+		}
+		var f *os.File
+		if f, err = Create(p, false); err == nil {
+			return f, p, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, "", err
+		}
+	}
+	return nil, "", err
+}
+
+// maxFreeNames bounds CreateFree's tries.
+const maxFreeNames = 100
 
 // existsError is Create's error for an existing file.
 type existsError struct {

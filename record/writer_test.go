@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -110,6 +112,50 @@ func TestCreate(t *testing.T) {
 	}
 	if _, err := Create(filepath.Join(path, "sub"), true); err == nil || !strings.HasPrefix(err.Error(), "record: ") {
 		t.Errorf("Create(under a file) = %v, want a record: error", err)
+	}
+}
+
+// TestCreateFree: a default record name already taken (another run in
+// the same millisecond) gives the next free one, run-2.jsonl, run-3.jsonl,
+// never touching the files there; concurrent callers each get a file of
+// their own.
+func TestCreateFree(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.jsonl")
+	for i, want := range []string{"run.jsonl", "run-2.jsonl", "run-3.jsonl"} {
+		f, got, err := CreateFree(path)
+		if err != nil {
+			t.Fatalf("CreateFree #%d: %v", i+1, err)
+		}
+		fmt.Fprintf(f, "%d\n", i)
+		f.Close()
+		if got != filepath.Join(dir, want) {
+			t.Errorf("CreateFree #%d = %s, want %s", i+1, got, want)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != "0\n" {
+		t.Errorf("the first file now holds %q", b)
+	}
+	var wg sync.WaitGroup
+	paths := make([]string, 8)
+	for i := range paths {
+		wg.Go(func() {
+			f, p, err := CreateFree(filepath.Join(dir, "race.jsonl"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			f.Close()
+			paths[i] = p
+		})
+	}
+	wg.Wait()
+	slices.Sort(paths)
+	if len(slices.Compact(paths)) != 8 {
+		t.Errorf("concurrent CreateFree shared names: %v", paths)
+	}
+	if _, _, err := CreateFree(filepath.Join(path, "sub.jsonl")); err == nil || errors.Is(err, fs.ErrExist) {
+		t.Errorf("CreateFree(under a file) = %v, want the error", err)
 	}
 }
 

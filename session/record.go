@@ -60,7 +60,16 @@ func (s *Session) open(ctx context.Context, zero time.Time, plan, policy any) er
 	s.measureClock(ctx, &hdr)
 	rec := &recorder{path: s.cfg.Out, hdr: hdr}
 	if rec.path != "" {
-		file, err := record.Create(rec.path, s.cfg.Force)
+		var file *os.File
+		var err error
+		if s.cfg.OutDefault && !s.cfg.Force {
+			var path string
+			if file, path, err = record.CreateFree(rec.path); err == nil {
+				rec.path, s.cfg.Out = path, path
+			}
+		} else {
+			file, err = record.Create(rec.path, s.cfg.Force)
+		}
 		if err != nil {
 			return WithClass(Usage, err)
 		}

@@ -87,6 +87,11 @@ type Config struct {
 	// (Record returns it either way). Force replaces an existing file.
 	Out   string
 	Force bool
+	// OutDefault says Out is the default name, not one the user chose:
+	// when a file of that name exists (another run started in the same
+	// millisecond), the record takes the next free name (record.CreateFree)
+	// and RecordFile says which.
+	OutDefault bool
 	// Confirm, when set, is called with a description of what is about to
 	// be sent (targets, caps, plan) before anything is: an error refuses.
 	Confirm func(summary string) error

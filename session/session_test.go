@@ -292,3 +292,40 @@ func TestCheckAfterOthersUsedTheQuota(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultRecordNameTaken: a default record name already taken (two
+// runs started in the same millisecond in one directory) goes to the next
+// free name, which RecordFile reports, leaving the other file alone; a
+// name the user chose (--out) is still refused (Usage, --force to
+// replace).
+func TestDefaultRecordNameTaken(t *testing.T) {
+	opt := memServer(t, testserver.Route{Policy: bucket})("/")
+	dir := t.TempDir()
+	taken := filepath.Join(dir, "rlprobe-run-20261205T120000.000Z.jsonl")
+	if err := os.WriteFile(taken, []byte("another run\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := New(Config{Probe: opt, Out: taken, OutDefault: true})
+	if _, err := s.Run(context.Background(), burstPlan(2)); err != nil {
+		t.Fatalf("default name taken: %v", err)
+	}
+	want := filepath.Join(dir, "rlprobe-run-20261205T120000.000Z-2.jsonl")
+	if s.RecordFile() != want {
+		t.Errorf("RecordFile = %s, want %s", s.RecordFile(), want)
+	}
+	f, err := os.Open(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if run, err := record.Read(f); err != nil || len(run.Results) != 2 {
+		t.Errorf("the record at %s: %v", want, err)
+	}
+	if b, _ := os.ReadFile(taken); string(b) != "another run\n" {
+		t.Errorf("the other run's file now holds %q", b)
+	}
+	s, _ = New(Config{Probe: opt, Out: taken})
+	if _, err := s.Run(context.Background(), burstPlan(2)); ClassOf(err) != Usage {
+		t.Errorf("--out taken: %v, want a Usage error", err)
+	}
+}

@@ -410,8 +410,9 @@ func (r *resolver) startAndOutput(now time.Time) {
 	c.Out, c.Force = t.Out, t.Force
 	if c.Out == "" {
 		c.Out = "rlprobe-" + t.Command + "-" + now.UTC().Format("20060102T150405.000Z") + ".jsonl"
+		c.OutDefault = true
 	}
-	if !t.Force && !t.DryRun {
+	if !t.Force && !t.DryRun && !c.OutDefault {
 		if _, err := os.Stat(c.Out); err == nil {
 			r.suggest(fmt.Sprintf("--out %s exists: choose another file, or overwrite it", c.Out), Fix{Flag: "--force"})
 		}

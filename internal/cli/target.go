@@ -48,7 +48,7 @@ func addTargetFlags(cmd *cobra.Command, o *targetOptions) {
 	fl.StringArrayVar(&t.SecretQuery, "secret-query", nil, "query parameter `NAME` whose values are never written (repeatable; api_key, key, token, sig, password, session… are by default)")
 	fl.BoolVar(&t.NoDefaultSecrets, "no-default-secrets", false, "write the default secret query parameters (api_key, key, token…) as they are; only --secret-query names are redacted")
 	fl.Uint64Var(&t.Seed, "seed", 0, "seed of every randomised choice (default: random, recorded in the file)")
-	fl.StringVar(&t.Out, "out", "", "record `FILE` (default ./rlprobe-"+t.Command+"-<UTC time>.jsonl); never overwritten without --force")
+	fl.StringVar(&t.Out, "out", "", "record `FILE` (default ./rlprobe-"+t.Command+"-<UTC time>.jsonl, -2, -3… when taken); never overwritten without --force")
 	fl.BoolVar(&t.Force, "force", false, "overwrite the --out file if it exists")
 	fl.IntVar(&t.MaxRequests, "max-requests", t.MaxRequests, "safety cap: refuse a plan of more requests")
 	fl.Var((*units.Duration)(&t.MaxDuration), "max-duration", "safety cap: refuse a plan that lasts longer")
