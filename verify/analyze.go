@@ -267,8 +267,7 @@ func (r *rule) settledFrom(os []*obs) (settled, doubtEnd int64) {
 	if first < 0 {
 		return math.MinInt64, math.MinInt64
 	}
-	o := os[first]
-	if o.class == record.ClassAccepted {
+	if o := os[first]; o.class == record.ClassAccepted {
 		l, ok := limitFor(&o.ph, r.e)
 		if !ok || l.Remaining >= r.e.Quota()-1 {
 			return math.MinInt64, math.MinInt64
@@ -291,6 +290,9 @@ func (r *rule) settledFrom(os []*obs) (settled, doubtEnd int64) {
 // doubtful reports whether o may have met a state holding traffic from
 // before the run (settledFrom).
 func (t *traffic) doubtful(o *obs) bool { return o.iv.Lo < t.settled }
+
+// busy reports whether the run began busy, not from rest (settledFrom).
+func (t *traffic) busy() bool { return t.settled != math.MinInt64 }
 
 func analyzeRule(m *record.Merged, e *Endpoint) ([]Finding, string) {
 	all := observe(m, e)
@@ -337,7 +339,7 @@ func (r *rule) group(t *traffic) []Finding {
 	case r.sp != nil && r.e.firstRequest():
 		r.wins = r.sp.splitWindows()
 	default:
-		r.wins = r.windowsFor(t.os)
+		r.wins = r.windowsFor(t)
 	}
 	out := r.inst.absorb(r.noLimiting(t))
 	var counts []Finding

@@ -293,7 +293,8 @@ func (r *rule) bucketBand(t *traffic, acc []*obs, note noteFunc) {
 // their decision bounds), whatever it held before the run: each acceptance
 // surely decided after it drew a token, and the bucket refilled at most
 // rate × (that decision's latest − ps[i]'s earliest) meanwhile. It looks a
-// refill period (Fresh) and at most maxNeedLook acceptances ahead.
+// refill period (Fresh) and at most maxNeedLook acceptances ahead, as far
+// as bucketBand looks behind: a shorter look only lowers the bound.
 func (r *rule) bucketNeed(ps []*obs, i int) int64 {
 	o := ps[i]
 	horizon := o.iv.Hi + int64(r.e.Fresh())
@@ -304,10 +305,13 @@ func (r *rule) bucketNeed(ps []*obs, i int) int64 {
 		}
 		k++
 		refill := int64(math.Ceil(r.e.Rate * float64(ps[j].iv.Hi-o.iv.Lo) / 1e9))
-		need = max(need, k-refill)
+		if need = max(need, k-refill); need >= r.e.Capacity {
+			return r.e.Capacity
+		}
 	}
-	return min(need, r.e.Capacity)
+	return need
 }
 
-// maxNeedLook bounds bucketNeed's look ahead.
-const maxNeedLook = 4096
+// maxNeedLook bounds bucketNeed's look ahead, so that a long run that
+// never settles costs bucketBand at most that per acceptance.
+const maxNeedLook = 256

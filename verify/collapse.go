@@ -43,7 +43,7 @@ func (r *rule) collapsed(groups map[string][]*obs, names []string) ([]Finding, m
 	slack := max(1, (q+9)/10)
 	r.wins = nil
 	if e.WindowType == Fixed && !e.firstRequest() {
-		r.wins = r.windowsFor(pooled.os)
+		r.wins = r.windowsFor(pooled)
 	}
 	pooledWins := r.wins
 	mayLeft := r.leftOf(pooled.counted) // the least the pooled key had left
@@ -56,7 +56,7 @@ func (r *rule) collapsed(groups map[string][]*obs, names []string) ([]Finding, m
 	for _, g := range names {
 		t := r.traffic(g, groups[g])
 		if e.WindowType == Fixed && !e.firstRequest() {
-			r.wins = r.windowsFor(t.os)
+			r.wins = r.windowsFor(t)
 		}
 		ownLeft := r.leftOf(t.counted) // (fixedLeft keeps the group's windows)
 		r.wins = pooledWins

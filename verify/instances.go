@@ -112,7 +112,7 @@ func (r *rule) seriesExcess(t *traffic, acc []*obs) seriesExcess {
 	}
 	var c, p Span
 	if e.WindowType == Fixed {
-		c, p = MaxInFixedWindows(iv, r.windowsFor(t.os))
+		c, p = MaxInFixedWindows(iv, r.windowsFor(t))
 		if e.firstRequest() && !e.Penalty.IsZero() {
 			c = Span{}
 		}

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 
@@ -15,9 +14,10 @@ import (
 // under-admission, race and key-spoof availability and remaining-value
 // consistency.
 
-// windowsFor returns the fixed windows of rule e touching the group.
-func (r *rule) windowsFor(os []*obs) []Window {
-	seen := filter(os, func(o *obs) bool { return o.class.Counts() })
+// windowsFor returns the fixed windows of rule e touching the group's
+// traffic.
+func (r *rule) windowsFor(t *traffic) []Window {
+	seen := filter(t.os, func(o *obs) bool { return o.class.Counts() })
 	if len(seen) == 0 {
 		return nil
 	}
@@ -29,8 +29,7 @@ func (r *rule) windowsFor(os []*obs) []Window {
 	case limiter.AlignTimer:
 		return r.timerWindows(seen)
 	}
-	settled, _ := r.settledFrom(os)
-	return FirstRequestWindows(ivsOf(seen), w, settled != math.MinInt64)
+	return FirstRequestWindows(ivsOf(seen), w, t.busy())
 }
 
 // timerWindows returns the timer-aligned windows of rule e touching the
