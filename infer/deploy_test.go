@@ -3,6 +3,7 @@ package infer
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -165,6 +166,34 @@ func TestInferSlidingLogByRequest(t *testing.T) {
 			}
 			if in := inf.Instances; in == nil || in.Value != k || in.By != BalanceRequest {
 				t.Errorf("instances %+v, want %d by request", in, k)
+			}
+		})
+	}
+}
+
+// TestInferByRequestJitterNeverExactAndWrong: a sliding log behind three
+// instances by request, across a network whose up to 15 ms of jitter
+// reorders what the balancer rotates. An answer may then be approximate,
+// or even name the first-request fixed window that reproduces the same
+// outcomes, but never exactly a family another one fits as well: seed 32
+// validated a fixed window exactly while the sliding log still missed
+// nothing.
+func TestInferByRequestJitterNeverExactAndWrong(t *testing.T) {
+	cfg := limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: sec(2)}
+	for _, seed := range []uint64{30, 31, 32, 33} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(seed, 7))
+			srv := simServer{cfg: cfg, oneWay: time.Millisecond, deploy: simDeploy{Instances: 3, ByRequest: true}, xrl: true}
+			e := newSimEngine(srv, origin)
+			e.jitter = func(int64) time.Duration { return time.Duration(rng.Int64N(int64(15 * time.Millisecond))) }
+			inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s fit %s, params %s, instances %+v", inf.Algorithm, inf.Fit, paramsText(inf.Params), inf.Instances)
+			if inf.Fit == FitExact && inf.Algorithm != SlidingLog {
+				t.Errorf("exact %s, and wrong (a sliding log)", inf.Algorithm)
 			}
 		})
 	}

@@ -215,19 +215,27 @@ func timerParam(f *fit, w scored, n, window float64, first time.Time) *Param {
 }
 
 // decisive reports whether the outcomes tell w's answer apart from every
-// other answer: always for a plain answer (its validation did), and for an
-// answer with a behaviour only when the best of every other family, and
-// of every other behaviour of its own family, misses more than slack
+// other answer. For a plain answer, the best of every other family must
+// miss more outcomes than it: a validation that held proves nothing about
+// the family when the runner-up, refitted, reproduces the new outcomes as
+// well (behind a balancer that rotates requests over instances, across a
+// jittery network, a sliding log and a first-request fixed window whose
+// windows differ by milliseconds both reproduce every experiment). For
+// an answer with a behaviour, the best of every other family, and of
+// every other behaviour of its own family, must miss more than slack
 // outcomes beyond it. A penalty or a quirk hides much of what tells the
 // families apart (a block ends every exhausting experiment alike; extend
 // and restart differ only where an admitted request falls late in a
 // window), so an answer that comes within the slack is as plausible, and
 // naming one of them would be a guess.
 func (f *fit) decisive(w scored) bool {
-	if w.h.v.beh == "" {
-		return true
-	}
 	for v, b := range f.best {
+		if w.h.v.beh == "" {
+			if v.fam != w.h.v.fam && b.miss <= w.miss {
+				return false
+			}
+			continue
+		}
 		if (v.fam != w.h.v.fam || v.beh != w.h.v.beh) && b.miss <= w.miss+f.slack {
 			return false
 		}
