@@ -123,6 +123,7 @@ func paramsText(p Params) string {
 // own family (see the cases). Behind RLPROBE_SOAK=1 for the full grid; CI
 // runs one parameter set a cell.
 func TestBehavioursAreNeverExactWithoutTheirModel(t *testing.T) {
+	t.Parallel()
 	cells := behaviourCells()
 	for _, c := range cells {
 		if !runCell(c.name) {
@@ -185,6 +186,7 @@ var namedCells = []string{
 // parameters within 5 % — and each of namedCells names its family and
 // behaviour.
 func TestBehaviourGrid(t *testing.T) {
+	t.Parallel()
 	for _, c := range behaviourCells() {
 		if !runCell(c.name) {
 			continue

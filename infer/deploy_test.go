@@ -61,6 +61,7 @@ func inferDeployed(t *testing.T, cfg limiter.Config, d simDeploy, xrl, race bool
 // carry remaining values (three instances and more repeat them as lost
 // updates would).
 func TestInferInstancesByConnection(t *testing.T) {
+	t.Parallel()
 	for _, fam := range deployFamilies {
 		for _, k := range []int{2, 3, 4} {
 			for _, xrl := range []bool{false, true} {
@@ -83,6 +84,7 @@ func TestInferInstancesByConnection(t *testing.T) {
 // and a racy shared counter are not instances (null); the racy counter is
 // over_admission.
 func TestInferOneInstance(t *testing.T) {
+	t.Parallel()
 	for _, fam := range deployFamilies {
 		for _, tt := range []struct {
 			name string
@@ -116,6 +118,7 @@ func TestInferOneInstance(t *testing.T) {
 // instances it cannot see nor call them a race. A bucket's refill blurs
 // its countdowns: a known gap, held to the same honesty.
 func TestInferInstancesByRequest(t *testing.T) {
+	t.Parallel()
 	for _, fam := range deployFamilies {
 		for _, k := range []int{2, 3, 4} {
 			if fam.want.fam == TokenBucket && k != 3 {
@@ -156,6 +159,7 @@ func TestInferInstancesByRequest(t *testing.T) {
 // ages out, and no single limiter of K·5 does that: the fit steps each
 // request on the next instance, and names the per-instance log exactly.
 func TestInferSlidingLogByRequest(t *testing.T) {
+	t.Parallel()
 	cfg := limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: sec(2)}
 	for _, k := range []int{2, 4} {
 		t.Run(fmt.Sprint(k), func(t *testing.T) {
@@ -179,6 +183,7 @@ func TestInferSlidingLogByRequest(t *testing.T) {
 // validated a fixed window exactly while the sliding log still missed
 // nothing.
 func TestInferByRequestJitterNeverExactAndWrong(t *testing.T) {
+	t.Parallel()
 	cfg := limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: sec(2)}
 	for _, seed := range []uint64{30, 31, 32, 33} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {

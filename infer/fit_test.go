@@ -350,6 +350,7 @@ func BenchmarkSearch(b *testing.B) {
 // each misses more — and the range holds the truth, however narrowly the
 // search sampled it; widest calls a range wider than maxSpread wide.
 func TestBracketFindsTheWholeRange(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []limiter.Config{
 		{Algorithm: limiter.FixedWindow, Limit: 4, Window: sec(2), Align: limiter.AlignFirstRequest},
 		{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 3},

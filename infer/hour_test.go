@@ -14,6 +14,7 @@ import (
 // return (inside the 10 min budget), sees the edge there, and reports the
 // advertised hour, epoch-aligned.
 func TestInferHourWindowAdvertised(t *testing.T) {
+	t.Parallel()
 	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 20, Window: time.Hour, Align: limiter.AlignEpoch}
 	o := time.Date(2030, 1, 1, 0, 55, 0, 300e6, time.UTC)
 	e := newSimEngine(simServer{cfg: cfg, oneWay: 2 * time.Millisecond, retry: true, dialect: headers.Draft8}, o)

@@ -118,6 +118,7 @@ var truthTable = []struct {
 // TestInferTruthTable infers every server algorithm on a noise-free model
 // server with one client identity.
 func TestInferTruthTable(t *testing.T) {
+	t.Parallel()
 	for _, tt := range truthTable {
 		e := newSimEngine(simServer{cfg: tt.cfg, oneWay: 100 * time.Microsecond}, origin)
 		var budget time.Duration
@@ -147,6 +148,7 @@ func TestInferTruthTable(t *testing.T) {
 // TestInferNoise infers with two identities, per-client limits, arrival
 // jitter of up to 3 ms that reorders bursts, and honest Retry-After.
 func TestInferNoise(t *testing.T) {
+	t.Parallel()
 	rows := []int{1, 3, 5, 6, 8, 11}
 	for _, i := range rows {
 		tt := truthTable[i]
@@ -175,6 +177,7 @@ func TestInferNoise(t *testing.T) {
 // what it is. A pause in a later burst, of a bucket or of a queue, changes
 // nothing either.
 func TestInferPauseIsNotAQueue(t *testing.T) {
+	t.Parallel()
 	tb := limiter.Config{Algorithm: limiter.TokenBucket, Rate: 4, Capacity: 5}
 	lbq := limiter.Config{Algorithm: limiter.LeakyBucket, Rate: 5, Capacity: 7, Delay: 2}
 	tests := []struct {
@@ -241,6 +244,7 @@ func TestInferPauseIsNotAQueue(t *testing.T) {
 // identity's requests (a fast bucket, a draining queue): the models, not a
 // rule of thumb, decide.
 func TestInferGlobalKey(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []limiter.Config{
 		{Algorithm: limiter.TokenBucket, Rate: 4, Capacity: 5},
 		{Algorithm: limiter.TokenBucket, Rate: 40, Capacity: 3},
@@ -281,6 +285,7 @@ func TestInferNone(t *testing.T) {
 // when the true wait is a fraction of a second), one that says less is
 // early, one that says far more is late; honest is exact or rounded-up.
 func TestInferRetryAfterLies(t *testing.T) {
+	t.Parallel()
 	window := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 3, Window: sec(4), Align: limiter.AlignFirstRequest}
 	bucket := limiter.Config{Algorithm: limiter.TokenBucket, Rate: 5, Capacity: 3}
 	for _, tt := range []struct {
@@ -336,6 +341,7 @@ func TestInferRetryAfterUnjudged(t *testing.T) {
 // TestInferBudget: the request cap and the duration cap end the
 // experiments early, with an honest incomplete result.
 func TestInferBudget(t *testing.T) {
+	t.Parallel()
 	cfg := limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: sec(4)}
 	for _, opts := range []Options{{MaxRequests: 40}, {MaxDuration: 6 * time.Second}} {
 		e := newSimEngine(simServer{cfg: cfg}, origin)
@@ -394,6 +400,7 @@ func TestInferPrior(t *testing.T) {
 // TestInferRecordsOffline fits a recorded run without sending anything and
 // finds what the live inference found.
 func TestInferRecordsOffline(t *testing.T) {
+	t.Parallel()
 	cfg := limiter.Config{Algorithm: limiter.SlidingLog, Limit: 4, Window: sec(2)}
 	e := newSimEngine(simServer{cfg: cfg, perClient: true}, origin)
 	e.record = true

@@ -18,6 +18,7 @@ import (
 // experiments that validate it); with only Retry-After (a comb refines the advertised
 // return) or nothing, within 6·W + 30 s.
 func TestInferLongEpochWindow(t *testing.T) {
+	t.Parallel()
 	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 20, Window: time.Minute, Align: limiter.AlignEpoch}
 	for _, hd := range []string{"draft-8", "retry-after", "none"} {
 		for _, phase := range []int{0, 17, 41, 59} {

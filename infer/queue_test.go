@@ -93,6 +93,7 @@ func TestInferNoneNeedsFlatLatency(t *testing.T) {
 // fixed-window, limit 10, window 2 s, epoch — and reports the concurrent
 // burst as over_admission.
 func TestInferOverAdmission(t *testing.T) {
+	t.Parallel()
 	cfg := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 10, Window: sec(2), Align: limiter.AlignEpoch}
 	e := newSimEngine(simServer{cfg: cfg, oneWay: 200 * time.Microsecond, raceGap: 2 * time.Millisecond, xrl: true}, origin)
 	inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock})

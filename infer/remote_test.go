@@ -13,6 +13,7 @@ import (
 // must not blur arrivals into clusters so wide that the families look
 // alike.
 func TestInferRemote(t *testing.T) {
+	t.Parallel()
 	for _, i := range []int{1, 4, 6, 11} { // FW first-request, SWC, token bucket, leaky bucket with delay
 		tt := truthTable[i]
 		rng := rand.New(rand.NewPCG(uint64(i), 11))

@@ -18,6 +18,7 @@ import (
 // (a fixed window at its alignment, a bucket as a token bucket), its count
 // exactly and its window or rate within 5 %.
 func TestRuleRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		cfg  limiter.Config
