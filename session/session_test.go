@@ -255,19 +255,26 @@ func TestCheckRestsAfterARefusedPreflight(t *testing.T) {
 // bucket. Before, a certain ratelimit-header-inconsistent or
 // window-limit-exceeded failed them (exit 1).
 func TestCheckAfterOthersUsedTheQuota(t *testing.T) {
+	none := []headers.Dialect{headers.None}
 	for _, tc := range []struct {
-		name  string
-		serve limiter.Config
-		check verify.Endpoint
+		name     string
+		serve    limiter.Config
+		dialects []headers.Dialect
+		check    verify.Endpoint
 	}{
-		{"fixed-window", limiter.Config{Algorithm: limiter.FixedWindow, Limit: 6, Window: 2 * time.Second},
+		{"fixed-window", limiter.Config{Algorithm: limiter.FixedWindow, Limit: 6, Window: 2 * time.Second}, nil,
 			verify.Endpoint{Limit: 6, Window: 2 * time.Second, WindowType: verify.Fixed, Status: 429}},
-		{"token-bucket", limiter.Config{Algorithm: limiter.TokenBucket, Rate: 3, Capacity: 6},
+		{"token-bucket", limiter.Config{Algorithm: limiter.TokenBucket, Rate: 3, Capacity: 6}, nil,
 			verify.Endpoint{Rate: 3, Capacity: 6, Status: 429}},
+		// No headers: the admitted preflight says nothing of the state.
+		{"token-bucket/headerless", limiter.Config{Algorithm: limiter.TokenBucket, Rate: 3, Capacity: 6}, none,
+			verify.Endpoint{Rate: 3, Capacity: 6, Status: 429, Headers: []string{"none"}}},
+		{"sliding-log/headerless", limiter.Config{Algorithm: limiter.SlidingLog, Limit: 6, Window: 2 * time.Second}, none,
+			verify.Endpoint{Limit: 6, Window: 2 * time.Second, Status: 429, Headers: []string{"none"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			opt := memServer(t, testserver.Route{Policy: testserver.Policy{Limiter: tc.serve, Status: 429}})("/")
+			opt := memServer(t, testserver.Route{Policy: testserver.Policy{Limiter: tc.serve, Status: 429, Dialects: tc.dialects}})("/")
 			others, _ := New(Config{Probe: opt})
 			if _, err := others.Run(context.Background(), burstPlan(3)); err != nil {
 				t.Fatal(err)

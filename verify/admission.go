@@ -83,7 +83,7 @@ func (r *rule) underAdmission(t *traffic, penalty map[*obs]bool) []Finding {
 	slack := max(1, (q+9)/10)
 	explains := r.penaltyExplains(t)
 	judged := filter(t.judged, func(o *obs) bool {
-		return o.class == record.ClassRejected && o.phase != phasePreflight && !t.doubtful(o) && !penalty[o] && !r.collapsedObs[o] && (explains == nil || !explains(o))
+		return o.class == record.ClassRejected && o.phase != phasePreflight && (r.e.IsBucket() || !t.unsure(o)) && !penalty[o] && !r.collapsedObs[o] && (explains == nil || !explains(o))
 	})
 	if len(judged) == 0 {
 		return nil
@@ -93,7 +93,7 @@ func (r *rule) underAdmission(t *traffic, penalty map[*obs]bool) []Finding {
 	case r.e.Penalty.Kind == limiter.PenaltyExtend:
 		left = r.extendLeft(t)
 	case r.e.IsBucket():
-		left = r.bucketPessimist(t.acc)
+		left = r.bucketPessimist(t.acc, t.unknownStart())
 	case r.e.WindowType == Fixed && r.sp != nil && r.e.firstRequest():
 		// The windows of a stretch that is not clean are unknown; a fixed
 		// window holds no more than the window's length before a

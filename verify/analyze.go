@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/record"
 )
 
@@ -217,6 +218,12 @@ type traffic struct {
 	// bound of a request before it. Both are math.MinInt64 when the run
 	// began from rest.
 	settled, doubtEnd int64
+	// unrested is settled for a run whose first response, admitted, carried
+	// no remaining value either: its state is unknown too, and a rejection
+	// before a silence of Fresh is no under-admission (underAdmission). The
+	// other judges take such a run to begin from rest: its admissions are
+	// their evidence, and prior traffic only lowers them.
+	unrested int64
 }
 
 func (r *rule) traffic(g string, os []*obs) *traffic {
@@ -245,8 +252,31 @@ func (r *rule) traffic(g string, os []*obs) *traffic {
 		}
 	}
 	t.limited = t.limited || len(t.rej) > 0
-	t.settled, t.doubtEnd = r.settledFrom(os)
+	t.settled, t.doubtEnd = r.settledFrom(os, false)
+	t.unrested, _ = r.settledFrom(os, true)
+	if h, ok := r.priorHorizon(os); ok {
+		t.unrested = min(t.unrested, h)
+	}
 	return t
+}
+
+// priorHorizon returns when requests from before the run surely no longer
+// count in the declared state, whatever came between: Fresh after the
+// first request's decision bound, for a policy whose windows are bounded
+// by the clock or by each request (a sliding window, epoch or timer
+// windows, a bucket's refill, a block). ok is false for first-request
+// windows and for extend and restart penalties: there an earlier request
+// may have opened the window, or kept it open, that the run's own
+// requests still meet, until a silence (settledFrom).
+func (r *rule) priorHorizon(os []*obs) (int64, bool) {
+	if r.e.firstRequest() || r.e.Penalty.Kind == limiter.PenaltyExtend || r.e.Penalty.Kind == limiter.PenaltyRestart {
+		return 0, false
+	}
+	first := slices.IndexFunc(os, func(o *obs) bool { return o.class.Counts() && !o.cached })
+	if first < 0 {
+		return 0, false
+	}
+	return os[first].iv.Hi + int64(r.e.Fresh()), true
 }
 
 // settledFrom returns when the rule's state surely holds the group's own
@@ -261,15 +291,17 @@ func (r *rule) traffic(g string, os []*obs) *traffic {
 // lower remaining values there are no contradiction (consistency,
 // underAdmission). Without such a silence, never (math.MaxInt64). The
 // over-admission judges need no such care: prior traffic only lowers what
-// the limiter admits.
-func (r *rule) settledFrom(os []*obs) (settled, doubtEnd int64) {
+// the limiter admits. With unadvertised, an admitted first response that
+// advertises no remaining value for the rule leaves the state unknown
+// too.
+func (r *rule) settledFrom(os []*obs, unadvertised bool) (settled, doubtEnd int64) {
 	first := slices.IndexFunc(os, func(o *obs) bool { return o.class.Counts() && !o.cached })
 	if first < 0 {
 		return math.MinInt64, math.MinInt64
 	}
 	if o := os[first]; o.class == record.ClassAccepted {
 		l, ok := limitFor(&o.ph, r.e)
-		if !ok || l.Remaining >= r.e.Quota()-1 {
+		if !ok && !unadvertised || ok && l.Remaining >= r.e.Quota()-1 {
 			return math.MinInt64, math.MinInt64
 		}
 	}
@@ -290,6 +322,14 @@ func (r *rule) settledFrom(os []*obs) (settled, doubtEnd int64) {
 // doubtful reports whether o may have met a state holding traffic from
 // before the run (settledFrom).
 func (t *traffic) doubtful(o *obs) bool { return o.iv.Lo < t.settled }
+
+// unsure reports whether o may have met a state holding traffic from
+// before the run, headers or none (traffic.unrested).
+func (t *traffic) unsure(o *obs) bool { return o.iv.Lo < t.unrested }
+
+// unknownStart reports whether the run may have begun busy, headers or
+// none (traffic.unrested).
+func (t *traffic) unknownStart() bool { return t.unrested != math.MinInt64 }
 
 // busy reports whether the run began busy, not from rest (settledFrom).
 func (t *traffic) busy() bool { return t.settled != math.MinInt64 }

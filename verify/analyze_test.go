@@ -241,7 +241,8 @@ func TestAnalyzeHeaders(t *testing.T) {
 func TestAnalyzeVerdict(t *testing.T) {
 	b := newRun("a", 0)
 	b.add(0, 1, 200)
-	b.add(10, 11, 429) // a rejection while 4 of 5 were left: under-admission (warning)
+	b.add(2100, 2101, 200) // past a window: nothing from before the run counts
+	b.add(2110, 2111, 429) // a rejection while 4 of 5 were left: under-admission (warning)
 	b.run.End = nil    // cut short
 	for _, tt := range []struct {
 		failOn  Severity

@@ -152,8 +152,11 @@ func (r *rule) bucketAvailMax(lo, hi int64, prior []*obs) int64 {
 // bucketPessimist returns, for a rejection, the fewest tokens the bucket
 // can have held: every accepted request as late as possible, less what an
 // nginx-style server's whole-millisecond arithmetic may honestly lose since
-// the bucket was last full (nginxLoss).
-func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
+// the bucket was last full (nginxLoss). From rest the bucket is full before
+// the first acceptance; with unknown (a run that may have begun busy), it
+// held only the token that acceptance drew, and nothing before it: what the
+// acceptances surely drew, and the refill since, still bound it below.
+func (r *rule) bucketPessimist(acc []*obs, unknown bool) func(*obs) int64 {
 	e := r.e
 	ps := slices.Clone(acc)
 	slices.SortFunc(ps, func(a, b *obs) int { return cmpInt64(a.iv.Hi, b.iv.Hi) })
@@ -163,7 +166,11 @@ func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 	after := make([]float64, len(ps))
 	sinceFull := make([]int64, len(ps))
 	fullAt := make([]int64, len(ps))
-	tok, at := float64(e.Capacity), int64(0)
+	start := float64(e.Capacity)
+	if unknown {
+		start = 1
+	}
+	tok, at := start, int64(0)
 	n, full := int64(0), int64(0)
 	for k, o := range ps {
 		if k > 0 {
@@ -173,6 +180,9 @@ func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 		}
 		if tok >= float64(e.Capacity) {
 			n, full = 0, o.iv.Hi
+		}
+		if unknown {
+			tok = max(tok, 1) // it held the token it gave
 		}
 		tok, at = tok-1, o.iv.Hi
 		n++
@@ -186,7 +196,10 @@ func (r *rule) bucketPessimist(acc []*obs) func(*obs) int64 {
 	}
 	return func(x *obs) int64 {
 		k := sort.Search(len(his), func(i int) bool { return his[i] > x.iv.Hi })
-		t := float64(e.Capacity)
+		t := start - 1 // nothing drawn yet: full, or nothing known
+		if !unknown {
+			t = start
+		}
 		if k > 0 {
 			t = min(float64(e.Capacity), after[k-1]+rate*float64(x.iv.Hi-his[k-1]))
 			if t < float64(e.Capacity) {

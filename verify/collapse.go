@@ -120,7 +120,7 @@ const maxSureTries = 64
 func (r *rule) leftOf(acc []*obs) func(*obs) int64 {
 	switch {
 	case r.e.IsBucket():
-		return r.bucketPessimist(acc)
+		return r.bucketPessimist(acc, false)
 	case r.e.WindowType == Fixed && !r.e.firstRequest():
 		return r.fixedLeft(acc)
 	default:

@@ -33,9 +33,12 @@ func TestKeyCollapsed(t *testing.T) {
 		{"A exhausts, B admitted: keys apart", 0, []req{{"a", 0, 200}, {"a", 10, 200}, {"a", 20, 200}, {"b", 100, 200}}, map[string]Certainty{}},
 		{"A's acceptances may have left the window", 500 * time.Millisecond, []req{{"a", 0, 200}, {"a", 10, 200}, {"a", 20, 200}, {"b", 900, 429}},
 			map[string]Certainty{IDKeyCollapsed: Possible}},
-		{"one client refused early: under-admission", 0, []req{{"b", 0, 200}, {"b", 10, 429}}, map[string]Certainty{IDUnderAdmission: Certain}},
+		// Past a window after its first request, nothing from before the
+		// run counts in B's window any more.
+		{"one client refused early: under-admission", 0, []req{{"b", 0, 200}, {"b", 1100, 200}, {"b", 1110, 429}}, map[string]Certainty{IDUnderAdmission: Certain}},
+		{"one client refused right after its first: its key may be busy", 0, []req{{"b", 0, 200}, {"b", 10, 429}}, map[string]Certainty{}},
 		{"a client's first request refused: its key may be busy", 0, []req{{"b", 0, 429}}, map[string]Certainty{}},
-		{"B refused, A used one: the pool cannot explain it", 0, []req{{"a", 0, 200}, {"b", 50, 200}, {"b", 100, 429}},
+		{"B refused, A used one: the pool cannot explain it", 0, []req{{"b", 0, 200}, {"a", 1100, 200}, {"b", 1150, 200}, {"b", 1200, 429}},
 			map[string]Certainty{IDUnderAdmission: Certain}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -384,3 +384,44 @@ func TestHeadersUnderDeclaredPenalty(t *testing.T) {
 		})
 	}
 }
+
+// TestUnderAdmissionAfterAnUnknownStart: a run whose first response is
+// admitted but advertises no remaining value says nothing of what others
+// used before it (a smoke test, the previous CI job): a refusal that such
+// traffic explains is no certain under-admission. Nothing from before the
+// run counts a window after its first request (a sliding window), and what
+// a bucket's acceptances surely drew bounds it whatever it held before;
+// a first response advertising a whole quota proves the start.
+func TestUnderAdmissionAfterAnUnknownStart(t *testing.T) {
+	bucket := Endpoint{Rate: 0.25, Capacity: 5, Headers: []string{"none"}}
+	draft8 := Endpoint{Limit: 5, Window: 2 * time.Second, Headers: []string{"draft-8"}}
+	type at struct {
+		ms     float64
+		status int
+		hdr    []string
+	}
+	whole := []string{`RateLimit: "default";r=4;t=2`, `RateLimit-Policy: "default";q=5;w=2`}
+	for _, tt := range []struct {
+		name    string
+		e       Endpoint
+		reqs    []at
+		certain bool
+	}{
+		{"window: refused right after one admission", fiveIn2s, []at{{0, 200, nil}, {10, 429, nil}}, false},
+		{"window: refused a window after the first request", fiveIn2s, []at{{0, 200, nil}, {1000, 429, nil}, {2100, 429, nil}}, true},
+		{"window: the first response advertises a whole quota", draft8, []at{{0, 200, whole}, {10, 429, nil}}, true},
+		{"bucket: refused after two admissions", bucket, []at{{0, 200, nil}, {5, 200, nil}, {10, 429, nil}}, false},
+		{"bucket: refused after a token's refill", bucket, []at{{0, 200, nil}, {5, 200, nil}, {4600, 429, nil}}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newRun("a", 0)
+			for _, r := range tt.reqs {
+				b.add(r.ms, r.ms+1, r.status, r.hdr...)
+			}
+			rep := analyze(t, tt.e, Options{}, b)
+			if got := rep.Count(IDUnderAdmission, Certain) == 1; got != tt.certain {
+				t.Errorf("certain under-admission %v, want %v:%s", got, tt.certain, describeFindings(rep))
+			}
+		})
+	}
+}
