@@ -243,7 +243,7 @@ func TestAnalyzeVerdict(t *testing.T) {
 	b.add(0, 1, 200)
 	b.add(2100, 2101, 200) // past a window: nothing from before the run counts
 	b.add(2110, 2111, 429) // a rejection while 4 of 5 were left: under-admission (warning)
-	b.run.End = nil    // cut short
+	b.run.End = nil        // cut short
 	for _, tt := range []struct {
 		failOn  Severity
 		verdict string
