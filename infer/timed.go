@@ -215,8 +215,8 @@ func timerParam(f *fit, w scored, n, window float64, first time.Time) *Param {
 }
 
 // decisive reports whether the outcomes tell w's answer apart from every
-// other answer. For a plain answer, the best of every other family must
-// miss more outcomes than it: a validation that held proves nothing about
+// other answer. For a plain answer, the best of every other family and
+// alignment (what the document names) must miss more outcomes than it: a validation that held proves nothing about
 // the family when the runner-up, refitted, reproduces the new outcomes as
 // well (behind a balancer that rotates requests over instances, across a
 // jittery network, a sliding log and a first-request fixed window whose
@@ -231,7 +231,7 @@ func timerParam(f *fit, w scored, n, window float64, first time.Time) *Param {
 func (f *fit) decisive(w scored) bool {
 	for v, b := range f.best {
 		if w.h.v.beh == "" {
-			if v.fam != w.h.v.fam && b.miss <= w.miss {
+			if (v.fam != w.h.v.fam || v.align != w.h.v.align) && b.miss <= w.miss {
 				return false
 			}
 			continue
