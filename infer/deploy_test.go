@@ -196,7 +196,7 @@ func TestInferByRequestJitterNeverExactAndWrong(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s fit %s, params %s, instances %+v", inf.Algorithm, inf.Fit, paramsText(inf.Params), inf.Instances)
+			t.Logf("%s fit %s, params %s, instances %+v; %s", inf.Algorithm, inf.Fit, paramsText(inf.Params), inf.Instances, inf.Note)
 			if inf.Fit == FitExact && inf.Algorithm != SlidingLog {
 				t.Errorf("exact %s, and wrong (a sliding log)", inf.Algorithm)
 			}

@@ -316,8 +316,13 @@ func (s *prober) conclude(f *fit) *Inference {
 	}
 	inf := conclude(s.fitted(), s.opts.Origin, o, f, key, s.opts)
 	s.over.report(inf)
-	if w, ok := s.answer(); ok && inf.Fit == FitApproximate && s.validated != nil && *s.validated == w.h.v && w.miss <= s.f.slack && s.validation != "" && s.f.decisive(w) {
-		inf.Fit, inf.Validation = FitExact, s.validation
+	if w, ok := s.answer(); ok && inf.Fit == FitApproximate && s.validated != nil && *s.validated == w.h.v && w.miss <= s.f.slack && s.validation != "" {
+		if r, tied := s.f.rival(w); tied {
+			inf.Note = joinNote(inf.Note, fmt.Sprintf("%s reproduces the outcomes as well (%d missed, against %d): the validations did not tell them apart",
+				r.h, r.miss, w.miss))
+		} else {
+			inf.Fit, inf.Validation = FitExact, s.validation
+		}
 	}
 	s.inst.report(inf, s.opts.Origin)
 	return inf

@@ -215,30 +215,41 @@ func timerParam(f *fit, w scored, n, window float64, first time.Time) *Param {
 }
 
 // decisive reports whether the outcomes tell w's answer apart from every
-// other answer. For a plain answer, the best of every other family and
-// alignment (what the document names) must miss more outcomes than it: a validation that held proves nothing about
-// the family when the runner-up, refitted, reproduces the new outcomes as
-// well (behind a balancer that rotates requests over instances, across a
-// jittery network, a sliding log and a first-request fixed window whose
-// windows differ by milliseconds both reproduce every experiment). For
-// an answer with a behaviour, the best of every other family, and of
-// every other behaviour of its own family, must miss more than slack
-// outcomes beyond it. A penalty or a quirk hides much of what tells the
-// families apart (a block ends every exhausting experiment alike; extend
-// and restart differ only where an admitted request falls late in a
-// window), so an answer that comes within the slack is as plausible, and
-// naming one of them would be a guess.
+// other answer: no rival comes as close.
 func (f *fit) decisive(w scored) bool {
+	_, tied := f.rival(w)
+	return !tied
+}
+
+// rival returns the best other answer the outcomes do not tell apart from
+// w's (the one of fewest misses, then by name), and whether there is one.
+// For a plain answer, that is the best of any other family or alignment
+// (what the document names) that misses no more outcomes than it: a
+// validation that held proves nothing about the family when the
+// runner-up, refitted, reproduces the new outcomes as well (behind a
+// balancer that rotates requests over instances, across a jittery
+// network, a sliding log and a first-request fixed window whose windows
+// differ by milliseconds both reproduce every experiment). For an answer
+// with a behaviour, the best of any other family, or of another behaviour
+// of its own family, that misses at most slack outcomes more. A penalty
+// or a quirk hides much of what tells the families apart (a block ends
+// every exhausting experiment alike; extend and restart differ only where
+// an admitted request falls late in a window), so an answer that comes
+// within the slack is as plausible, and naming one of them would be a
+// guess.
+func (f *fit) rival(w scored) (scored, bool) {
+	var r scored
+	found := false
 	for v, b := range f.best {
+		var close bool
 		if w.h.v.beh == "" {
-			if (v.fam != w.h.v.fam || v.align != w.h.v.align) && b.miss <= w.miss {
-				return false
-			}
-			continue
+			close = (v.fam != w.h.v.fam || v.align != w.h.v.align) && b.miss <= w.miss
+		} else {
+			close = (v.fam != w.h.v.fam || v.beh != w.h.v.beh) && b.miss <= w.miss+f.slack
 		}
-		if (v.fam != w.h.v.fam || v.beh != w.h.v.beh) && b.miss <= w.miss+f.slack {
-			return false
+		if close && (!found || b.miss < r.miss || b.miss == r.miss && v.String() < r.h.v.String()) {
+			r, found = b, true
 		}
 	}
-	return true
+	return r, found
 }
