@@ -91,15 +91,27 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 		return nil, errors.Join(err, s.close(record.ReasonInterrupted))
 	}
 	var prior []record.Result
+	dropped := 0 // busy preflights, sent but not fitted
 	if !opts.NoPreflight {
 		pre, err := eng.checkedPreflight(ctx, 0)
 		if err != nil {
 			return nil, errors.Join(err, s.close(record.ReasonAborted))
 		}
 		prior = []record.Result{pre}
+		if prior, dropped, err = s.restWhileBusy(ctx, eng, zero, prior); err != nil {
+			reason := record.ReasonAborted
+			if ctx.Err() != nil {
+				reason = record.ReasonInterrupted
+			}
+			return nil, errors.Join(err, s.close(reason))
+		}
 	}
 	s.started(time.Now(), c.MaxDuration, patterns.Schedule{})
-	inf, inferErr := infer.Infer(ctx, eng, s.inferOptions(opts, s.cfg.Probe, zero, prior))
+	io := s.inferOptions(opts, s.cfg.Probe, zero, prior)
+	if io.MaxRequests > 0 {
+		io.MaxRequests = max(io.MaxRequests-dropped, 1)
+	}
+	inf, inferErr := infer.Infer(ctx, eng, io)
 	scheduled, sent := s.rec.counts()
 	reason, err := s.endError(inferErr, sent, scheduled)
 	var docs []any
@@ -233,4 +245,50 @@ func RoundDuration(d time.Duration) time.Duration {
 		return d.Round(100 * time.Millisecond)
 	}
 	return d.Round(time.Millisecond)
+}
+
+// busyPreflights bounds the preflights infer sends to a limiter busy before
+// the run, and busyMargin is what each rest adds to the advertised time
+// (5 %, and busyMarginMin at least): clocks, and delay-seconds rounded.
+const (
+	busyPreflights = 3
+	busyMarginMin  = 100 * time.Millisecond
+)
+
+// restWhileBusy rests, when infer's latest preflight shows the limiter busy
+// (infer.BusyRest), for the time it advertises until the quota is whole
+// (at most --max-duration), and sends another preflight; up to
+// busyPreflights in all. The preflights before a rest are left out of what
+// is fitted (a state from before the run), the rest is outside the budget,
+// as check's is. A busy answer that advertises no time is said, and the
+// run goes on: the fit then says what it cannot reproduce.
+func (s *Session) restWhileBusy(ctx context.Context, eng *engine, zero time.Time, prior []record.Result) (fitted []record.Result, dropped int, err error) {
+	for range busyPreflights - 1 {
+		rest, why, busy := infer.BusyRest(prior[len(prior)-1], zero, 0)
+		if !busy {
+			return prior, dropped, nil
+		}
+		if rest <= 0 {
+			s.line("warning: infer: the preflight shows the limiter busy (%s, an earlier run's requests or others') and advertises no time until its quota is whole: the experiments start from a busy state", why)
+			return prior, dropped, nil
+		}
+		rest += max(rest/20, busyMarginMin)
+		if m := s.cfg.Caps.MaxDuration; m > 0 {
+			rest = min(rest, m)
+		}
+		s.line("infer: the preflight shows the limiter busy (%s: an earlier run's requests, or others'); resting %s, the time it advertises until its quota is whole, before the experiments", why, units.HumanDuration(rest))
+		timer := time.NewTimer(rest)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return prior, dropped, Errorf(Aborted, "interrupted while resting after a busy preflight")
+		}
+		pre, err := eng.checkedPreflight(ctx, 0)
+		if err != nil {
+			return prior, dropped, err
+		}
+		prior, dropped = []record.Result{pre}, dropped+len(prior)
+	}
+	return prior, dropped, nil
 }

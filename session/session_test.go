@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
+	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/probe"
@@ -297,6 +298,37 @@ func TestCheckAfterOthersUsedTheQuota(t *testing.T) {
 				t.Errorf("verdict %s, want pass", rep.Verdict)
 			}
 		})
+	}
+}
+
+// TestInferRestsAfterOthersUsedTheQuota: others exhaust a fixed window
+// just before infer; its preflight is refused (draft-8 headers advertise
+// when the quota is back), it rests that long and sends another, and the
+// inference starts from rest: the window and its limit, not a misfit of a
+// busy start.
+func TestInferRestsAfterOthersUsedTheQuota(t *testing.T) {
+	t.Parallel()
+	pol := testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.FixedWindow, Limit: 6, Window: 2 * time.Second}, Status: 429}
+	opt := memServer(t, testserver.Route{Policy: pol})("/")
+	others, _ := New(Config{Probe: opt})
+	if _, err := others.Run(context.Background(), burstPlan(8)); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	s, _ := New(Config{Probe: opt, Command: "infer", Caps: Caps{MaxRequests: 2000, MaxDuration: 2 * time.Minute},
+		Progress: Progress{Line: func(l string) { lines = append(lines, l) }}})
+	inf, err := s.Infer(context.Background(), InferOptions{MaxWindow: 4 * time.Second})
+	if inf == nil {
+		t.Fatalf("no inference: %v", err)
+	}
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "busy") && strings.Contains(l, "resting") }) {
+		t.Errorf("no rest announced; lines:\n%s", strings.Join(lines, "\n"))
+	}
+	if pre := s.Record().Results[0]; pre.Status != 429 {
+		t.Errorf("first preflight answered %d, want 429 (the others exhausted the window)", pre.Status)
+	}
+	if inf.Algorithm != infer.FixedWindow || inf.Params.Limit == nil || inf.Params.Limit.Value != 6 || inf.Fit == infer.FitMisfit {
+		t.Errorf("%s fit %s (closest %s), limit %+v; want a fixed window of 6: %s", inf.Algorithm, inf.Fit, inf.Closest, inf.Params.Limit, inf.Note)
 	}
 }
 
