@@ -218,11 +218,13 @@ type traffic struct {
 	// bound of a request before it. Both are math.MinInt64 when the run
 	// began from rest.
 	settled, doubtEnd int64
-	// unrested is settled for a run whose first response, admitted, carried
-	// no remaining value either: its state is unknown too, and a rejection
-	// before a silence of Fresh is no under-admission (underAdmission). The
-	// other judges take such a run to begin from rest: its admissions are
-	// their evidence, and prior traffic only lowers them.
+	// unrested is when requests from before the run surely no longer count
+	// in the state, also for a run whose first response, admitted, carried
+	// no remaining value: the earlier of settledFrom's silence and
+	// priorHorizon; math.MinInt64 from a proven rest. A rejection before
+	// it is no under-admission (underAdmission). The other judges take a
+	// headerless run to begin from rest: its admissions are their
+	// evidence, and prior traffic only lowers them.
 	unrested int64
 }
 
