@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -248,8 +249,8 @@ func RoundDuration(d time.Duration) time.Duration {
 }
 
 // busyPreflights bounds the preflights infer sends to a limiter busy before
-// the run, and busyMargin is what each rest adds to the advertised time
-// (5 %, and busyMarginMin at least): clocks, and delay-seconds rounded.
+// the run, and busyMarginMin is the least each rest adds to the advertised
+// time (5 % of it otherwise): clocks, and delay-seconds rounded.
 const (
 	busyPreflights = 3
 	busyMarginMin  = 100 * time.Millisecond
@@ -257,12 +258,14 @@ const (
 
 // restWhileBusy rests, when infer's latest preflight shows the limiter busy
 // (infer.BusyRest), for the time it advertises until the quota is whole
-// (at most --max-duration), and sends another preflight; up to
-// busyPreflights in all. The preflights before a rest are left out of what
+// (all rests together at most --max-duration, or infer's default when
+// none is set: a hostile Retry-After of a year waits no longer), and sends
+// another preflight; up to busyPreflights in all. The preflights before a rest are left out of what
 // is fitted (a state from before the run), the rest is outside the budget,
 // as check's is. A busy answer that advertises no time is said, and the
 // run goes on: the fit then says what it cannot reproduce.
 func (s *Session) restWhileBusy(ctx context.Context, eng *engine, zero time.Time, prior []record.Result) (fitted []record.Result, dropped int, err error) {
+	left := cmp.Or(s.cfg.Caps.MaxDuration, infer.DefaultMaxDuration)
 	for range busyPreflights - 1 {
 		rest, why, busy := infer.BusyRest(prior[len(prior)-1], zero, 0)
 		if !busy {
@@ -272,10 +275,11 @@ func (s *Session) restWhileBusy(ctx context.Context, eng *engine, zero time.Time
 			s.line("warning: infer: the preflight shows the limiter busy (%s, an earlier run's requests or others') and advertises no time until its quota is whole: the experiments start from a busy state", why)
 			return prior, dropped, nil
 		}
-		rest += max(rest/20, busyMarginMin)
-		if m := s.cfg.Caps.MaxDuration; m > 0 {
-			rest = min(rest, m)
+		rest = min(rest+max(rest/20, busyMarginMin), left)
+		if rest <= 0 {
+			return prior, dropped, nil
 		}
+		left -= rest
 		s.line("infer: the preflight shows the limiter busy (%s: an earlier run's requests, or others'); resting %s, the time it advertises until its quota is whole, before the experiments", why, units.HumanDuration(rest))
 		timer := time.NewTimer(rest)
 		select {

@@ -196,9 +196,9 @@ func (r *rule) bucketPessimist(acc []*obs, unknown bool) func(*obs) int64 {
 	}
 	return func(x *obs) int64 {
 		k := sort.Search(len(his), func(i int) bool { return his[i] > x.iv.Hi })
-		t := start - 1 // nothing drawn yet: full, or nothing known
-		if !unknown {
-			t = start
+		t := float64(e.Capacity) // nothing drawn yet: full, or nothing known
+		if unknown {
+			t = 0
 		}
 		if k > 0 {
 			t = min(float64(e.Capacity), after[k-1]+rate*float64(x.iv.Hi-his[k-1]))
