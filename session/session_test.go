@@ -3,10 +3,13 @@ package session
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -366,5 +369,52 @@ func TestDefaultRecordNameTaken(t *testing.T) {
 	s, _ = New(Config{Probe: opt, Out: taken})
 	if _, err := s.Run(context.Background(), burstPlan(2)); ClassOf(err) != Usage {
 		t.Errorf("--out taken: %v, want a Usage error", err)
+	}
+}
+
+// TestInferBusyRestIsBounded: a target that refuses everything with a
+// Retry-After of an hour makes infer rest no longer than --max-duration
+// in all, then go on (two preflights, the second after the rest).
+func TestInferBusyRestIsBounded(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	var lines []string
+	var mu sync.Mutex
+	s, _ := New(Config{Probe: probe.Options{URLs: []string{srv.URL + "/"}}, Command: "infer",
+		Caps:     Caps{MaxRequests: 200, MaxDuration: time.Second},
+		Progress: Progress{Line: func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() }}})
+	start := time.Now()
+	_, _ = s.Infer(context.Background(), InferOptions{MaxWindow: time.Second})
+	took := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	rests := 0
+	for _, l := range lines {
+		if strings.Contains(l, "resting") {
+			rests++
+			if !strings.Contains(l, "resting 1s") {
+				t.Errorf("rest line %q, want a rest of 1s (--max-duration)", l)
+			}
+		}
+	}
+	if rests != 1 {
+		t.Errorf("%d rests announced, want 1 (the second would exceed --max-duration); lines:\n%s", rests, strings.Join(lines, "\n"))
+	}
+	pre := 0
+	for _, r := range s.Record().Results {
+		if r.Phase == probe.PhasePreflight {
+			pre++
+		}
+	}
+	if pre != 2 {
+		t.Errorf("%d preflights, want 2", pre)
+	}
+	// The rest (1 s) and a run capped at 1 s, with room for a loaded machine.
+	if took > 30*time.Second {
+		t.Errorf("infer took %v against an hour's Retry-After with --max-duration 1s", took)
 	}
 }
