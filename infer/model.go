@@ -261,8 +261,15 @@ func (s states) set(k stateKey, st limiter.State) states {
 	return s
 }
 
+// clone returns a copy of s that owns its logs: stepping the copy with
+// limiter.Stepper.StepOwned leaves s as it was.
 func (s states) clone() states {
 	s.keys = slices.Clone(s.keys)
+	for i := range s.keys {
+		if l := s.keys[i].st.Log; l != nil {
+			s.keys[i].st.Log = slices.Clone(l)
+		}
+	}
 	return s
 }
 
@@ -346,7 +353,7 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 	if h.degenerate() {
 		return replay{miss: math.MaxInt, pruned: true, reached: -1}
 	}
-	c := h.config()
+	c := h.config().Stepper()
 	tol := max(time.Duration(float64(h.scale())/tolDiv), minTimeTol)
 	horizon := h.scale()
 	if h.v.fam == SlidingWindowCounter {
@@ -368,7 +375,13 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 			ob := &o.list[i]
 			key := r.states.next(ob.client, perClient)
 			st0 := r.states.get(key)
-			st, d := c.Step(st0, ob.at)
+			var st limiter.State
+			var d limiter.Decision
+			if single {
+				st, d = c.Step(st0, ob.at) // st0 may be stepped again
+			} else {
+				st, d = c.StepOwned(st0, ob.at) // r.states owns its logs
+			}
 			if single && d.Allowed != ob.accepted {
 				// A lone request within the timing tolerance of the model's
 				// boundary is given the benefit of the doubt.
@@ -437,14 +450,14 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 // stepCluster replays cluster cl from states with every arrival moved by
 // shift; it returns the states after it, the number the model accepts and,
 // when queueing, their delays.
-func stepCluster(c limiter.Config, o *observations, cl [2]int, from states, shift time.Duration, perClient bool) (states, int, []time.Duration) {
-	s := from
+func stepCluster(c limiter.Stepper, o *observations, cl [2]int, from states, shift time.Duration, perClient bool) (states, int, []time.Duration) {
+	s := from // owned (a clone): stepped in place
 	accM := 0
 	var mDel []time.Duration
 	for i := cl[0]; i < cl[1]; i++ {
 		ob := &o.list[i]
 		key := s.next(ob.client, perClient)
-		st, d := c.Step(s.get(key), ob.at.Add(shift))
+		st, d := c.StepOwned(s.get(key), ob.at.Add(shift))
 		s = s.set(key, st)
 		if d.Allowed {
 			accM++
@@ -485,12 +498,12 @@ func delayMisses(mDel, oDel []time.Duration, tol time.Duration) int {
 // predict runs sends (absolute arrival times, client) through h from the
 // given states and returns the decisions.
 func predict(h hyp, from states, at []time.Time, clients []string, perClient bool) []limiter.Decision {
-	c := h.config()
+	c := h.config().Stepper()
 	s := from.clone()
 	out := make([]limiter.Decision, len(at))
 	for i, t := range at {
 		key := s.next(clients[i], perClient)
-		st, d := c.Step(s.get(key), t)
+		st, d := c.StepOwned(s.get(key), t)
 		s = s.set(key, st)
 		out[i] = d
 	}

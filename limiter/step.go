@@ -38,6 +38,28 @@ func (c Config) Step(st State, now time.Time) (State, Decision) {
 	return m.step(st, now.UnixMicro(), false)
 }
 
+// A Stepper is a Config compiled once for many Steps: a replay of
+// thousands of requests through one hypothesis. The zero Stepper is not
+// usable; make one with [Config.Stepper].
+type Stepper struct{ m model }
+
+// Stepper compiles c for repeated steps.
+func (c Config) Stepper() Stepper { return Stepper{m: c.compile()} }
+
+// Step is [Config.Step] of the Config the Stepper was made from: the same
+// State and Decision, st never written.
+func (s Stepper) Step(st State, now time.Time) (State, Decision) {
+	return s.m.step(st, now.UnixMicro(), false)
+}
+
+// StepOwned is Step for a caller that owns st's Log and never reads st
+// again: the returned State may reuse (and overwrite) st.Log's array
+// instead of copying it, which spares a SlidingLog of a large limit a copy
+// of its log per request. The State and Decision are those of Step.
+func (s Stepper) StepOwned(st State, now time.Time) (State, Decision) {
+	return s.m.step(st, now.UnixMicro(), true)
+}
+
 // IdleAt returns an instant from which st decides exactly like the zero
 // State: stepping st at or after IdleAt gives the same Decision and State
 // as stepping State{}, so a store may forget the key then (and a Redis key
