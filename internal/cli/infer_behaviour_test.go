@@ -2,10 +2,13 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/rlprobe/rlprobe/infer"
@@ -13,15 +16,34 @@ import (
 	"github.com/rlprobe/rlprobe/limiter"
 )
 
-// buildRlprobe builds the rlprobe binary into a test directory.
+// built is the rlprobe binary the tests build once (without -race: the
+// real-time tests that run it need their cores for waiting, not for the
+// race detector), in a directory of its own removed by TestMain.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// buildRlprobe builds the rlprobe binary once for the package's tests.
 func buildRlprobe(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "rlprobe")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/rlprobe/rlprobe/cmd/rlprobe")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "rlprobe-cli-test-")
+		if built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "rlprobe")
+		cmd := exec.Command("go", "build", "-o", built.bin, "github.com/rlprobe/rlprobe/cmd/rlprobe")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
 }
 
 // TestInferNamesServeBehaviours: the built binary's infer, over loopback
@@ -46,7 +68,7 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 	bin := buildRlprobe(t)
 	window := []string{"--algorithm", "fixed-window", "--limit", "5", "--window", "1s"}
 	bucket := []string{"--algorithm", "token-bucket", "--rate", "2/s", "--capacity", "5"}
-	for _, c := range []struct {
+	cases := []struct {
 		name    string
 		args    []string
 		fam     infer.Family
@@ -65,12 +87,27 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 		{"idle-eviction", []string{"--algorithm", "token-bucket", "--rate", "4/s", "--capacity", "5", "--forget-idle", "800ms"}, infer.TokenBucket, "", 0, infer.BehaviourIdle, true, false, 4, 0.8},
 		{"idle-eviction-one-token", append(slices.Clone(bucket), "--forget-idle", "500ms"), infer.TokenBucket, "", 0, infer.BehaviourIdle, false, false, 2, 0.5},
 		{"interval-refill", append(slices.Clone(bucket), "--refill", "interval"), infer.FixedWindow, "", 0, "", true, true, 2, 0},
-	} {
+	}
+	// Each case has a server of its own; the infers run three at a time,
+	// their own processes over loopback, mostly waiting out windows.
+	outs := make([][]byte, len(cases))
+	sem := make(chan struct{}, 3)
+	var wg sync.WaitGroup
+	for i, c := range cases {
+		url := testenv.ServeBinary(t, bin, c.args...)
+		dir := t.TempDir()
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cmd := exec.Command(bin, "infer", url, "--json", "--out", filepath.Join(dir, "infer.jsonl"))
+			cmd.Dir = dir
+			outs[i], _ = cmd.Output() // exit 3 is an honest answer here (incomplete, misfit)
+		})
+	}
+	wg.Wait()
+	for i, c := range cases {
+		out := outs[i]
 		t.Run(c.name, func(t *testing.T) {
-			url := testenv.ServeBinary(t, bin, c.args...)
-			cmd := exec.Command(bin, "infer", url, "--json", "--out", filepath.Join(t.TempDir(), "infer.jsonl"))
-			cmd.Dir = t.TempDir()
-			out, _ := cmd.Output() // exit 3 is an honest answer here (incomplete, misfit)
 			var inf infer.Inference
 			if err := json.Unmarshal(out, &inf); err != nil {
 				t.Fatalf("infer --json: %v\n%s", err, out)

@@ -37,7 +37,7 @@ func NewCmdSelftest(f *Factory, g *GlobalOptions, runF func(context.Context, *Se
 		},
 	}
 	cmd.Flags().BoolVar(&o.Quick, "quick", false, "run a handful of cases over loopback sockets instead of the full grid in memory")
-	cmd.Flags().IntVar(&o.Parallel, "parallel", 0, "cases to run at once (default 3, and 1 with --quick)")
+	cmd.Flags().IntVar(&o.Parallel, "parallel", 0, "cases to run at once (default 3, and 2 with --quick)")
 	_ = cmd.Flags().MarkHidden("parallel")
 	return cmd
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -10,14 +11,22 @@ import (
 	"github.com/rlprobe/rlprobe/internal/scenario"
 )
 
-// TestSelftestQuick runs `rlprobe selftest --quick`: a handful of cases over
-// loopback sockets, every one right, with the table and the confusion
-// matrix on stdout.
+// TestSelftestQuick runs the built binary's `rlprobe selftest --quick`, as a
+// user does: a handful of cases over loopback sockets, every one right, with
+// the table and the confusion matrix on stdout.
 func TestSelftestQuick(t *testing.T) {
 	t.Parallel() // long, real time and mostly waiting: it overlaps the other long ones
-	code, stdout, stderr := runCLI(t, nil, "selftest", "--quick")
-	if code != 0 {
-		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	if testing.Short() {
+		t.Skip("real-time inference over sockets")
+	}
+	cmd := exec.Command(buildRlprobe(t), "selftest", "--quick")
+	cmd.Dir = t.TempDir()
+	var outBuf, errBuf strings.Builder
+	cmd.Stdout, cmd.Stderr = &outBuf, &errBuf
+	err := cmd.Run()
+	stdout, stderr := outBuf.String(), errBuf.String()
+	if err != nil {
+		t.Fatalf("%v\nstdout %s\nstderr %s", err, stdout, stderr)
 	}
 	quick := 0
 	for _, c := range scenario.SelftestCases() {

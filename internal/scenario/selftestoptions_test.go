@@ -10,7 +10,7 @@ import (
 )
 
 // TestSelftestOptionsDefaults: Parallel 0 means three cases at once in
-// memory and one over sockets; Describe names the transport.
+// memory and two over sockets; Describe names the transport.
 func TestSelftestOptionsDefaults(t *testing.T) {
 	tests := []struct {
 		opt      SelftestOptions
@@ -18,7 +18,7 @@ func TestSelftestOptionsDefaults(t *testing.T) {
 		describe string
 	}{
 		{SelftestOptions{}, DefaultSelftestParallel, "reference server × every family → infer (in-memory connections, real time)"},
-		{SelftestOptions{Sockets: true, Quick: true}, 1, "reference server × every family → infer (loopback sockets, real time)"},
+		{SelftestOptions{Sockets: true, Quick: true}, DefaultSelftestSocketsParallel, "reference server × every family → infer (loopback sockets, real time)"},
 		{SelftestOptions{Sockets: true, Parallel: 4}, 4, "(loopback sockets, real time)"},
 		{SelftestOptions{Parallel: 2}, 2, "(in-memory connections, real time)"},
 		{SelftestOptions{Parallel: -1}, DefaultSelftestParallel, "in-memory"},
