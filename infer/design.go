@@ -28,16 +28,6 @@ type experiment struct {
 
 func (e *experiment) end() time.Time { return e.at[len(e.at)-1] }
 
-// shifted returns e with every send moved by d.
-func (e *experiment) shifted(d time.Duration) *experiment {
-	c := *e
-	c.at = make([]time.Time, len(e.at))
-	for i, t := range e.at {
-		c.at[i] = t.Add(d)
-	}
-	return &c
-}
-
 // Timing resolution of the design: a prediction that changes when the
 // sends move by max(scale/designTolDiv, minDesignTol) is uncertain.
 const (
@@ -114,15 +104,15 @@ func weigh(p []scored, limit int) []weighted {
 		p    float64
 	}
 	best := math.MaxInt
-	groups := map[gkey][]scored{}
+	groups := map[gkey][]int{} // indices into p
 	var order []gkey
-	for _, s := range p {
+	for i, s := range p {
 		best = min(best, s.miss)
 		k := gkey{s.h.v, s.h.n, s.h.d, s.h.p}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
-		groups[k] = append(groups[k], s)
+		groups[k] = append(groups[k], i)
 	}
 	per := math.MaxInt
 	if limit > 0 {
@@ -137,13 +127,13 @@ func weigh(p []scored, limit int) []weighted {
 		famVariants[k.v.fam][k.v] = true
 		variantGroups[k.v]++
 	}
-	var out []weighted
+	out := make([]weighted, 0, len(p))
 	for _, k := range order {
 		g := groups[k]
-		slices.SortFunc(g, func(a, b scored) int { return cmp.Compare(a.h.x, b.h.x) })
+		slices.SortFunc(g, func(a, b int) int { return cmp.Compare(p[a].h.x, p[b].h.x) })
 		pick := g
 		if len(g) > per {
-			pick = make([]scored, 0, per)
+			pick = make([]int, 0, per)
 			for i := range per {
 				pick = append(pick, g[i*(len(g)-1)/(per-1)])
 			}
@@ -153,17 +143,17 @@ func weigh(p []scored, limit int) []weighted {
 		// that fits only in a narrow range of its parameter is not thereby
 		// less plausible than one that fits in a wide range.
 		gbest := math.MaxInt
-		for _, s := range pick {
-			gbest = min(gbest, s.miss)
+		for _, i := range pick {
+			gbest = min(gbest, p[i].miss)
 		}
 		norm := 0.0
-		for _, s := range pick {
-			norm += math.Pow(missLikelihood, float64(s.miss-gbest))
+		for _, i := range pick {
+			norm += math.Pow(missLikelihood, float64(p[i].miss-gbest))
 		}
 		w := 1 / float64(len(famVariants)) / float64(len(famVariants[k.v.fam])) / float64(variantGroups[k.v]) *
 			math.Pow(missLikelihood, float64(gbest-best)) / norm
-		for _, s := range pick {
-			out = append(out, weighted{s, w * math.Pow(missLikelihood, float64(s.miss-gbest))})
+		for _, i := range pick {
+			out = append(out, weighted{p[i], w * math.Pow(missLikelihood, float64(p[i].miss-gbest))})
 		}
 	}
 	return out
@@ -230,21 +220,12 @@ func (dz *designer) answerOf(i int) answer {
 	return dz.ans[i]
 }
 
-func (dz *designer) clients(n int) []string {
-	cs := make([]string, n)
-	for i := range cs {
-		cs[i] = dz.client
-	}
-	return cs
-}
-
-// signature is a hypothesis's predicted outcome of an experiment: the number
-// accepted per group.
-func (dz *designer) signature(h hyp, from states, e *experiment) string {
-	ds := predict(h, from, e.at, dz.clients(len(e.at)), dz.perClient)
+// signature is a hypothesis's predicted outcome of an experiment whose sends
+// all arrive shift later: the number accepted per group.
+func (dz *designer) signature(h hyp, from states, e *experiment, shift time.Duration) string {
 	var b strings.Builder
 	acc, g := 0, 0
-	for i, d := range ds {
+	predict(h, from, e.at, shift, dz.client, dz.perClient, func(i int, d limiter.Decision) {
 		if e.groups[i] != g {
 			b.WriteString(strconv.Itoa(acc))
 			b.WriteByte(',')
@@ -253,7 +234,7 @@ func (dz *designer) signature(h hyp, from states, e *experiment) string {
 		if d.Allowed {
 			acc++
 		}
-	}
+	})
 	b.WriteString(strconv.Itoa(acc))
 	return b.String()
 }
@@ -321,8 +302,8 @@ func (dz *designer) information(e *experiment) float64 {
 		// late (within what the fitting tolerates) is uncertain: the
 		// hypothesis's weight is shared between both outcomes.
 		shift := max(x.s.h.scale()/designTolDiv, minDesignTol)
-		early := dz.signature(x.s.h, x.s.states, e.shifted(-shift))
-		late := dz.signature(x.s.h, x.s.states, e.shifted(shift))
+		early := dz.signature(x.s.h, x.s.r.states, e, -shift)
+		late := dz.signature(x.s.h, x.s.r.states, e, shift)
 		a := dz.answerOf(i)
 		for _, sig := range []string{early, late} {
 			joint[cell{a, sig}] += x.w / 2
@@ -347,8 +328,8 @@ func (dz *designer) recoveries(ats []time.Time, at time.Time) []time.Time {
 	var out []time.Time
 	for _, x := range dz.ws {
 		seq := append(slices.Clone(ats), at)
-		ds := predict(x.s.h, x.s.states, seq, dz.clients(len(seq)), dz.perClient)
-		d := ds[len(ds)-1]
+		var d limiter.Decision // the last send's
+		predict(x.s.h, x.s.r.states, seq, 0, dz.client, dz.perClient, func(_ int, di limiter.Decision) { d = di })
 		if d.Allowed {
 			out = append(out, at)
 		} else {
@@ -559,7 +540,7 @@ func (dz *designer) medianEdge(t time.Time) (time.Time, bool) {
 			ph := int64(math.Round(h.ph * 1e6))
 			e = ph + ((tu-ph)/w+1)*w
 		default:
-			st := x.s.states.get(x.s.states.keyOf(dz.client, dz.perClient))
+			st := x.s.r.states.get(x.s.r.states.keyOf(dz.client, dz.perClient))
 			if st.At == 0 {
 				continue
 			}

@@ -186,7 +186,7 @@ func (f *fit) bracketOf(w scored, o *observations, at func(h *hyp) *float64) []s
 		if r.pruned || r.miss > w.miss {
 			return scored{}, false
 		}
-		return scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r}, true
+		return scoreOf(h, r), true
 	}
 	v0 := *at(&w.h)
 	var out []scored

@@ -25,17 +25,18 @@ const (
 // scored is a hypothesis with the outcomes it misses and its states after
 // the replay.
 type scored struct {
-	h      hyp
-	miss   int
-	states states
-	worst  mismatch
-	r      replay // the replay, to be continued over later observations
+	h    hyp
+	miss int
+	r    replay // the replay (its states and worst mismatch), to be continued over later observations
 }
+
+// scoreOf scores h by its replay r.
+func scoreOf(h hyp, r replay) scored { return scored{h: h, miss: r.miss, r: r} }
 
 // quota is how many requests s's hypothesis admits to one client from a
 // whole state: its count, on each of the instances a balancer sends the
 // requests to in turn.
-func (s scored) quota() int64 { return s.h.n * int64(s.states.instances()) }
+func (s scored) quota() int64 { return s.h.n * int64(s.r.states.instances()) }
 
 // axis is the part of the hypothesis space that belongs to one variant:
 // the counts (limit or capacity), the leaky-bucket delays, and the range of
@@ -97,6 +98,7 @@ func (f *fit) finish(all []scored, famMiss map[Family]int) {
 	for _, m := range famMiss {
 		global = min(global, m)
 	}
+	f.pool = slices.Grow(f.pool, len(all))
 	for _, s := range all {
 		if s.miss > famMiss[s.h.v.fam]+f.slack {
 			continue
@@ -183,7 +185,7 @@ func (f *fit) extend(o *observations) *fit {
 	}
 	oldBest := map[lkey]int{}
 	newBest := map[lkey]int{}
-	var all []scored
+	all := make([]scored, 0, len(f.pool))
 	famMiss := map[Family]int{}
 	add := func(s scored) {
 		all = append(all, s)
@@ -204,7 +206,7 @@ func (f *fit) extend(o *observations) *fit {
 		seen[h] = true
 		r := replayObs(h, o, f.perClient, famMiss[h.v.fam]+g.slack)
 		if !r.pruned {
-			add(scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+			add(scoreOf(h, r))
 		}
 	}
 	// Continue the best first, so that the others can stop early once they
@@ -223,7 +225,7 @@ func (f *fit) extend(o *observations) *fit {
 		}
 		r := replayFrom(s.h, o, f.perClient, bound, from, s.r)
 		if !r.pruned {
-			add(scored{h: s.h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+			add(scoreOf(s.h, r))
 		}
 	}
 	global := math.MaxInt
@@ -453,7 +455,7 @@ func (f *fit) within(slack int, gated bool) []scored {
 	if !ok {
 		return nil
 	}
-	var p []scored
+	p := make([]scored, 0, len(f.pool))
 	for _, s := range f.pool {
 		if s.miss > w.miss+slack {
 			continue

@@ -495,19 +495,18 @@ func delayMisses(mDel, oDel []time.Duration, tol time.Duration) int {
 	return early
 }
 
-// predict runs sends (absolute arrival times, client) through h from the
-// given states and returns the decisions.
-func predict(h hyp, from states, at []time.Time, clients []string, perClient bool) []limiter.Decision {
+// predict runs sends of one client (absolute arrival times, each moved by
+// shift) through h from the given states (left as they are) and calls each
+// with every decision, in order.
+func predict(h hyp, from states, at []time.Time, shift time.Duration, client string, perClient bool, each func(i int, d limiter.Decision)) {
 	c := h.config().Stepper()
 	s := from.clone()
-	out := make([]limiter.Decision, len(at))
 	for i, t := range at {
-		key := s.next(clients[i], perClient)
-		st, d := c.StepOwned(s.get(key), t)
+		key := s.next(client, perClient)
+		st, d := c.StepOwned(s.get(key), t.Add(shift))
 		s = s.set(key, st)
-		out[i] = d
+		each(i, d)
 	}
-	return out
 }
 
 func abs(x int) int {

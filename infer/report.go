@@ -75,7 +75,7 @@ func centred(f *fit, w scored, o *observations) scored {
 	if r.pruned || r.miss > w.miss {
 		return w
 	}
-	return scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r}
+	return scoreOf(h, r)
 }
 
 // maxMissesListed bounds the document's misses.
@@ -267,7 +267,7 @@ func sig4(v float64) float64 {
 
 // ruledOut says which observation a family's best model got most wrong.
 func ruledOut(b scored, origin time.Time, o *observations) string {
-	m := b.worst
+	m := b.r.worst
 	if m.miss == 0 {
 		return fmt.Sprintf("fits as well, but a simpler model comes first (%v)", b.h)
 	}

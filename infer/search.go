@@ -58,7 +58,7 @@ func search(o *observations, sp space) *fit {
 		}
 		r := replayObs(h, o, sp.perClient, -1)
 		sr.famMiss[fam] = r.miss
-		sr.all = append(sr.all, scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+		sr.all = append(sr.all, scoreOf(h, r))
 	}
 	f.finish(sr.all, sr.famMiss)
 	return f
@@ -120,6 +120,14 @@ func (sr *searcher) pruned(h hyp, r replay) {
 	}
 }
 
+// compact drops, before sr.all grows, the hypotheses that fit.finish would
+// drop: those more than the slack behind their family's best so far (a
+// family's best only improves, so they stay behind). A search scores tens of
+// thousands of hypotheses and keeps few.
+func (sr *searcher) compact() {
+	sr.all = slices.DeleteFunc(sr.all, func(s scored) bool { return s.miss > sr.famMiss[s.h.v.fam]+sr.f.slack })
+}
+
 // eval scores h with the normal tolerance (once) and keeps it.
 func (sr *searcher) eval(h hyp) int {
 	if m, ok := sr.seen[h]; ok {
@@ -135,7 +143,10 @@ func (sr *searcher) eval(h hyp) int {
 	if m, ok := sr.famMiss[h.v.fam]; !ok || r.miss < m {
 		sr.famMiss[h.v.fam] = r.miss
 	}
-	sr.all = append(sr.all, scored{h: h, miss: r.miss, states: r.states, worst: r.worst, r: r})
+	if len(sr.all) == cap(sr.all) {
+		sr.compact()
+	}
+	sr.all = append(sr.all, scoreOf(h, r))
 	sr.seen[h] = r.miss
 	return r.miss
 }
