@@ -65,3 +65,25 @@ func BenchmarkStoreDecideParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStepLargeLog measures one decision of a sliding log of 1,000 in
+// 60 s kept full (200/s), as infer replays a hypothesis: Config.Step
+// (compiles, copies the log), Stepper.Step (copies it) and
+// Stepper.StepOwned (steps it in place).
+func BenchmarkStepLargeLog(b *testing.B) {
+	cfg := Config{Algorithm: SlidingLog, Limit: 1000, Window: time.Minute}
+	s := cfg.Stepper()
+	for _, m := range []struct {
+		name string
+		step func(State, time.Time) (State, Decision)
+	}{{"Config.Step", cfg.Step}, {"Stepper.Step", s.Step}, {"Stepper.StepOwned", s.StepOwned}} {
+		b.Run(m.name, func(b *testing.B) {
+			var st State
+			now := t0
+			for b.Loop() {
+				now = now.Add(5 * time.Millisecond)
+				st, _ = m.step(st, now)
+			}
+		})
+	}
+}

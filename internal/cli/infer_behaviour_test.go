@@ -88,10 +88,10 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 		{"idle-eviction-one-token", append(slices.Clone(bucket), "--forget-idle", "500ms"), infer.TokenBucket, "", 0, infer.BehaviourIdle, false, false, 2, 0.5},
 		{"interval-refill", append(slices.Clone(bucket), "--refill", "interval"), infer.FixedWindow, "", 0, "", true, true, 2, 0},
 	}
-	// Each case has a server of its own; the infers run three at a time,
+	// Each case has a server of its own; the infers run two at a time,
 	// their own processes over loopback, mostly waiting out windows.
 	outs := make([][]byte, len(cases))
-	sem := make(chan struct{}, 3)
+	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
 	for i, c := range cases {
 		url := testenv.ServeBinary(t, bin, c.args...)

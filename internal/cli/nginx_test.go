@@ -47,8 +47,9 @@ type nginxCmd struct {
 	// search for a limit on an unlimited target fires over a thousand
 	// requests at once, enough CPU on two cores to skew the timing of
 	// the experiments running beside it; and infer's own experiments on a
-	// token bucket need arrival times that a dozen concurrent commands on
-	// two cores can blur past telling the candidates apart.
+	// token bucket need arrival times, and on a queue the delays of its
+	// answers, that a dozen concurrent commands on two cores can blur past
+	// telling the candidates apart.
 	alone bool
 }
 
@@ -299,7 +300,7 @@ func TestNginxExample(t *testing.T) {
 		{name: "queue/infer", path: "/queue", args: []string{"infer", "--json"}, judge: wantInference(scenario.SelftestWant{
 			Family: infer.LeakyBucketQueue,
 			Params: map[string]float64{"rate_per_s": 1, "capacity": 4, "undelayed": 1, "queue": 3},
-		})},
+		}), alone: true},
 
 		// delay=2: three served at once, the fourth held about 1 s.
 		{name: "delay/run", path: "/delay", args: burst8, judge: func(t *testing.T, r *nginxResult) {
@@ -318,7 +319,7 @@ func TestNginxExample(t *testing.T) {
 		{name: "delay/infer", path: "/delay", args: []string{"infer", "--json"}, judge: wantInference(scenario.SelftestWant{
 			Family: infer.LeakyBucketQueue,
 			Params: map[string]float64{"rate_per_s": 1, "capacity": 4, "undelayed": 3, "queue": 1},
-		})},
+		}), alone: true},
 
 		// limit_req_status 429: the same policy now passes, the missing
 		// Retry-After a warning.
