@@ -401,3 +401,32 @@ func TestBracketFindsTheWholeRange(t *testing.T) {
 
 	}
 }
+
+// TestSearchCompactKeepsWhatFinishKeeps: compacting a search's list drops
+// exactly the hypotheses more than the slack behind their family's best
+// (those fit.finish would drop), keeps the others in order, and leaves room
+// to grow when most stay.
+func TestSearchCompactKeepsWhatFinishKeeps(t *testing.T) {
+	sr := &searcher{f: &fit{slack: 2}, famMiss: map[Family]int{SlidingLog: 3, TokenBucket: 0}}
+	var all []scored
+	for i, m := range []struct {
+		v    variant
+		miss int
+	}{{vSL, 3}, {vSL, 5}, {vSL, 6}, {vTB, 0}, {vTB, 2}, {vTB, 3}, {vFWFirst, 9}} {
+		all = append(all, scored{h: hyp{v: m.v, n: int64(i + 1)}, miss: m.miss})
+	}
+	sr.all = slices.Clip(all)
+	sr.compact()
+	var kept []int64
+	for _, s := range sr.all {
+		kept = append(kept, s.h.n)
+	}
+	// SlidingLog within 3+2, TokenBucket within 0+2; a family with no
+	// best yet (fixed window here) counts as best 0.
+	if want := []int64{1, 2, 4, 5}; !slices.Equal(kept, want) {
+		t.Errorf("kept %v, want %v", kept, want)
+	}
+	if cap(sr.all)-len(sr.all) < len(sr.all) {
+		t.Errorf("len %d, cap %d: with most kept, room for as many again", len(sr.all), cap(sr.all))
+	}
+}

@@ -123,9 +123,14 @@ func (sr *searcher) pruned(h hyp, r replay) {
 // compact drops, before sr.all grows, the hypotheses that fit.finish would
 // drop: those more than the slack behind their family's best so far (a
 // family's best only improves, so they stay behind). A search scores tens of
-// thousands of hypotheses and keeps few.
+// thousands of hypotheses and keeps few. When more than half stay, the list
+// grows to twice their number, so that compacting stays amortised O(1) per
+// hypothesis.
 func (sr *searcher) compact() {
 	sr.all = slices.DeleteFunc(sr.all, func(s scored) bool { return s.miss > sr.famMiss[s.h.v.fam]+sr.f.slack })
+	if len(sr.all) > cap(sr.all)/2 {
+		sr.all = slices.Grow(sr.all, len(sr.all))
+	}
 }
 
 // eval scores h with the normal tolerance (once) and keeps it.
