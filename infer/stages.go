@@ -48,6 +48,10 @@ const (
 	// answer that failed one is refitted, designed for and validated
 	// again, but not forever.
 	maxValidations = 12
+	// maxRivalRounds bounds the rival validations of one run: each tells
+	// the answer from the rival of the moment by at least one outcome,
+	// and a rival refitted to every new outcome may take a few.
+	maxRivalRounds = 4
 	// budgetExtension is the factor by which an answer not yet exact
 	// extends the budget, once: 2·(6·W + 30 s).
 	budgetExtension = 2
@@ -185,12 +189,25 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		s.rechecked = true
 		s.f = s.recheck(s.f, w)
 	}
-	for _, kind := range validationKinds {
+	rivalRounds := 0
+	for i := 0; i < len(validationKinds); i++ {
+		kind := validationKinds[i]
 		w, ok := s.answer()
 		if !ok || s.validations >= maxValidations {
 			break // what passed so far stands (see below)
 		}
-		if s.validated != nil && *s.validated == w.h.v && s.passed[kind] {
+		if kind == validateRival {
+			// Again while a rival within the slack stands, the answer
+			// validated so far, and the rounds last.
+			if w.h.v.beh == "" || s.validated == nil || *s.validated != w.h.v || !s.validatedEnough() || rivalRounds >= maxRivalRounds {
+				break
+			}
+			if _, tied := s.f.rival(w); !tied {
+				break
+			}
+			rivalRounds++
+			i-- // this kind again, after the experiment
+		} else if s.validated != nil && *s.validated == w.h.v && s.passed[kind] {
 			continue // this answer passed it before the budget was extended
 		}
 		if kind == validatePrecision {
@@ -199,8 +216,17 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 			}
 		}
 		e, why := s.validationExperiment(w, kind)
-		if e == nil && kind == validatePrecision {
-			trace("no precision validation: %s", why)
+		if e == nil && (kind == validatePrecision || kind == validateRival) {
+			trace("no %v validation: %s", kind, why)
+			if !s.extended {
+				// Not yet exact for want of room: the budget is extended
+				// once, and the design goes on (what passed stands for the
+				// same answer).
+				return stageExtend, nil
+			}
+			if kind == validateRival {
+				break // the answer stays approximate (conclude names the rival)
+			}
 			continue // the answer stays approximate (validatedEnough)
 		}
 		if e == nil {
@@ -231,6 +257,14 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		held := after.miss <= before.miss
 		s.f = s.refit(s.f)
 		nw, _ := s.answer()
+		if kind == validateRival {
+			// What it tests is the family and behaviour, the parameters
+			// having passed the others: it holds when the refitted answer
+			// names the same and reproduces the outcomes as well as before
+			// (a window a few milliseconds off may miss where the
+			// experiment falls between the two).
+			held = nw.miss <= w.miss
+		}
 		trace("validation %s (%s): %v predicted, misses %d → %d; refit %v", e.phase, why, w.h, before.miss, after.miss, nw.h)
 		if !held || nw.h.v != w.h.v {
 			s.validated, s.passed, s.passedHow, s.excused = nil, nil, nil, nil
@@ -328,13 +362,22 @@ const (
 	// validatePrecision: where the ends of the answer's widest equally
 	// good range disagree most, when it is wider than maxSpread.
 	validatePrecision
+	// validateRival: for an answer with a behaviour (a penalty or a
+	// quirk), once the others passed, where the answer and its
+	// rival (fit.rival: another answer the outcomes do not yet tell from
+	// it) disagree most, again while one stands, up to maxRivalRounds
+	// times. The design weighs hypotheses by their misses, so it leaves a
+	// rival a few misses behind alone, while exactness wants it beyond
+	// the timing slack (a block ends every exhausting experiment alike,
+	// so a sliding log stays within a few misses of a fixed window).
+	validateRival
 )
 
 // validationKinds are the validation experiments in the order they run.
-var validationKinds = []validationKind{validateDisagreement, validateSustained, validateTrickle, validateHold, validatePause, validatePrecision}
+var validationKinds = []validationKind{validateDisagreement, validateSustained, validateTrickle, validateHold, validatePause, validatePrecision, validateRival}
 
 func (k validationKind) String() string {
-	return [...]string{"disagreement", "sustained", "trickle", "hold", "pause", "precision"}[k]
+	return [...]string{"disagreement", "sustained", "trickle", "hold", "pause", "precision", "rival"}[k]
 }
 
 // answer is the current fit's winner as the document will name it: among
@@ -479,6 +522,24 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		}
 		return &e, fmt.Sprintf("an exhausting burst, then a request every %s for %s", units.HumanDuration(time.Duration(holdSpacing*float64(X))), units.HumanDuration(time.Duration(holdScales*float64(X))))
 	}
+	if kind == validateRival {
+		r, _ := s.f.rival(w)
+		dz := s.rivalDesigner(w, r)
+		// From now, or once every hypothesis would admit a request
+		// again, or a time scale after that: a key that is blocked, or
+		// whose refusals restart its window, stays shut meanwhile, and
+		// every experiment from now would be refused alike.
+		free := s0
+		if rec := dz.recoveries(nil, s0); len(rec) > 0 && rec[len(rec)-1].After(s0) {
+			free = rec[len(rec)-1].Add(margin)
+		}
+		for _, from := range []time.Time{s0, free, free.Add(w.h.scale())} {
+			if e := s.best(dz, from, margin, fits); e != nil {
+				return e, fmt.Sprintf("where %v and its rival %v disagree most", w.h.v, r.h.v)
+			}
+		}
+		return nil, "no experiment within the budget tells it from its rival"
+	}
 	if kind == validatePrecision {
 		lo, hi, _ := s.spread(w)
 		if e := s.splitting(lo, hi, s0, margin, fits); e != nil {
@@ -512,7 +573,46 @@ func (s *prober) spread(w scored) (lo, hi scored, wide bool) {
 // where hypotheses a and b disagree most (of those that come close to the
 // most, the one that ends first); nil when none tells them apart.
 func (s *prober) splitting(a, b scored, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
-	dz := &designer{ws: []weighted{{a, 0.5}, {b, 0.5}}, perClient: s.f.perClient, client: s.client}
+	return s.best(&designer{ws: []weighted{{a, 0.5}, {b, 0.5}}, perClient: s.f.perClient, client: s.client}, s0, margin, fits)
+}
+
+// rivalDesigner weighs the answer's variant against its rival's, half
+// each: their hypotheses within the slack of the best, each variant's
+// share spread over them as weigh spreads it, and the answers they stand
+// for are the two variants. What an experiment tells is then which
+// variant holds, whatever its parameters within what the outcomes allow
+// (two hypotheses alone would be split where their parameters differ by a
+// few milliseconds, which tells nothing of the family).
+func (s *prober) rivalDesigner(w, r scored) *designer {
+	var p []scored
+	for _, x := range s.f.candidates(s.f.slack) {
+		if x.h.v == w.h.v || x.h.v == r.h.v {
+			p = append(p, x)
+		}
+	}
+	if !slices.ContainsFunc(p, func(x scored) bool { return x.h.v == r.h.v }) {
+		p = append(p, r)
+	}
+	ws := weigh(p, maxDesignHyps)
+	share := map[variant]float64{}
+	for _, x := range ws {
+		share[x.s.h.v] += x.w
+	}
+	dz := &designer{ws: ws, perClient: s.f.perClient, client: s.client, ans: make([]answer, len(ws))}
+	for i := range ws {
+		v := ws[i].s.h.v
+		ws[i].w *= 0.5 / share[v]
+		if v == r.h.v {
+			dz.ans[i].group = 1
+		}
+	}
+	return dz
+}
+
+// best returns, among dz's candidate experiments that fit, the one that
+// tells most about its answers (of those that come close to the most, the
+// one that ends first); nil when none tells anything.
+func (s *prober) best(dz *designer, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
 	var cands []experiment
 	top := 0.0
 	for _, e := range dz.candidates(s0, margin) {
