@@ -1,0 +1,273 @@
+package infer
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rlprobe/rlprobe/record"
+	"github.com/rlprobe/rlprobe/units"
+)
+
+// The validation experiments: what validate runs to test an answer on
+// outcomes it was not fitted on.
+
+// validationExperiment chooses the experiment that validates w: among the
+// candidate experiments, the one where w and its runner-up (the best
+// hypothesis of any other variant: another family, alignment or way of
+// counting) disagree most; without a runner-up, or when they agree on
+// every candidate, a fresh exhaust-and-recover at another phase. It
+// returns nil when nothing fits the budget, and says why it chose.
+func (s *prober) validationExperiment(w scored, kind validationKind) (*experiment, string) {
+	s0 := s.now().Add(s.opts.lead())
+	margin := max(s.opts.lead(), 2*clusterGap)
+	fits := func(e *experiment) bool {
+		return !e.end().After(s.deadline) && s.sent+len(e.at) <= s.opts.maxRequests()
+	}
+	if kind >= validateTrickle {
+		// The extra validations leave room for what follows them: an
+		// over-admitting target's concurrent burst, one time scale after
+		// the last request (see concurrentCheck).
+		var reserve time.Duration
+		reqs := 0
+		if s.over != nil {
+			reserve, reqs = w.h.scale()+2*s.opts.lead(), int(2*w.quota()+4)
+		}
+		fits = func(e *experiment) bool {
+			return !e.end().Add(reserve).After(s.deadline) && s.sent+len(e.at)+reqs <= s.opts.maxRequests()
+		}
+	}
+	if kind == validateSustained {
+		if slices.ContainsFunc(s.fitted(), func(r record.Result) bool { return r.Phase == "sustained" }) {
+			return nil, fittedOnSustained
+		}
+		m := int(sustainedFactor * w.quota())
+		if m > maxSustainedValidation {
+			return nil, fmt.Sprintf("%d requests would be needed", m)
+		}
+		e := newBuilder("sustained").spread(s0.Add(margin), w.h.scale(), m).done()
+		if !fits(&e) {
+			return nil, ""
+		}
+		return &e, fmt.Sprintf("%d requests over %s, %g times its rate", m, units.HumanDuration(w.h.scale()), float64(sustainedFactor))
+	}
+	if kind == validateTrickle {
+		m := int(math.Ceil(trickleFactor * trickleScales * float64(w.quota())))
+		if m > maxSustainedValidation || m < 2 {
+			return nil, fmt.Sprintf("%d requests would be needed", m)
+		}
+		if w.h.scale() > maxTrickleScale {
+			return nil, fmt.Sprintf("it would take %s", units.HumanDuration((trickleRest+trickleScales)*w.h.scale()))
+		}
+		span := trickleScales * w.h.scale()
+		// From rest: the quiet before it lets every model's key come back
+		// to its zero state (a counter's previous window decays over a
+		// second time scale), so that what the trickle tests is how
+		// admitted requests move the window, not the refusals before it.
+		e := newBuilder("trickle").spread(s0.Add(margin+trickleRest*w.h.scale()), span, m).done()
+		if !fits(&e) {
+			// An extra test, not the one exactness rests on: the budget
+			// ends the validation here, with what passed so far.
+			return nil, "it does not fit the budget"
+		}
+		return &e, fmt.Sprintf("%d requests over %s, %g times its rate", m, units.HumanDuration(span), trickleFactor)
+	}
+	if kind == validatePause {
+		X := w.h.scale()
+		// A bucket gets the second, longer pause too: only a bucket
+		// forgets idle keys.
+		bursts := 2
+		if !w.h.v.windowed() {
+			bursts = 3
+		}
+		m := bursts * (int(w.quota()) + 2)
+		if m > maxSustainedValidation {
+			return nil, fmt.Sprintf("%d requests would be needed", m)
+		}
+		t0 := s0.Add(margin)
+		p, q := time.Duration(pauseShare*float64(X)), time.Duration(pauseLate*float64(X))
+		b := newBuilder("pause").burst(t0, int(w.quota())+2).burst(t0.Add(p), int(w.quota())+2)
+		what := fmt.Sprintf("two exhausting bursts %s apart", units.HumanDuration(p))
+		if bursts == 3 {
+			b.burst(t0.Add(p+q), int(w.quota())+2)
+			what = fmt.Sprintf("three exhausting bursts, %s and %s apart", units.HumanDuration(p), units.HumanDuration(q))
+		}
+		e := b.done()
+		if !fits(&e) {
+			return nil, "it does not fit the budget"
+		}
+		return &e, what
+	}
+	if kind == validateHold {
+		X := w.h.scale()
+		k := int(math.Ceil(holdScales / holdSpacing))
+		m := int(w.quota()) + 2 + k
+		if m > maxSustainedValidation {
+			return nil, fmt.Sprintf("%d requests would be needed", m)
+		}
+		if X > maxTrickleScale {
+			return nil, fmt.Sprintf("it would take %s", units.HumanDuration(time.Duration(holdScales*float64(X))))
+		}
+		t0 := s0.Add(margin)
+		b := newBuilder("hold").burst(t0, int(w.quota())+2)
+		for i := 1; i <= k; i++ {
+			b.burst(t0.Add(time.Duration(float64(i)*holdSpacing*float64(X))), 1)
+		}
+		e := b.done()
+		if !fits(&e) {
+			return nil, "it does not fit the budget"
+		}
+		return &e, fmt.Sprintf("an exhausting burst, then a request every %s for %s", units.HumanDuration(time.Duration(holdSpacing*float64(X))), units.HumanDuration(time.Duration(holdScales*float64(X))))
+	}
+	if kind == validateRival {
+		r, _ := s.f.rival(w)
+		dz := s.rivalDesigner(w, r)
+		// From now, or once every hypothesis would admit a request
+		// again, or a time scale after that: a key that is blocked, or
+		// whose refusals restart its window, stays shut meanwhile, and
+		// every experiment from now would be refused alike.
+		free := s0
+		if rec := dz.recoveries(nil, s0); len(rec) > 0 && rec[len(rec)-1].After(s0) {
+			free = rec[len(rec)-1].Add(margin)
+		}
+		for _, from := range []time.Time{s0, free, free.Add(w.h.scale())} {
+			if e := s.best(dz, from, margin, fits); e != nil {
+				return e, fmt.Sprintf("where %v and its rival %v disagree most", w.h.v, r.h.v)
+			}
+		}
+		return nil, "no experiment within the budget tells it from its rival"
+	}
+	if kind == validatePrecision {
+		lo, hi, _ := s.spread(w)
+		if e := s.splitting(lo, hi, s0, margin, fits); e != nil {
+			return e, fmt.Sprintf("where %v and %v, the ends of its equally good range, disagree most", lo.h, hi.h)
+		}
+		return nil, "no experiment within the budget splits its range"
+	}
+	if ru, ok := s.runnerUp(w); ok {
+		if e := s.splitting(w, ru, s0, margin, fits); e != nil {
+			return e, fmt.Sprintf("where %v and the runner-up %v disagree most", w.h.v, ru.h)
+		}
+	}
+	e := s.freshRecovery(w, s0, margin)
+	if !fits(&e) {
+		return nil, ""
+	}
+	return &e, "a fresh exhaust-and-recover at another phase"
+}
+
+// spread returns the ends of answer w's widest equally good range, found
+// afresh over every observation (fit.bracket), and whether it is wider
+// than maxSpread (fit.widest).
+func (s *prober) spread(w scored) (lo, hi scored, wide bool) {
+	s.f.bracket(w, s.observe())
+	lo, hi, wide = s.f.widest(w)
+	trace("spread of %v: %v … %v, wide %v (brackets %d)", w.h, lo.h, hi.h, wide, len(s.f.brackets))
+	return lo, hi, wide
+}
+
+// splitting returns, among the candidate experiments that fit, the one
+// where hypotheses a and b disagree most (of those that come close to the
+// most, the one that ends first); nil when none tells them apart.
+func (s *prober) splitting(a, b scored, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
+	return s.best(&designer{ws: []weighted{{a, 0.5}, {b, 0.5}}, perClient: s.f.perClient, client: s.client}, s0, margin, fits)
+}
+
+// rivalDesigner weighs the answer's variant against its rival's, half
+// each: their hypotheses within the slack of the best, each variant's
+// share spread over them as weigh spreads it, and the answers they stand
+// for are the two variants. What an experiment tells is then which
+// variant holds, whatever its parameters within what the outcomes allow
+// (two hypotheses alone would be split where their parameters differ by a
+// few milliseconds, which tells nothing of the family).
+func (s *prober) rivalDesigner(w, r scored) *designer {
+	var p []scored
+	for _, x := range s.f.candidates(s.f.slack) {
+		if x.h.v == w.h.v || x.h.v == r.h.v {
+			p = append(p, x)
+		}
+	}
+	if !slices.ContainsFunc(p, func(x scored) bool { return x.h.v == r.h.v }) {
+		p = append(p, r)
+	}
+	ws := weigh(p, maxDesignHyps)
+	share := map[variant]float64{}
+	for _, x := range ws {
+		share[x.s.h.v] += x.w
+	}
+	dz := &designer{ws: ws, perClient: s.f.perClient, client: s.client, ans: make([]answer, len(ws))}
+	for i := range ws {
+		v := ws[i].s.h.v
+		ws[i].w *= 0.5 / share[v]
+		if v == r.h.v {
+			dz.ans[i].group = 1
+		}
+	}
+	return dz
+}
+
+// best returns, among dz's candidate experiments that fit, the one that
+// tells most about its answers (of those that come close to the most, the
+// one that ends first); nil when none tells anything.
+func (s *prober) best(dz *designer, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
+	var cands []experiment
+	top := 0.0
+	for _, e := range dz.candidates(s0, margin) {
+		if !fits(&e) {
+			continue
+		}
+		if e.info = dz.information(&e); e.info >= minInfo {
+			cands = append(cands, e)
+			top = max(top, e.info)
+		}
+	}
+	var best *experiment
+	for i := range cands {
+		e := &cands[i]
+		if e.info >= nearTop*top && (best == nil || e.end().Before(best.end())) {
+			best = e
+		}
+	}
+	return best
+}
+
+// runnerUp returns the best hypothesis of any variant other than w's.
+func (s *prober) runnerUp(w scored) (scored, bool) {
+	var ru scored
+	found := false
+	for _, v := range allVariants {
+		b, ok := s.f.best[v]
+		if !ok || v == w.h.v {
+			continue
+		}
+		if !found || b.miss < ru.miss {
+			ru, found = b, true
+		}
+	}
+	return ru, found
+}
+
+// freshRecovery is an exhausting burst at another phase of w's time
+// scale, then single probes around the moment w says quota returns:
+// just before (refused), just after (admitted) and half a time scale
+// later.
+func (s *prober) freshRecovery(w scored, s0 time.Time, margin time.Duration) experiment {
+	X := w.h.scale()
+	t0 := s0.Add(time.Duration(freshPhaseShare * float64(X)))
+	k := int(w.quota() + 2)
+	dz := &designer{ws: []weighted{{w, 1}}, perClient: s.f.perClient, client: s.client}
+	burst := make([]time.Time, k)
+	for i := range burst {
+		burst[i] = t0
+	}
+	m := max(margin, X/10)
+	rec := dz.recoveries(burst, t0.Add(margin))[0]
+	b := newBuilder("recovery").burst(t0, k)
+	if before := rec.Add(-m); before.After(t0.Add(margin)) {
+		b.burst(before, 1)
+	}
+	b.burst(rec.Add(m), 1)
+	b.burst(rec.Add(m+X/2), 1)
+	return b.done()
+}
