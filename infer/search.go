@@ -34,8 +34,9 @@ func geomGrid(lo, hi, ratio float64) []float64 {
 // near a narrow optimum — left by precise experiments — still score well;
 // around the best coarse points of every (variant, count, delay) that
 // competes with the best of all, a fine grid is scored with the normal
-// tolerance; then ever finer grids around the best fine points. Only the
-// normally scored hypotheses enter the fit.
+// tolerance; then ever finer grids around the best fine points; then each
+// fine line that did worse than the best of its kind and count around that
+// best (across). Only the normally scored hypotheses enter the fit.
 func search(o *observations, sp space) *fit {
 	f := &fit{total: len(o.list), best: map[variant]scored{}, fam: map[Family]scored{}, perClient: sp.perClient,
 		refs: refsOf(o), bounds: map[variant][2]float64{}}
@@ -51,7 +52,9 @@ func search(o *observations, sp space) *fit {
 		coarseFam: map[Family]int{}, coarseGlobal: math.MaxInt,
 		furthest: map[Family]replay{}, furthestHyp: map[Family]hyp{}, seen: map[hyp]int{}}
 	lines := sr.grid()
-	sr.finer(sr.fine(lines))
+	fineLines := sr.fine(lines)
+	sr.finer(fineLines)
+	sr.across(fineLines)
 	for fam, h := range sr.furthestHyp {
 		if _, ok := sr.famMiss[fam]; ok {
 			continue
@@ -319,3 +322,36 @@ func (sr *searcher) finer(fineLines []line) {
 		}
 	}
 }
+
+// across refines every fine line around the best value of the lines of its
+// kind and count that did better than it: a limiter's window (or rate) is
+// one, whatever its behaviour, and a behaviour whose model fits only within
+// a few milliseconds of the length (a fixed window whose refusals restart
+// it) may score nothing near it on its own coarse grid, while a rival
+// variant's refinement found it.
+func (sr *searcher) across(fineLines []line) {
+	type key struct {
+		windowed bool
+		n        int64
+	}
+	best := map[key]scored{}
+	for _, s := range sr.all {
+		k := key{s.h.v.windowed(), s.h.n}
+		if b, ok := best[k]; !ok || s.miss < b.miss {
+			best[k] = s
+		}
+	}
+	for _, l := range fineLines {
+		b, ok := best[key{l.v.windowed(), l.n}]
+		if !ok || b.h.v == l.v || b.miss > sr.global+sr.f.slack || slices.Min(l.miss) <= b.miss {
+			continue
+		}
+		step := math.Pow(fineRatio, acrossSteps)
+		for x := b.h.x / step; x <= b.h.x*step*(1+1e-12); x *= fineRatio {
+			sr.eval(hyp{v: l.v, n: l.n, x: x, d: l.d, p: l.p})
+		}
+	}
+}
+
+// acrossSteps is the half-width of across's refinement, in fine steps.
+const acrossSteps = 3
