@@ -99,7 +99,7 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 			return nil, errors.Join(err, s.close(record.ReasonAborted))
 		}
 		prior = []record.Result{pre}
-		if prior, dropped, err = s.restWhileBusy(ctx, eng, zero, prior); err != nil {
+		if prior, dropped, err = s.restWhileBusy(ctx, eng, zero, prior, cmp.Or(opts.MaxWindow, infer.DefaultMaxWindow)); err != nil {
 			reason := record.ReasonAborted
 			if ctx.Err() != nil {
 				reason = record.ReasonInterrupted
@@ -257,30 +257,34 @@ const (
 )
 
 // restWhileBusy rests, when infer's latest preflight shows the limiter busy
-// (infer.BusyRest), for the time it advertises until the quota is whole
-// (all rests together at most --max-duration, or infer's default when
-// none is set: a hostile Retry-After of a year waits no longer), and sends
-// another preflight; up to busyPreflights in all. The preflights before a rest are left out of what
-// is fitted (a state from before the run), the rest is outside the budget,
-// as check's is. A busy answer that advertises no time is said, and the
-// run goes on: the fit then says what it cannot reproduce.
-func (s *Session) restWhileBusy(ctx context.Context, eng *engine, zero time.Time, prior []record.Result) (fitted []record.Result, dropped int, err error) {
+// (infer.BusyRest), for the time it advertises until the quota is whole —
+// or, when it advertises none (a server without rate-limit headers, or a
+// Retry-After alone: the time until one request), for at least maxWindow,
+// the longest window infer looks for: after that much silence any window
+// it can name is whole, and any bucket it can name full — (all
+// rests together at most --max-duration, or infer's default when none is
+// set: a hostile Retry-After of a year waits no longer), and sends another
+// preflight; up to busyPreflights in all. The preflights before a rest are
+// left out of what is fitted (a state from before the run), the rest is
+// outside the budget, as check's is.
+func (s *Session) restWhileBusy(ctx context.Context, eng *engine, zero time.Time, prior []record.Result, maxWindow time.Duration) (fitted []record.Result, dropped int, err error) {
 	left := cmp.Or(s.cfg.Caps.MaxDuration, infer.DefaultMaxDuration)
 	for range busyPreflights - 1 {
-		rest, why, busy := infer.BusyRest(prior[len(prior)-1], zero, 0)
+		rest, whole, why, busy := infer.BusyRest(prior[len(prior)-1], zero, 0)
 		if !busy {
 			return prior, dropped, nil
 		}
-		if rest <= 0 {
-			s.line("warning: infer: the preflight shows the limiter busy (%s, an earlier run's requests or others') and advertises no time until its quota is whole: the experiments start from a busy state", why)
-			return prior, dropped, nil
+		what := "the time it advertises until its quota is whole"
+		if !whole && rest < maxWindow {
+			rest, what = maxWindow, "the longest window infer looks for: it advertises no time until its quota is whole"
 		}
 		rest = min(rest+max(rest/20, busyMarginMin), left)
 		if rest <= 0 {
+			s.line("warning: infer: the preflight shows the limiter busy (%s, an earlier run's requests or others') and --max-duration leaves no time to rest: the experiments start from a busy state", why)
 			return prior, dropped, nil
 		}
 		left -= rest
-		s.line("infer: the preflight shows the limiter busy (%s: an earlier run's requests, or others'); resting %s, the time it advertises until its quota is whole, before the experiments", why, units.HumanDuration(rest))
+		s.line("infer: the preflight shows the limiter busy (%s: an earlier run's requests, or others'); resting %s, %s, before the experiments", why, units.HumanDuration(rest), what)
 		timer := time.NewTimer(rest)
 		select {
 		case <-timer.C:

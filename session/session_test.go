@@ -304,34 +304,56 @@ func TestCheckAfterOthersUsedTheQuota(t *testing.T) {
 	}
 }
 
-// TestInferRestsAfterOthersUsedTheQuota: others exhaust a fixed window
-// just before infer; its preflight is refused (draft-8 headers advertise
-// when the quota is back), it rests that long and sends another, and the
-// inference starts from rest: the window and its limit, not a misfit of a
-// busy start.
+// TestInferRestsAfterOthersUsedTheQuota: others exhaust the limiter just
+// before infer; its preflight is refused, it rests and sends another, and
+// the inference starts from rest: the family and its quota, not a misfit
+// of a busy start. With draft-8 headers the rest is the time they
+// advertise until the quota is whole; without headers (a Retry-After
+// alone, the time until one request) it is the longest window infer looks
+// for — a bucket given one token's rest starts nearly empty, and was a
+// misfit.
 func TestInferRestsAfterOthersUsedTheQuota(t *testing.T) {
-	t.Parallel()
-	pol := testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.FixedWindow, Limit: 6, Window: 2 * time.Second}, Status: 429}
-	opt := memServer(t, testserver.Route{Policy: pol})("/")
-	others, _ := New(Config{Probe: opt})
-	if _, err := others.Run(context.Background(), burstPlan(8)); err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	s, _ := New(Config{Probe: opt, Command: "infer", Caps: Caps{MaxRequests: 2000, MaxDuration: 2 * time.Minute},
-		Progress: Progress{Line: func(l string) { lines = append(lines, l) }}})
-	inf, err := s.Infer(context.Background(), InferOptions{MaxWindow: 4 * time.Second})
-	if inf == nil {
-		t.Fatalf("no inference: %v", err)
-	}
-	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "busy") && strings.Contains(l, "resting") }) {
-		t.Errorf("no rest announced; lines:\n%s", strings.Join(lines, "\n"))
-	}
-	if pre := s.Record().Results[0]; pre.Status != 429 {
-		t.Errorf("first preflight answered %d, want 429 (the others exhausted the window)", pre.Status)
-	}
-	if inf.Algorithm != infer.FixedWindow || inf.Params.Limit == nil || inf.Params.Limit.Value != 6 || inf.Fit == infer.FitMisfit {
-		t.Errorf("%s fit %s (closest %s), limit %+v; want a fixed window of 6: %s", inf.Algorithm, inf.Fit, inf.Closest, inf.Params.Limit, inf.Note)
+	for _, tc := range []struct {
+		name     string
+		serve    limiter.Config
+		dialects []headers.Dialect
+		family   infer.Family
+		rest     string
+	}{
+		{"fixed-window/draft-8", limiter.Config{Algorithm: limiter.FixedWindow, Limit: 6, Window: 2 * time.Second}, nil,
+			infer.FixedWindow, "the time it advertises until its quota is whole"},
+		{"token-bucket/headerless", limiter.Config{Algorithm: limiter.TokenBucket, Rate: 3, Capacity: 6}, []headers.Dialect{headers.None},
+			infer.TokenBucket, "the longest window infer looks for"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pol := testserver.Policy{Limiter: tc.serve, Status: 429, Dialects: tc.dialects}
+			opt := memServer(t, testserver.Route{Policy: pol})("/")
+			others, _ := New(Config{Probe: opt})
+			if _, err := others.Run(context.Background(), burstPlan(8)); err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			s, _ := New(Config{Probe: opt, Command: "infer", Caps: Caps{MaxRequests: 2000, MaxDuration: 2 * time.Minute},
+				Progress: Progress{Line: func(l string) { lines = append(lines, l) }}})
+			inf, err := s.Infer(context.Background(), InferOptions{MaxWindow: 4 * time.Second})
+			if inf == nil {
+				t.Fatalf("no inference: %v", err)
+			}
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "busy") && strings.Contains(l, "resting") && strings.Contains(l, tc.rest) }) {
+				t.Errorf("no rest of %s announced; lines:\n%s", tc.rest, strings.Join(lines, "\n"))
+			}
+			if pre := s.Record().Results[0]; pre.Status != 429 {
+				t.Errorf("first preflight answered %d, want 429 (the others exhausted the limiter)", pre.Status)
+			}
+			quota := inf.Params.Limit
+			if tc.family == infer.TokenBucket {
+				quota = inf.Params.Capacity
+			}
+			if inf.Algorithm != tc.family || quota == nil || quota.Value != 6 || inf.Fit == infer.FitMisfit {
+				t.Errorf("%s fit %s (closest %s), quota %+v; want %s of 6: %s", inf.Algorithm, inf.Fit, inf.Closest, quota, tc.family, inf.Note)
+			}
+		})
 	}
 }
 
