@@ -215,10 +215,13 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		e, why := s.validationExperiment(w, kind)
 		if e == nil && (kind == validatePrecision || kind == validateRival) {
 			trace("no %v validation: %s", kind, why)
-			if !s.extended {
-				// Not yet exact for want of room: the budget is extended
-				// once, and the design goes on (what passed stands for the
-				// same answer).
+			if !s.extended && w.h.v.beh != "" {
+				// A behaviour answer not yet exact for want of room: the
+				// budget is extended once, and the design goes on (what
+				// passed stands for the same answer). A plain answer stays
+				// approximate: its design already had the room it asked
+				// for, and more of it behind a balancer of many instances
+				// only ran into the budget (an incomplete run).
 				return stageExtend, nil
 			}
 			if kind == validateRival {
