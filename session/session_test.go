@@ -340,7 +340,9 @@ func TestInferRestsAfterOthersUsedTheQuota(t *testing.T) {
 			if inf == nil {
 				t.Fatalf("no inference: %v", err)
 			}
-			if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "busy") && strings.Contains(l, "resting") && strings.Contains(l, tc.rest) }) {
+			if !slices.ContainsFunc(lines, func(l string) bool {
+				return strings.Contains(l, "busy") && strings.Contains(l, "resting") && strings.Contains(l, tc.rest)
+			}) {
 				t.Errorf("no rest of %s announced; lines:\n%s", tc.rest, strings.Join(lines, "\n"))
 			}
 			if pre := s.Record().Results[0]; pre.Status != 429 {
