@@ -81,6 +81,8 @@ type prober struct {
 	budget time.Duration
 	// extended: the budget was extended once for an answer not yet exact.
 	extended bool
+	// rivalRounds counts the rival validations run (maxRivalRounds).
+	rivalRounds int
 	// validations counts the validation experiments run; validated says
 	// the current answer passed one, validation how.
 	validations int

@@ -45,9 +45,10 @@ const (
 	// answer that failed one is refitted, designed for and validated
 	// again, but not forever.
 	maxValidations = 12
-	// maxRivalRounds bounds the rival validations of one run: each tells
-	// the answer from the rival of the moment by at least one outcome,
-	// and a rival refitted to every new outcome may take a few.
+	// maxRivalRounds bounds the rival validations of one run, across
+	// validate's calls: each tells the answer from the rival of the moment
+	// by at least one outcome, and a rival refitted to every new outcome
+	// may take a few.
 	maxRivalRounds = 4
 	// budgetExtension is the factor by which an answer not yet exact
 	// extends the budget, once: 2·(6·W + 30 s).
@@ -186,7 +187,6 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		s.rechecked = true
 		s.f = s.recheck(s.f, w)
 	}
-	rivalRounds := 0
 	for i := 0; i < len(validationKinds); i++ {
 		kind := validationKinds[i]
 		w, ok := s.answer()
@@ -196,13 +196,13 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		if kind == validateRival {
 			// Again while a rival within the slack stands, the answer
 			// validated so far, and the rounds last.
-			if w.h.v.beh == "" || s.validated == nil || *s.validated != w.h.v || !s.validatedEnough() || rivalRounds >= maxRivalRounds {
+			if w.h.v.beh == "" || s.validated == nil || *s.validated != w.h.v || !s.validatedEnough() || s.rivalRounds >= maxRivalRounds {
 				break
 			}
 			if _, tied := s.f.rival(w); !tied {
 				break
 			}
-			rivalRounds++
+			s.rivalRounds++
 			i-- // this kind again, after the experiment
 		} else if s.validated != nil && *s.validated == w.h.v && s.passed[kind] {
 			continue // this answer passed it before the budget was extended
