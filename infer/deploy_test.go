@@ -175,6 +175,38 @@ func TestInferSlidingLogByRequest(t *testing.T) {
 	}
 }
 
+// TestInferSlidingLogByRequestPaced: a sliding log behind three instances
+// by request, across a network of up to 3 ms of jitter (loopback under
+// load). The session is paced (a burst is sent one request after another,
+// so that the rotation is known), and the design predicts its experiments
+// as sent: with seed 12, a design that predicted its bursts at one instant
+// chose the same spread-then-burst eleven times, each predicted to tell
+// the log from a first-request fixed window and each telling nothing, and
+// the budget ended with an approximate fixed window (an incomplete run,
+// exit 3, as TestInferInstances saw over real sockets).
+func TestInferSlidingLogByRequestPaced(t *testing.T) {
+	t.Parallel()
+	cfg := limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: sec(2)}
+	for _, seed := range []uint64{12, 13} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(seed, 7))
+			srv := simServer{cfg: cfg, oneWay: time.Millisecond, deploy: simDeploy{Instances: 3, ByRequest: true}, xrl: true}
+			e := newSimEngine(srv, origin)
+			e.jitter = func(int64) time.Duration { return time.Duration(rng.Int64N(int64(3 * time.Millisecond))) }
+			inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s fit %s, params %s, instances %+v, %d requests in %.0fs; %s", inf.Algorithm, inf.Fit, paramsText(inf.Params), inf.Instances, inf.Requests, inf.DurationS, inf.Note)
+			check(t, "sliding log", inf, want{fam: SlidingLog, limit: 5, window: 2})
+			if inf.Fit != FitExact || !inf.Complete {
+				t.Errorf("fit %s, complete %v, want exact and complete", inf.Fit, inf.Complete)
+			}
+		})
+	}
+}
+
 // TestInferByRequestJitterNeverExactAndWrong: a sliding log behind three
 // instances by request, across a network whose up to 15 ms of jitter
 // reorders what the balancer rotates. An answer may then be approximate,

@@ -28,6 +28,28 @@ type experiment struct {
 
 func (e *experiment) end() time.Time { return e.at[len(e.at)-1] }
 
+// paced returns e with every send at least pace after the one before it,
+// in time order (each keeping its group), as prober.paced sends it.
+func (e experiment) paced(pace time.Duration) experiment {
+	if pace <= 0 || len(e.at) < 2 {
+		return e
+	}
+	idx := make([]int, len(e.at))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return e.at[a].Compare(e.at[b]) })
+	at, groups := make([]time.Time, len(idx)), make([]int, len(idx))
+	for k, i := range idx {
+		at[k], groups[k] = e.at[i], e.groups[i]
+		if k > 0 && at[k].Before(at[k-1].Add(pace)) {
+			at[k] = at[k-1].Add(pace)
+		}
+	}
+	e.at, e.groups = at, groups
+	return e
+}
+
 // Timing resolution of the design: a prediction that changes when the
 // sends move by max(scale/designTolDiv, minDesignTol) is uncertain.
 const (
@@ -209,7 +231,14 @@ type designer struct {
 	ws        []weighted
 	perClient bool
 	client    string
-	ans       []answer // answers(ws), computed on first use
+	// pace, when set, is the spacing of a paced session's sends (see
+	// prober.paced): a burst is sent one request after another, and the
+	// candidates are predicted as they will be sent. A burst predicted
+	// at one instant but sent over K·pace would tell a sliding log from
+	// a fixed window where the sends as made tell nothing, and the same
+	// design would be chosen again and again.
+	pace time.Duration
+	ans  []answer // answers(ws), computed on first use
 }
 
 // answerOf returns the answer of hypothesis i of dz.ws.
@@ -395,7 +424,7 @@ func combOf(ts []time.Time, margin time.Duration) (comb []time.Time, ok bool) {
 
 // candidates proposes experiments starting no earlier than s0, sized by the
 // hypotheses: X is their median time scale, K exceeds every quota (scored.quota)
-// by two.
+// by two. In a paced session they are paced as they will be sent.
 func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment {
 	var kmax, nmed int64
 	var ns []int64
@@ -462,6 +491,9 @@ func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment 
 		if edge.Add(-m).After(s0) {
 			out = append(out, newBuilder("edge").burst(edge.Add(-m), K).burst(edge.Add(m), K).done())
 		}
+	}
+	for i := range out {
+		out[i] = out[i].paced(dz.pace)
 	}
 	return out
 }

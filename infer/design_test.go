@@ -132,6 +132,39 @@ func TestCandidatesRespectStart(t *testing.T) {
 	}
 }
 
+// TestPacedCandidates: in a paced session (one request after another,
+// behind a balancer that rotates them over instances) the candidates are
+// predicted as they will be sent. Each send comes at least pace after the
+// one before it and keeps its group. Five requests spread over 200 ms, then
+// seven at 2.1 s: sent at one instant, a fixed window of 5 in 2 s (from the
+// first request) admits five of them and a sliding log three, but sent
+// 60 ms apart both admit five, the log letting the spread requests go
+// one by one as the burst goes on.
+func TestPacedCandidates(t *testing.T) {
+	s0 := origin.Add(time.Second)
+	ws := weigh([]scored{idle(vFWFirst, 5, 2, 0), idle(vSL, 5, 2, 0)}, 0)
+	const pace = 60 * time.Millisecond
+	instant := &designer{client: "k1", ws: ws}
+	paced := &designer{client: "k1", ws: ws, pace: pace}
+	for _, e := range paced.candidates(s0, 5*time.Millisecond) {
+		for i := 1; i < len(e.at); i++ {
+			if gap := e.at[i].Sub(e.at[i-1]); gap < pace || e.groups[i] < e.groups[i-1] {
+				t.Fatalf("%s: send %d %v after the one before (group %d after %d), want at least %v in order", e.phase, i, gap, e.groups[i], e.groups[i-1], pace)
+			}
+		}
+	}
+	b := newBuilder("spread").spread(s0, 200*time.Millisecond, 5)
+	b.burst(s0.Add(2100*time.Millisecond), 7)
+	e := b.done()
+	if got := instant.information(&e); got < 0.9 {
+		t.Fatalf("the burst at one instant: %.3f bits, want 1 (the premise)", got)
+	}
+	p := e.paced(pace)
+	if got := paced.information(&p); got > 0.1 {
+		t.Errorf("the burst sent %v apart: %.3f bits, want none (the log frees what the window does)", pace, got)
+	}
+}
+
 // TestConcludeDocument: the document of a fit names the winner's
 // parameters with ranges, the alternatives with what ruled them out, the
 // header dialects and the reject status.

@@ -29,7 +29,7 @@ func (s *prober) design(ctx context.Context, f *fit) (*fit, error) {
 			trace("resolved: %d plausible, first %v: %s", len(p), p[0].h, summarize(p))
 			return f, nil
 		}
-		dz := &designer{ws: weigh(f.candidates(designSlack), maxDesignHyps), perClient: s.perClient, client: s.client}
+		dz := &designer{ws: weigh(f.candidates(designSlack), maxDesignHyps), perClient: s.perClient, client: s.client, pace: s.pace}
 		s0 := s.now().Add(s.opts.lead())
 		margin := max(s.opts.lead(), 2*clusterGap)
 		overhead := max(dz.scale()/overheadDiv, minOverhead)

@@ -171,7 +171,7 @@ func (s *prober) spread(w scored) (lo, hi scored, wide bool) {
 // where hypotheses a and b disagree most (of those that come close to the
 // most, the one that ends first); nil when none tells them apart.
 func (s *prober) splitting(a, b scored, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
-	return s.best(&designer{ws: []weighted{{a, 0.5}, {b, 0.5}}, perClient: s.f.perClient, client: s.client}, s0, margin, fits)
+	return s.best(&designer{ws: []weighted{{a, 0.5}, {b, 0.5}}, perClient: s.f.perClient, client: s.client, pace: s.pace}, s0, margin, fits)
 }
 
 // rivalDesigner weighs the answer's variant against its rival's, half
@@ -196,7 +196,7 @@ func (s *prober) rivalDesigner(w, r scored) *designer {
 	for _, x := range ws {
 		share[x.s.h.v] += x.w
 	}
-	dz := &designer{ws: ws, perClient: s.f.perClient, client: s.client, ans: make([]answer, len(ws))}
+	dz := &designer{ws: ws, perClient: s.f.perClient, client: s.client, pace: s.pace, ans: make([]answer, len(ws))}
 	for i := range ws {
 		v := ws[i].s.h.v
 		ws[i].w *= 0.5 / share[v]
@@ -256,7 +256,7 @@ func (s *prober) freshRecovery(w scored, s0 time.Time, margin time.Duration) exp
 	X := w.h.scale()
 	t0 := s0.Add(time.Duration(freshPhaseShare * float64(X)))
 	k := int(w.quota() + 2)
-	dz := &designer{ws: []weighted{{w, 1}}, perClient: s.f.perClient, client: s.client}
+	dz := &designer{ws: []weighted{{w, 1}}, perClient: s.f.perClient, client: s.client, pace: s.pace}
 	burst := make([]time.Time, k)
 	for i := range burst {
 		burst[i] = t0
