@@ -28,25 +28,19 @@ type experiment struct {
 
 func (e *experiment) end() time.Time { return e.at[len(e.at)-1] }
 
-// paced returns e with every send at least pace after the one before it,
-// in time order (each keeping its group), as prober.paced sends it.
+// paced returns e as prober.paced sends it: every send at least pace
+// after the one before it. e's sends are in time order (as every
+// candidate's are), so each keeps its group.
 func (e experiment) paced(pace time.Duration) experiment {
-	if pace <= 0 || len(e.at) < 2 {
+	if pace <= 0 || len(e.at) == 0 {
 		return e
 	}
-	idx := make([]int, len(e.at))
-	for i := range idx {
-		idx[i] = i
+	sends := pacedSends(e.sends(e.at[0]), pace)
+	at := make([]time.Time, len(sends))
+	for i, sd := range sends {
+		at[i] = e.at[0].Add(sd.At)
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return e.at[a].Compare(e.at[b]) })
-	at, groups := make([]time.Time, len(idx)), make([]int, len(idx))
-	for k, i := range idx {
-		at[k], groups[k] = e.at[i], e.groups[i]
-		if k > 0 && at[k].Before(at[k-1].Add(pace)) {
-			at[k] = at[k-1].Add(pace)
-		}
-	}
-	e.at, e.groups = at, groups
+	e.at = at
 	return e
 }
 

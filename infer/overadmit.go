@@ -154,13 +154,19 @@ func (s *prober) goPaced(ctx context.Context, res []record.Result, ev string) er
 // the one before it (in order): the sends of a burst follow one another,
 // and the sends after a burst move later as far as it grew.
 func (s *prober) paced(sends []patterns.Send) []patterns.Send {
-	if s.pace <= 0 {
+	return pacedSends(sends, s.pace)
+}
+
+// pacedSends returns sends in time order with every send at least pace
+// after the one before it (pace ≤ 0: sends as they are).
+func pacedSends(sends []patterns.Send, pace time.Duration) []patterns.Send {
+	if pace <= 0 {
 		return sends
 	}
 	out := slices.Clone(sends)
 	slices.SortStableFunc(out, func(a, b patterns.Send) int { return int(a.At - b.At) })
 	for i := 1; i < len(out); i++ {
-		out[i].At = max(out[i].At, out[i-1].At+s.pace)
+		out[i].At = max(out[i].At, out[i-1].At+pace)
 	}
 	return out
 }
