@@ -50,6 +50,12 @@ const (
 	// by at least one outcome, and a rival refitted to every new outcome
 	// may take a few.
 	maxRivalRounds = 4
+	// maxPlainRivalScale: a plain answer of a longer time scale gets no
+	// rival validation. A 60 s epoch window's rival was a timer of
+	// 59.98 s whose ticks fell on the minute near the run: two rounds of
+	// a minute each did not tell them apart, and the run took 360 s
+	// instead of 260 s to stay approximate.
+	maxPlainRivalScale = 10 * time.Second
 	// budgetExtension is the factor by which an answer not yet exact
 	// extends the budget, once: 2·(6·W + 30 s).
 	budgetExtension = 2
@@ -195,14 +201,12 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		}
 		if kind == validateRival {
 			// Again while a rival stands, the answer validated so far,
-			// and the rounds last. A plain answer of a time scale longer
-			// than maxTrickleScale is not: its rival is then a timer
-			// a few milliseconds off the answer's epoch window, which
-			// rounds of minutes each do not tell apart either.
+			// and the rounds last (for a plain answer, up to
+			// maxPlainRivalScale).
 			if s.validated == nil || *s.validated != w.h.v || !s.validatedEnough() || s.rivalRounds >= maxRivalRounds {
 				break
 			}
-			if w.h.v.beh == "" && w.h.scale() > maxTrickleScale {
+			if w.h.v.beh == "" && w.h.scale() > maxPlainRivalScale {
 				break
 			}
 			if _, tied := s.f.rival(w); !tied {
