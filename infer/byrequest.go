@@ -103,19 +103,39 @@ func splitCountdowns(vs []int64) (c countdownRun, final []int64) {
 	return c, final
 }
 
-// remainingsOf returns the remaining values of the accepted requests of
-// res in the order they were sent, the quota advertised beside them (0:
-// none), and whether any request was refused; ok is false when an
-// accepted answer carries none, follows a refusal (not one exhausting
-// run) or advertises another quota.
-func remainingsOf(res []record.Result, origin time.Time, rejectStatus int) (vs []int64, quota int64, refused, ok bool) {
+// untilReset returns res in the order they were sent, up to the first
+// accepted request that follows a refusal: one exhausting run. What comes
+// after was admitted by a state that started again (a window's edge fell
+// within the run) or refilled.
+func untilReset(res []record.Result, rejectStatus int) []record.Result {
 	res = slices.Clone(res)
 	slices.SortFunc(res, func(a, b record.Result) int { return cmp.Compare(a.Wrote, b.Wrote) })
+	refused := false
+	for i := range res {
+		switch c, _ := record.Classify(res[i], rejectStatus); c {
+		case record.ClassAccepted:
+			if refused {
+				return res[:i]
+			}
+		case record.ClassRejected:
+			refused = true
+		}
+	}
+	return res
+}
+
+// remainingsOf returns the remaining values of the accepted requests of
+// res in the order they were sent, up to its first reset (untilReset), the
+// quota advertised beside them (0: none), and whether any request was
+// refused; ok is false when an accepted answer carries none or advertises
+// another quota.
+func remainingsOf(res []record.Result, origin time.Time, rejectStatus int) (vs []int64, quota int64, refused, ok bool) {
+	res = untilReset(res, rejectStatus)
 	for i := range res {
 		switch c, _ := record.Classify(res[i], rejectStatus); c {
 		case record.ClassAccepted:
 			v, q, has := remainingOf(&res[i], origin)
-			if refused || !has || len(vs) > 0 && q != quota {
+			if !has || len(vs) > 0 && q != quota {
 				return nil, 0, false, false
 			}
 			vs, quota = append(vs, v), q

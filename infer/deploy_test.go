@@ -249,3 +249,39 @@ func TestInferByRequestJitterNeverExactAndWrong(t *testing.T) {
 		})
 	}
 }
+
+// TestInferByRequestWindowEdges: a fixed window on the clock behind four
+// instances by request, with the run starting at phases of the window
+// where an edge falls inside the opening's experiments. A concurrent
+// burst of 16 is then admitted whole at a window's end, and a paced run
+// that follows can cross the next edge: the paced exhaust must end
+// refused before the recovery it starts from is trusted (phases 1.85 s
+// and 1.95 s: a fit from a half-used window, or none at all), and the
+// countdowns on one connection are read up to the first refusal (0.1 s
+// and 1.0 s: a run admitted again across an edge hid the four instances,
+// and one limit of 20 was answered exactly). Every phase must be inferred
+// exactly and rightly.
+func TestInferByRequestWindowEdges(t *testing.T) {
+	t.Parallel()
+	fw := deployFamilies[0]
+	for _, phase := range []time.Duration{100, 1000, 1800, 1850, 1900, 1950} {
+		t.Run(fmt.Sprint(phase*time.Millisecond), func(t *testing.T) {
+			t.Parallel()
+			at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).Add(phase * time.Millisecond)
+			srv := simServer{cfg: fw.cfg, oneWay: time.Millisecond, deploy: simDeploy{Instances: 4, ByRequest: true}, xrl: true}
+			e := newSimEngine(srv, at)
+			inf, err := Infer(context.Background(), e, Options{Origin: at, Now: e.clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s fit %s, params %s, instances %+v, %d requests in %.0fs; %s", inf.Algorithm, inf.Fit, paramsText(inf.Params), inf.Instances, inf.Requests, inf.DurationS, inf.Note)
+			check(t, fw.name, inf, fw.want)
+			if in := inf.Instances; in == nil || in.Value != 4 || in.By != BalanceRequest {
+				t.Errorf("instances %+v, want 4 by request", in)
+			}
+			if inf.Fit != FitExact || !inf.Complete {
+				t.Errorf("fit %s, complete %v, want exact and complete", inf.Fit, inf.Complete)
+			}
+		})
+	}
+}

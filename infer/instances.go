@@ -188,7 +188,7 @@ func (s *prober) restScale() time.Duration {
 	if !ok {
 		return 0
 	}
-	return instanceRest * min(w.h.scale(), s.opts.maxWindow())
+	return instanceRest * min(w.h.forgets(), s.opts.maxWindow())
 }
 
 // longRest is the rest once the outcomes suggest instances: the fit of the
@@ -253,6 +253,7 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	trace("instances: checked against %v, resting %v", w.h, s.restScale())
 	if x := w.h.scale(); x > maxInstanceScale {
 		trace("instances: not checked: a time scale of %v", x)
 		return nil
@@ -291,7 +292,7 @@ func (s *prober) checkInstances(ctx context.Context) error {
 		// counts of one instance, is one instance's policy. New
 		// connections would show nothing more.
 		s.inst.found, s.inst.certain, s.inst.countdown = inst, true, c
-		s.inst.note = byRequestNote(one, c, a0)
+		s.inst.note = byRequestNote(runOf(untilReset(oneRes, s.opts.RejectStatus), s.opts.RejectStatus), c, a0)
 		s.inst.confirmed = true
 		s.inst.over, s.over = s.over, nil
 		trace("instances: %s", s.inst.note)

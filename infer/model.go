@@ -172,6 +172,17 @@ func (h hyp) config() limiter.Config {
 	return c
 }
 
+// forgets is how long after its last request h's state is whole again
+// from any state: its time scale, and a block's length on top (a block
+// starts at a refusal, and the window or bucket starts from zero after
+// it).
+func (h hyp) forgets() time.Duration {
+	if h.v.beh == BehaviourBlock {
+		return h.scale() + units.Seconds(h.p)
+	}
+	return h.scale()
+}
+
 // scale is the hypothesis's time scale: the window, or the time an empty
 // bucket takes to fill.
 func (h hyp) scale() time.Duration {

@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -123,19 +124,39 @@ func paceOf(res []record.Result, rejectStatus int) time.Duration {
 // it), waits for quota to return with single probes, and from the probe
 // that was accepted on fits only what follows: the limiter's state there is
 // as close to idle as a recovery makes it.
+//
+// The paced burst must end exhausted (its last request refused), and it
+// is sent again until it does, at most maxBursts times: one that nothing
+// refused grows as the opening's bursts do (times burstGrowth; the
+// concurrent burst may have been admitted whole, so the quota is only
+// known to be at least its count, and a window that began between the two
+// gives all of it back); one admitted again after a refusal crossed a
+// window's edge and goes again as it was.
 func (s *prober) goPaced(ctx context.Context, res []record.Result, ev string) error {
 	acc, _ := s.counts(res)
 	s.over = &overAdmission{evidence: []string{ev}, concurrentMax: acc}
 	s.pace = paceOf(res, s.opts.RejectStatus)
 	s.conn = s.newConn() // paced on one kept-alive connection
 	trace("over-admission (%s): paced at %v from now on", ev, s.pace)
-	ex, err := s.run(ctx, "exhaust", s.now().Add(s.opts.lead()), burstSends(acc+4))
-	if err != nil {
-		return err
-	}
-	if _, rej := s.counts(ex); rej == 0 {
-		s.stopped = true // paced, nothing was refused: no limit to fit
-		return nil
+	var ex []record.Result
+	for i, size := 0, acc+4; ; i++ {
+		var err error
+		ex, err = s.run(ctx, "exhaust", s.now().Add(s.opts.lead()), burstSends(size))
+		if err != nil {
+			return err
+		}
+		_, rej := s.counts(ex)
+		if rej > 0 && s.endsRefused(ex) {
+			break
+		}
+		if i+1 >= maxBursts {
+			s.stopped = true // paced, never exhausted: no limit to fit
+			return nil
+		}
+		if rej == 0 {
+			size *= burstGrowth
+		}
+		trace("over-admission: the paced exhaust of %d did not end refused (%d refused): again", len(ex), rej)
 	}
 	_, hi, err := s.scan(ctx, "scan", s.lastSent(ex), scanStart, s.advertisedReturn(ex))
 	if err != nil {
@@ -148,6 +169,16 @@ func (s *prober) goPaced(ctx context.Context, res []record.Result, ev string) er
 	// The accepted probe is the last result: fits start with it.
 	s.fitFrom = len(s.results) - 1
 	return nil
+}
+
+// endsRefused reports whether the last of res to be sent was refused.
+func (s *prober) endsRefused(res []record.Result) bool {
+	if len(res) == 0 {
+		return false
+	}
+	last := slices.MaxFunc(res, func(a, b record.Result) int { return cmp.Compare(a.Wrote, b.Wrote) })
+	c, _ := record.Classify(last, s.opts.RejectStatus)
+	return c == record.ClassRejected
 }
 
 // paced keeps, when the session is paced, every send at least pace after
@@ -182,7 +213,7 @@ func (s *prober) concurrentCheck(ctx context.Context, f *fit) {
 		return
 	}
 	n := int(2*w.h.n + 4)
-	at := s.lastSent(s.results).Add(w.h.scale() + s.opts.lead())
+	at := s.lastSent(s.results).Add(w.h.forgets() + s.opts.lead())
 	pace := s.pace
 	s.pace = 0
 	from := len(s.results)
