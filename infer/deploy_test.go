@@ -285,3 +285,34 @@ func TestInferByRequestWindowEdges(t *testing.T) {
 		})
 	}
 }
+
+// TestInferEpochNotTiedWithItsTimer: a fixed window on the clock behind
+// two instances by connection, started at phases where a fixed window on
+// a server-wide timer of 2.002 s or 1.998 s reproduced every outcome as
+// well: the answer stayed approximate ("the validations did not tell them
+// apart"). A timer of the window's length at phase 0 is the epoch window
+// itself, so a timer that only ties is no rival: the answer is exact.
+func TestInferEpochNotTiedWithItsTimer(t *testing.T) {
+	t.Parallel()
+	fw := deployFamilies[0]
+	for _, phase := range []time.Duration{400, 500} {
+		t.Run(fmt.Sprint(phase*time.Millisecond), func(t *testing.T) {
+			t.Parallel()
+			at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).Add(phase * time.Millisecond)
+			srv := simServer{cfg: fw.cfg, oneWay: time.Millisecond, deploy: simDeploy{Instances: 2}, xrl: true}
+			e := newSimEngine(srv, at)
+			inf, err := Infer(context.Background(), e, Options{Origin: at, Now: e.clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s fit %s, params %s, instances %+v; %s", inf.Algorithm, inf.Fit, paramsText(inf.Params), inf.Instances, inf.Note)
+			check(t, fw.name, inf, fw.want)
+			if in := inf.Instances; in == nil || in.Value != 2 || in.By != BalanceConnection {
+				t.Errorf("instances %+v, want 2 by connection", in)
+			}
+			if inf.Fit != FitExact {
+				t.Errorf("fit %s, want exact", inf.Fit)
+			}
+		})
+	}
+}

@@ -125,13 +125,15 @@ func paceOf(res []record.Result, rejectStatus int) time.Duration {
 // that was accepted on fits only what follows: the limiter's state there is
 // as close to idle as a recovery makes it.
 //
-// The paced burst must end exhausted (its last request refused), and it
-// is sent again until it does, at most maxBursts times: one that nothing
-// refused grows as the opening's bursts do (times burstGrowth; the
+// The paced burst should end exhausted (its last request refused); it is
+// sent again until it does, at most maxBursts times. One that nothing
+// refused grows as the opening's bursts do (times burstGrowth): the
 // concurrent burst may have been admitted whole, so the quota is only
 // known to be at least its count, and a window that began between the two
-// gives all of it back); one admitted again after a refusal crossed a
-// window's edge and goes again as it was.
+// gives all of it back. One admitted again after a refusal crossed a
+// window's edge and goes again as it was. The last one refused anywhere
+// stands (a bucket that refills faster than the pace never ends refused
+// for long).
 func (s *prober) goPaced(ctx context.Context, res []record.Result, ev string) error {
 	acc, _ := s.counts(res)
 	s.over = &overAdmission{evidence: []string{ev}, concurrentMax: acc}
@@ -146,11 +148,12 @@ func (s *prober) goPaced(ctx context.Context, res []record.Result, ev string) er
 			return err
 		}
 		_, rej := s.counts(ex)
-		if rej > 0 && s.endsRefused(ex) {
+		last := i+1 >= maxBursts
+		if rej > 0 && (s.endsRefused(ex) || last) {
 			break
 		}
-		if i+1 >= maxBursts {
-			s.stopped = true // paced, never exhausted: no limit to fit
+		if last {
+			s.stopped = true // paced, nothing was refused: no limit to fit
 			return nil
 		}
 		if rej == 0 {

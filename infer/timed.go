@@ -237,10 +237,19 @@ func (f *fit) decisive(w scored) bool {
 // an admitted request falls late in a window), so an answer that comes
 // within the slack is as plausible, and naming one of them would be a
 // guess.
+//
+// A fixed window on a server-wide timer that misses as many outcomes as an
+// answer on the epoch is no rival: a timer of the epoch window's length at
+// phase 0 is that window, so the timer's tie holds it too, and the epoch,
+// the rounder of the two, is named (epochTimer names the timer when its
+// length is rounder). Only a timer that misses fewer tells them apart.
 func (f *fit) rival(w scored) (scored, bool) {
 	var r scored
 	found := false
 	for v, b := range f.best {
+		if v == timerVariant && w.h.v.fam == FixedWindow && w.h.v.align == limiter.AlignEpoch && w.h.v.beh == "" && b.miss >= w.miss {
+			continue
+		}
 		var close bool
 		if w.h.v.beh == "" {
 			close = (v.fam != w.h.v.fam || v.align != w.h.v.align) && b.miss <= w.miss
