@@ -1,7 +1,9 @@
 package infer
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -293,4 +295,40 @@ func familyOf(a limiter.Algorithm) Family {
 		return LeakyBucketQueue
 	}
 	return Family(a)
+}
+
+// TestInferIsReproducible: the same limiter, inferred twice in the
+// simulator, gets the same experiments and the same answer. The design
+// once chose between experiments whose scores differed only by the order
+// of a floating-point sum over a map, so that a cell came out exact in one
+// run and approximate in the next.
+func TestInferIsReproducible(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"token-bucket-2-per-s-5-block:5s", "fixed-window-5-per-1s-restart"} {
+		t.Run(name, func(t *testing.T) {
+			i := slices.IndexFunc(behaviourCells(), func(c struct {
+				name string
+				cfg  limiter.Config
+			}) bool {
+				return c.name == name
+			})
+			if i < 0 {
+				t.Fatalf("no cell %s", name)
+			}
+			cfg := behaviourCells()[i].cfg
+			var docs [3][]byte
+			for k := range docs {
+				b, err := json.Marshal(inferCell(t, cfg, nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				docs[k] = b
+			}
+			for k := 1; k < len(docs); k++ {
+				if !bytes.Equal(docs[0], docs[k]) {
+					t.Errorf("run %d differs from run 1:\n%s\n%s", k+1, docs[0], docs[k])
+				}
+			}
+		})
+	}
 }

@@ -16,6 +16,10 @@ const (
 	minOverhead = 50 * time.Millisecond
 )
 
+// scoreTie is the relative difference below which two experiments' scores
+// are equal.
+const scoreTie = 1e-9
+
 // design runs designed experiments until the plausible models agree, no
 // experiment can split them, or the budget ends.
 func (s *prober) design(ctx context.Context, f *fit) (*fit, error) {
@@ -45,7 +49,10 @@ func (s *prober) design(ctx context.Context, f *fit) (*fit, error) {
 			if e.info < minInfo {
 				continue
 			}
-			if sc := e.info / e.cost.Seconds(); best == nil || sc > score {
+			// Scores equal but for rounding (information sums over maps,
+			// in no fixed order) go to the earlier candidate, so that a run
+			// designs the same experiments every time.
+			if sc := e.info / e.cost.Seconds(); best == nil || sc > score*(1+scoreTie) {
 				ee := e
 				best, score = &ee, sc
 			}

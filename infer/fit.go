@@ -465,6 +465,7 @@ func (f *fit) within(slack int, gated bool) []scored {
 		}
 		p = append(p, s)
 	}
+	sortPool(p) // the pool's order follows map iteration; the design must not
 	return p
 }
 
@@ -483,7 +484,13 @@ func sortPool(p []scored) {
 		if c := cmp.Compare(a.h.x, b.h.x); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.h.p, b.h.p)
+		if c := cmp.Compare(a.h.p, b.h.p); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.h.d, b.h.d); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.h.ph, b.h.ph)
 	})
 }
 
