@@ -92,7 +92,8 @@ func newSpace(o *observations, wmin, wmax, rmin, rmax float64, perClient bool) s
 		if !v.windowed() {
 			ax.lo, ax.hi = rmin, rmax
 		}
-		if v.beh == BehaviourBlock {
+		switch v.beh {
+		case BehaviourBlock:
 			// A block hides the algorithm's own time scale: recovery took
 			// as long as the block, which bounds the window (or the time
 			// the bucket takes to fill) from above, not from below.
@@ -101,6 +102,13 @@ func newSpace(o *observations, wmin, wmax, rmin, rmax float64, perClient bool) s
 			} else {
 				ax.hi = min(ax.hi*blockWiden, maxRateS)
 			}
+		case BehaviourExtend, BehaviourRestart:
+			// Every refused probe of the recovery scans moved the window's
+			// end again: recovery took the window after the last of them,
+			// longer than the window by the scans themselves (a sliding log
+			// of 1.5 s that restarts recovered after 5 s, and a first space
+			// from 1.7 s never held it).
+			ax.lo = max(ax.lo/blockWiden, minScaleS)
 		}
 		sp.axes = append(sp.axes, ax)
 	}
