@@ -218,3 +218,39 @@ func (f *fit) bracketOf(w scored, o *observations, at func(h *hyp) *float64) []s
 	}
 	return out
 }
+
+// equalRange is the set of hypotheses that fit the observations as well as
+// an answer: its variant, count and delay, and the ranges of its
+// continuous parameter, its behaviour's length and its timer's phase over
+// which they do (the answer's ranges, as the document reports them).
+type equalRange struct {
+	w        hyp
+	x, p, ph [2]float64
+}
+
+// rangeOf returns answer w's equally good range over o: w's hypotheses
+// in the pool that miss no more than w, and the ends bracket finds. It
+// leaves f.brackets as it found them.
+func (f *fit) rangeOf(w scored, o *observations) equalRange {
+	saved := f.brackets
+	defer func() { f.brackets = saved }()
+	f.bracket(w, o)
+	r := equalRange{w: w.h, x: [2]float64{w.h.x, w.h.x}, p: [2]float64{w.h.p, w.h.p}, ph: [2]float64{w.h.ph, w.h.ph}}
+	widen := func(b *[2]float64, v float64) { b[0], b[1] = math.Min(b[0], v), math.Max(b[1], v) }
+	for _, s := range slices.Concat(f.pool, f.brackets) {
+		if s.miss > w.miss || s.h.v != w.h.v || s.h.n != w.h.n || s.h.d != w.h.d {
+			continue
+		}
+		widen(&r.x, s.h.x)
+		widen(&r.p, s.h.p)
+		widen(&r.ph, s.h.ph)
+	}
+	return r
+}
+
+// contains reports whether h is one of the range's hypotheses: the same
+// variant, count and delay, each parameter within its range.
+func (r equalRange) contains(h hyp) bool {
+	in := func(b [2]float64, v float64) bool { return b[0] <= v && v <= b[1] }
+	return h.v == r.w.v && h.n == r.w.n && h.d == r.w.d && in(r.x, h.x) && in(r.p, h.p) && in(r.ph, h.ph)
+}

@@ -430,3 +430,32 @@ func TestSearchCompactKeepsWhatFinishKeeps(t *testing.T) {
 		t.Errorf("len %d, cap %d: with most kept, room for as many again", len(sr.all), cap(sr.all))
 	}
 }
+
+// TestEqualRangeContains: a validation's prediction is the answer's
+// equally good range, so a refit holds it when it names a hypothesis of
+// the range — the same variant, count and delay, each parameter between
+// the range's ends — and breaks it otherwise.
+func TestEqualRangeContains(t *testing.T) {
+	block := variant{fam: FixedWindow, alg: limiter.FixedWindow, align: limiter.AlignFirstRequest, beh: BehaviourBlock}
+	log := variant{fam: SlidingLog, alg: limiter.SlidingLog, beh: BehaviourBlock}
+	w := hyp{v: block, n: 4, x: 1.474, p: 7.50}
+	r := equalRange{w: w, x: [2]float64{1.474, 1.52}, p: [2]float64{7.49, 7.51}}
+	for _, tc := range []struct {
+		name string
+		h    hyp
+		want bool
+	}{
+		{"the answer itself", w, true},
+		{"a window a fraction of a millisecond longer", hyp{v: block, n: 4, x: 1.4744, p: 7.50}, true},
+		{"the other end of the range", hyp{v: block, n: 4, x: 1.52, p: 7.51}, true},
+		{"a window beyond the range", hyp{v: block, n: 4, x: 1.53, p: 7.50}, false},
+		{"a window below it", hyp{v: block, n: 4, x: 1.47, p: 7.50}, false},
+		{"a block beyond the range", hyp{v: block, n: 4, x: 1.5, p: 7.6}, false},
+		{"another count", hyp{v: block, n: 5, x: 1.5, p: 7.50}, false},
+		{"another family", hyp{v: log, n: 4, x: 1.5, p: 7.50}, false},
+	} {
+		if got := r.contains(tc.h); got != tc.want {
+			t.Errorf("%s: contains(%v) = %v, want %v", tc.name, tc.h, got, tc.want)
+		}
+	}
+}
