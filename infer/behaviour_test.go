@@ -165,6 +165,10 @@ var ciCells = []string{
 	// scans' refusals moved the end): a first space from 1.7 s never held
 	// its 1.5 s, and a fixed window that restarts came out exact.
 	"sliding-log-4-per-1.5s-restart",
+	// A counter that blocks stayed within 4 outcomes of the sliding log
+	// that blocks after the rival rounds, against a slack of 5; the rival
+	// slack is what the answer's own misses leave (fit.rivalSlack).
+	"sliding-log-8-per-2s-block:8s",
 }
 
 // runCell reports whether the cell of that name runs in this test run.

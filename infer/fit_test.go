@@ -459,3 +459,32 @@ func TestEqualRangeContains(t *testing.T) {
 		}
 	}
 }
+
+// TestRivalOfABehaviourAnswer: another family within the noise the run
+// showed is a rival of an answer with a behaviour; the noise is the fit's
+// slack, but no more than one outcome beyond the answer's own misses.
+func TestRivalOfABehaviourAnswer(t *testing.T) {
+	logBlock := variant{fam: SlidingLog, alg: limiter.SlidingLog, beh: BehaviourBlock}
+	counterBlock := variant{fam: SlidingWindowCounter, alg: limiter.SlidingWindowCounter, align: limiter.AlignFirstRequest, beh: BehaviourBlock}
+	for _, tc := range []struct {
+		name          string
+		answer, rival int // misses
+		slack         int
+		tied          bool
+	}{
+		{"the answer reproduces all, the rival misses one", 0, 1, 5, true},
+		{"the answer reproduces all, the rival misses two", 0, 2, 5, false},
+		{"the answer reproduces all, the rival misses four of a slack of five", 0, 4, 5, false},
+		{"the answer misses three: noise, and the rival's four are within it", 3, 4, 5, true},
+		{"the answer misses three, the rival five", 3, 5, 5, true},
+		{"the answer misses three, the rival eight: beyond the slack", 3, 8, 4, false},
+	} {
+		f := &fit{slack: tc.slack, best: map[variant]scored{
+			logBlock:     {h: hyp{v: logBlock, n: 8, x: 2, p: 8}, miss: tc.answer},
+			counterBlock: {h: hyp{v: counterBlock, n: 8, x: 2, p: 8}, miss: tc.rival},
+		}}
+		if _, tied := f.rival(f.best[logBlock]); tied != tc.tied {
+			t.Errorf("%s: tied %v, want %v", tc.name, tied, tc.tied)
+		}
+	}
+}

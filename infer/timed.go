@@ -238,6 +238,10 @@ func (f *fit) decisive(w scored) bool {
 // within the slack is as plausible, and naming one of them would be a
 // guess.
 //
+// The slack is the noise the run showed (rivalSlack): an answer that
+// reproduces every outcome leaves a rival that misses two no timing noise
+// to hide behind.
+//
 // A fixed window on a server-wide timer that misses as many outcomes as an
 // answer on the epoch is no rival: a timer of the epoch window's length at
 // phase 0 is that window, so the timer's tie holds it too, and the epoch,
@@ -254,7 +258,7 @@ func (f *fit) rival(w scored) (scored, bool) {
 		if w.h.v.beh == "" {
 			close = (v.fam != w.h.v.fam || v.align != w.h.v.align) && b.miss <= w.miss
 		} else {
-			close = (v.fam != w.h.v.fam || v.beh != w.h.v.beh) && b.miss <= w.miss+f.slack
+			close = (v.fam != w.h.v.fam || v.beh != w.h.v.beh) && b.miss <= w.miss+f.rivalSlack(w)
 		}
 		if close && (!found || b.miss < r.miss || b.miss == r.miss && v.String() < r.h.v.String()) {
 			r, found = b, true
@@ -262,3 +266,10 @@ func (f *fit) rival(w scored) (scored, bool) {
 	}
 	return r, found
 }
+
+// rivalSlack is how many outcomes beyond an answer with a behaviour a
+// rival may miss and still be as plausible: the fit's slack, but no more
+// than one beyond what the answer itself misses. The answer's misses are
+// the timing noise of this run; where it reproduced every outcome, a
+// rival's two misses are outcomes it gets wrong, not noise.
+func (f *fit) rivalSlack(w scored) int { return min(f.slack, 1+w.miss) }
