@@ -308,11 +308,11 @@ func familyOf(a limiter.Algorithm) Family {
 // TestInferIsReproducible: the same limiter, inferred twice in the
 // simulator, gets the same experiments and the same answer. The design
 // once chose between experiments whose scores differed only by the order
-// of a floating-point sum over a map, so that a cell came out exact in one
-// run and approximate in the next.
+// of a floating-point sum over a map: this cell's documents differed
+// between any two of three runs.
 func TestInferIsReproducible(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"token-bucket-2-per-s-5-block:5s", "fixed-window-5-per-1s-restart"} {
+	for _, name := range []string{"fixed-window-5-per-1s-block:3s"} {
 		t.Run(name, func(t *testing.T) {
 			i := slices.IndexFunc(behaviourCells(), func(c struct {
 				name string
@@ -324,7 +324,7 @@ func TestInferIsReproducible(t *testing.T) {
 				t.Fatalf("no cell %s", name)
 			}
 			cfg := behaviourCells()[i].cfg
-			var docs [3][]byte
+			var docs [2][]byte
 			for k := range docs {
 				b, err := json.Marshal(inferCell(t, cfg, nil))
 				if err != nil {
