@@ -462,8 +462,12 @@ func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment 
 	}
 	// Spread quota over half a window, then a burst about one window later:
 	// sliding logs give back quota as the spread requests age out, fixed
-	// windows all at once at their edge.
-	for _, f := range []float64{0.9, 1.0, 1.1, 1.25} {
+	// windows all at once at their edge. At one and a half windows a log
+	// has forgotten every spread request, while a counter started by the
+	// first of them still weighs half of them (the previous window's
+	// share): behind a block, which starts every exhaustion afresh, it is
+	// what tells the two apart.
+	for _, f := range []float64{0.9, 1.0, 1.1, 1.25, 1.5} {
 		b := newBuilder("spread").spread(s0, X/2, int(nmed))
 		b.burst(s0.Add(time.Duration(f*float64(X))), K)
 		out = append(out, b.done())
@@ -479,6 +483,15 @@ func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment 
 	for _, t := range splitPoints(dz.idleEnds(s0), 0.25, 0.5, 0.75) {
 		out = append(out, newBuilder("idle").burst(s0, K).burst(t, K).done())
 	}
+	// A key kept busy over two time scales, its pauses shorter than any
+	// idle time the hypotheses hold: a bucket forgotten after an idle time
+	// refills only while it is kept, so this alone shows its rate (every
+	// other experiment pauses long enough to start it whole again).
+	if idle := dz.shortestIdle(); idle > 0 {
+		gap := time.Duration(busyShare * float64(idle))
+		n := min(int(2*X/gap)+1, maxBusySends)
+		out = append(out, newBuilder("busy").spread(s0, time.Duration(n-1)*gap, n).done())
+	}
 	// Straddle the next window edge the hypotheses predict.
 	if edge, ok := dz.medianEdge(s0.Add(X / 4)); ok {
 		m := max(margin, X/20)
@@ -490,6 +503,27 @@ func (dz *designer) candidates(s0 time.Time, margin time.Duration) []experiment 
 		out[i] = out[i].paced(dz.pace)
 	}
 	return out
+}
+
+// Tuning of the busy experiment: its pauses are busyShare of the shortest
+// idle time held, and it sends at most maxBusySends requests.
+const (
+	busyShare    = 0.8
+	maxBusySends = 40
+)
+
+// shortestIdle returns the shortest idle time a hypothesis of dz forgets
+// a key after, 0 when none evicts idle keys.
+func (dz *designer) shortestIdle() time.Duration {
+	var d time.Duration
+	for _, x := range dz.ws {
+		if x.s.h.v.beh == BehaviourIdle && x.s.h.p > 0 {
+			if p := units.Seconds(x.s.h.p); d == 0 || p < d {
+				d = p
+			}
+		}
+	}
+	return d
 }
 
 // idleEnds returns, sorted, when each hypothesis forgets a key last used

@@ -178,11 +178,6 @@ func (f *fit) extend(o *observations) *fit {
 	g := &fit{total: len(o.list), best: map[variant]scored{}, fam: map[Family]scored{}, perClient: f.perClient,
 		refs: refsOf(o), bounds: f.bounds}
 	g.slack = slackFor(o)
-	type lkey struct {
-		v    variant
-		n, d int64
-		p    float64
-	}
 	oldBest := map[lkey]int{}
 	newBest := map[lkey]int{}
 	all := make([]scored, 0, len(f.pool))
@@ -232,7 +227,11 @@ func (f *fit) extend(o *observations) *fit {
 	for _, m := range famMiss {
 		global = min(global, m)
 	}
-	for k, nb := range newBest {
+	// In a fixed order, here and below: each try is bounded by its
+	// family's best so far, so the order decides what is pruned, and a
+	// map's order would make two runs of one experiment differ.
+	for _, k := range sortedKeys(newBest, lkeyLess) {
+		nb := newBest[k]
 		if nb <= oldBest[k] || famMiss[k.v.fam] > global+refineBehind*g.slack || k.v.aligned() {
 			continue
 		}
@@ -290,7 +289,8 @@ func (f *fit) extend(o *observations) *fit {
 		b.h.v = v
 		timedBest[lkey{v: v, n: b.h.n}] = b
 	}
-	for _, b := range timedBest {
+	for _, k := range sortedKeys(timedBest, lkeyLess) {
+		b := timedBest[k]
 		for _, p := range timedCandidates(o, b.h.v.beh, f.perClient) {
 			h := b.h
 			h.p = p
@@ -501,4 +501,26 @@ func variantRank(v variant) int {
 		}
 	}
 	return len(allVariants)
+}
+
+// lkey is a search line: a variant, count, delay and behaviour length.
+type lkey struct {
+	v    variant
+	n, d int64
+	p    float64
+}
+
+// lkeyLess orders lines for reproducible iteration.
+func lkeyLess(a, b lkey) int {
+	return cmp.Or(cmp.Compare(variantRank(a.v), variantRank(b.v)), cmp.Compare(a.n, b.n), cmp.Compare(a.d, b.d), cmp.Compare(a.p, b.p), cmp.Compare(a.v.String(), b.v.String()))
+}
+
+// sortedKeys returns m's keys in the order cmp gives.
+func sortedKeys[K comparable, V any](m map[K]V, cmp func(a, b K) int) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmp)
+	return keys
 }

@@ -128,16 +128,27 @@ type hyp struct {
 	ph float64
 }
 
-// degenerate reports whether h is a bucket with a timed behaviour (a
-// block, an idle time) within which it refills less than one token: its
-// refill never shows, so it decides as a window model does — a bucket
-// that is forgotten after an idle time D is then a window that every
-// request extends (the extend penalty), one that blocks for D a fixed
-// window started by the first request with a block. Such a hypothesis is
-// never a candidate: it would name a bucket for a window limiter on
+// degenerate reports whether h is a bucket with a timed behaviour whose
+// refill never shows in o: it decides there as a window model does, and
+// is never a candidate — it would name a bucket for a window limiter on
 // evidence that cannot tell them apart.
-func (h hyp) degenerate() bool {
-	return !h.v.windowed() && h.v.timed() && h.x*h.p < 1
+//   - A bucket that blocks for D and refills less than one token within D
+//     is a fixed window started by the first request, with a block.
+//   - A bucket forgotten after an idle time D is a window that every
+//     request extends (the extend penalty) while no key of o kept sending,
+//     with no pause of D, for as long as one token takes to refill: each
+//     run of a key's requests then starts full and gains no token. Where
+//     some key did, the bucket admits a request the window refuses, and
+//     the two are told apart by the outcomes (a bucket of 1/s forgotten
+//     after 400 ms is one, under a trickle of 3/s).
+func (h hyp) degenerate(o *observations, perClient bool) bool {
+	if h.v.windowed() || !h.v.timed() {
+		return false
+	}
+	if h.v.beh == BehaviourIdle {
+		return h.x*o.busiest(units.Seconds(h.p), perClient).Seconds() < 1
+	}
+	return h.x*h.p < 1
 }
 
 // config returns the limiter configuration that models h.
@@ -361,7 +372,7 @@ func replayFrom(h hyp, o *observations, perClient bool, bound, from int, r repla
 }
 
 func replayWith(h hyp, o *observations, perClient bool, bound, from int, r replay, tolDiv float64) replay {
-	if h.degenerate() {
+	if h.degenerate(o, perClient) {
 		return replay{miss: math.MaxInt, pruned: true, reached: -1}
 	}
 	c := h.config().Stepper()

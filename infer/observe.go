@@ -72,6 +72,13 @@ type observations struct {
 	// state per instance (states), and the counts they are fitted with are
 	// one instance's.
 	rotate int
+	// busy caches busiest by idle time and per-client keying.
+	busy map[busyKey]time.Duration
+}
+
+type busyKey struct {
+	idle      time.Duration
+	perClient bool
 }
 
 // runs returns the index ranges of the bursts: the clusters, or with pace

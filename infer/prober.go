@@ -83,6 +83,9 @@ type prober struct {
 	extended bool
 	// rivalRounds counts the rival validations run (maxRivalRounds).
 	rivalRounds int
+	// precisionRounds counts the precision validations run
+	// (maxPrecisionRounds).
+	precisionRounds int
 	// validations counts the validation experiments run; validated says
 	// the current answer passed one, validation how.
 	validations int

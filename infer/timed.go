@@ -14,6 +14,9 @@ const (
 	// maxTimedCandidates bounds the lengths tried per (variant, count,
 	// continuous parameter): each multiplies the search.
 	maxTimedCandidates = 7
+	// maxIdleCandidates bounds the idle times tried: one per interval
+	// between the pauses seen, which a run of a minute holds about 20 of.
+	maxIdleCandidates = 24
 	// minTimed is the shortest length worth a candidate: below it, a block
 	// or an idle time is lost in the timing of one request.
 	minTimed = 10 * time.Millisecond
@@ -121,13 +124,46 @@ func idleGaps(o *observations, perClient bool) []time.Duration {
 	return slices.Compact(gaps)
 }
 
+// busiest returns the longest time over which one key of o kept sending
+// with no pause of idle or more: how long a state forgotten after idle
+// was kept at most (cached per idle time).
+func (o *observations) busiest(idle time.Duration, perClient bool) time.Duration {
+	k := busyKey{idle: idle, perClient: perClient}
+	if d, ok := o.busy[k]; ok {
+		return d
+	}
+	type span struct{ start, last time.Time }
+	spans := map[string]*span{}
+	var longest time.Duration
+	for _, ob := range o.list {
+		key := fitKey(ob.client, perClient)
+		sp := spans[key]
+		switch {
+		case sp == nil:
+			spans[key] = &span{start: ob.at, last: ob.at}
+			continue
+		case ob.at.Sub(sp.last) >= idle:
+			sp.start = ob.at
+		}
+		sp.last = ob.at
+		longest = max(longest, sp.last.Sub(sp.start))
+	}
+	if o.busy == nil {
+		o.busy = map[busyKey]time.Duration{}
+	}
+	o.busy[k] = longest
+	return longest
+}
+
 // idleCandidates returns idle times between consecutive pauses (merged
 // when within timedMerge of each other): a key forgotten after D replays
-// alike for every D between two pauses, so points inside each interval
-// stand for it — a quarter, half and three quarters of the way, so that an
-// experiment pausing between them splits the interval again. Beyond
-// maxTimedCandidates, those of the longest pauses are kept (a short idle
-// time forgets a key within its own bursts, which the plain fit shows).
+// alike for every D between two pauses, so the middle of each interval
+// stands for it (the equally good range, fit.bracket, then reaches to the
+// pauses on either side, and the design splits it). Every interval gets
+// one, up to maxIdleCandidates kept evenly from the shortest to the
+// longest: a short idle time is no less likely than a long one (a bucket
+// of 1/s forgotten after 400 ms, whose pauses reach 3 s, lost its truth
+// when only the longest pauses' candidates were kept).
 func idleCandidates(gaps []time.Duration) []float64 {
 	var bounds []time.Duration
 	for _, g := range gaps {
@@ -139,13 +175,14 @@ func idleCandidates(gaps []time.Duration) []float64 {
 	}
 	var out []float64
 	for i := 1; i < len(bounds); i++ {
-		a, b := bounds[i-1].Seconds(), bounds[i].Seconds()
-		for _, f := range []float64{0.25, 0.5, 0.75} {
-			out = append(out, a+f*(b-a))
-		}
+		out = append(out, (bounds[i-1].Seconds()+bounds[i].Seconds())/2)
 	}
-	if len(out) > maxTimedCandidates {
-		out = out[len(out)-maxTimedCandidates:]
+	if len(out) > maxIdleCandidates {
+		kept := make([]float64, maxIdleCandidates)
+		for i := range kept {
+			kept[i] = out[i*(len(out)-1)/(maxIdleCandidates-1)]
+		}
+		out = kept
 	}
 	return out
 }

@@ -69,7 +69,7 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		if !fits(&e) {
 			// An extra test, not the one exactness rests on: the budget
 			// ends the validation here, with what passed so far.
-			return nil, "it does not fit the budget"
+			return nil, outOfBudget
 		}
 		return &e, fmt.Sprintf("%d requests over %s, %g times its rate", m, units.HumanDuration(span), trickleFactor)
 	}
@@ -95,7 +95,7 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		}
 		e := b.done()
 		if !fits(&e) {
-			return nil, "it does not fit the budget"
+			return nil, outOfBudget
 		}
 		return &e, what
 	}
@@ -116,32 +116,22 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 		}
 		e := b.done()
 		if !fits(&e) {
-			return nil, "it does not fit the budget"
+			return nil, outOfBudget
 		}
 		return &e, fmt.Sprintf("an exhausting burst, then a request every %s for %s", units.HumanDuration(time.Duration(holdSpacing*float64(X))), units.HumanDuration(time.Duration(holdScales*float64(X))))
 	}
 	if kind == validateRival {
 		r, _ := s.f.rival(w)
-		dz := s.rivalDesigner(w, r)
-		// From now, or once every hypothesis would admit a request
-		// again, or a time scale after that: a key that is blocked, or
-		// whose refusals restart its window, stays shut meanwhile, and
-		// every experiment from now would be refused alike.
-		free := s0
-		if rec := dz.recoveries(nil, s0); len(rec) > 0 && rec[len(rec)-1].After(s0) {
-			free = rec[len(rec)-1].Add(margin)
-		}
-		for _, from := range []time.Time{s0, free, free.Add(w.h.scale())} {
-			if e := s.best(dz, from, margin, fits); e != nil {
-				return e, fmt.Sprintf("where %v and its rival %v disagree most", w.h.v, r.h.v)
-			}
+		if e := s.unblocked(s.rivalDesigner(w, r), w, s0, margin, fits); e != nil {
+			return e, fmt.Sprintf("where %v and its rival %v disagree most", w.h.v, r.h.v)
 		}
 		return nil, "no experiment within the budget tells it from its rival"
 	}
 	if kind == validatePrecision {
-		lo, hi, _ := s.spread(w)
-		if e := s.splitting(lo, hi, s0, margin, fits); e != nil {
-			return e, fmt.Sprintf("where %v and %v, the ends of its equally good range, disagree most", lo.h, hi.h)
+		dz := s.precisionDesigner(w)
+		if e := s.unblocked(dz, w, s0, margin, fits); e != nil {
+			lo, hi := dz.ws[0].s.h, dz.ws[len(dz.ws)-1].s.h
+			return e, fmt.Sprintf("where %v and %v, the ends of its equally good range, disagree most", lo, hi)
 		}
 		return nil, "no experiment within the budget splits its range"
 	}
@@ -156,6 +146,10 @@ func (s *prober) validationExperiment(w scored, kind validationKind) (*experimen
 	}
 	return &e, "a fresh exhaust-and-recover at another phase"
 }
+
+// outOfBudget is why an extra validation was not run when the budget left
+// no room for it (rather than the answer's quota or time scale).
+const outOfBudget = "it does not fit the budget"
 
 // spread returns the ends of answer w's widest equally good range, found
 // afresh over every observation (fit.bracket), and whether it is wider
@@ -172,6 +166,68 @@ func (s *prober) spread(w scored) (lo, hi scored, wide bool) {
 // most, the one that ends first); nil when none tells them apart.
 func (s *prober) splitting(a, b scored, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
 	return s.best(&designer{ws: []weighted{{a, 0.5}, {b, 0.5}}, perClient: s.f.perClient, client: s.client, pace: s.pace}, s0, margin, fits)
+}
+
+// precisionDesigner weighs precisionPoints hypotheses spread evenly (in
+// ratio) over answer w's widest equally good range (spread), each its own
+// answer: w's hypothesis with only that parameter moved, so that the
+// experiment splits the range where it is widest, near its middle. (Two
+// ends alone are split as well by an experiment at either end's edge,
+// which shaves the range by a hair; and ends found across the pool can
+// differ in another parameter too: a fixed window of 1.89–2.10 s that
+// blocks was split three times over on its block, 7.996 s against
+// 8.003 s.) Points that do not fit as well as w are left out.
+func (s *prober) precisionDesigner(w scored) *designer {
+	lo, hi, _ := s.spread(w)
+	at := func(h *hyp) *float64 { return &h.x }
+	if w.h.v.timed() && lo.h.p > 0 && lo.h.x > 0 && hi.h.p/lo.h.p > hi.h.x/lo.h.x {
+		at = func(h *hyp) *float64 { return &h.p }
+	}
+	a, b := *at(&lo.h), *at(&hi.h)
+	o := s.observe()
+	dz := &designer{perClient: s.f.perClient, client: s.client, pace: s.pace}
+	for i := range precisionPoints {
+		h := w.h
+		*at(&h) = a * math.Pow(b/a, float64(i)/float64(precisionPoints-1))
+		if r := replayObs(h, o, s.f.perClient, w.miss); !r.pruned && r.miss <= w.miss {
+			dz.ws = append(dz.ws, weighted{s: scoreOf(h, r), w: 1})
+			dz.ans = append(dz.ans, answer{c: classOf(h), group: i})
+		}
+	}
+	if len(dz.ws) < 2 {
+		// The range is not one of w's parameter alone: its two ends.
+		dz.ws = []weighted{{lo, 0.5}, {hi, 0.5}}
+		dz.ans = nil
+	}
+	return dz
+}
+
+// precisionPoints is how many hypotheses precisionDesigner spreads over a
+// range.
+const precisionPoints = 5
+
+// unblocked returns the best experiment of dz that fits (prober.best)
+// from s0, else from once every hypothesis of dz would admit a request
+// again, else a time scale of w after that: a key that is blocked, or
+// whose refusals restart its window, stays shut meanwhile, and every
+// experiment from s0 is refused alike under each of them (a bucket that
+// blocks for 6 s after each exhaustion, whose rate is split only by a
+// request it admits).
+func (s *prober) unblocked(dz *designer, w scored, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
+	free := s0
+	if rec := dz.recoveries(nil, s0); len(rec) > 0 && rec[len(rec)-1].After(s0) {
+		free = rec[len(rec)-1].Add(margin)
+	}
+	froms := []time.Time{s0, free, free.Add(w.h.scale())}
+	for i, from := range froms {
+		if i > 0 && from.Equal(froms[i-1]) {
+			continue
+		}
+		if e := s.best(dz, from, margin, fits); e != nil {
+			return e
+		}
+	}
+	return nil
 }
 
 // rivalDesigner weighs the answer's variant against its rival's, half
