@@ -469,29 +469,33 @@ func (f *fit) within(slack int, gated bool) []scored {
 	return p
 }
 
-// sortPool orders hypotheses for reproducible output.
+// sortPool orders hypotheses for reproducible output: by misses, variant
+// (in allVariants' order), count, continuous parameter, behaviour length,
+// delay and phase. It sorts indices with each variant's rank looked up
+// once, then moves each hypothesis once: a scored, with its replay, is
+// large to swap, and the pool is sorted after every fit.
 func sortPool(p []scored) {
-	slices.SortFunc(p, func(a, b scored) int {
+	type key struct{ miss, rank, i int }
+	keys := make([]key, len(p))
+	for i := range p {
+		keys[i] = key{p[i].miss, variantRank(p[i].h.v), i}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
 		if c := cmp.Compare(a.miss, b.miss); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(variantRank(a.h.v), variantRank(b.h.v)); c != 0 {
+		if c := cmp.Compare(a.rank, b.rank); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.h.n, b.h.n); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.h.x, b.h.x); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.h.p, b.h.p); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.h.d, b.h.d); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.h.ph, b.h.ph)
+		ha, hb := &p[a.i].h, &p[b.i].h
+		return cmp.Or(cmp.Compare(ha.n, hb.n), cmp.Compare(ha.x, hb.x), cmp.Compare(ha.p, hb.p),
+			cmp.Compare(ha.d, hb.d), cmp.Compare(ha.ph, hb.ph))
 	})
+	sorted := make([]scored, len(p))
+	for j, k := range keys {
+		sorted[j] = p[k.i]
+	}
+	copy(p, sorted)
 }
 
 func variantRank(v variant) int {

@@ -272,6 +272,18 @@ func (s states) get(k stateKey) limiter.State {
 	return limiter.State{}
 }
 
+// slot returns the index of k's state in s.keys, appending a zero state
+// for a key not yet seen: one search for a get and the set after it.
+func (s *states) slot(k stateKey) int {
+	for i := range s.keys {
+		if s.keys[i].key == k {
+			return i
+		}
+	}
+	s.keys = append(s.keys, keyed{key: k})
+	return len(s.keys) - 1
+}
+
 func (s states) set(k stateKey, st limiter.State) states {
 	for i := range s.keys {
 		if s.keys[i].key == k {
@@ -396,7 +408,8 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 		for i := cl[0]; i < cl[1]; i++ {
 			ob := &o.list[i]
 			key := r.states.next(ob.client, perClient)
-			st0 := r.states.get(key)
+			slot := r.states.slot(key)
+			st0 := r.states.keys[slot].st
 			var st limiter.State
 			var d limiter.Decision
 			if single {
@@ -415,7 +428,7 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 					st, d = st2, d2
 				}
 			}
-			r.states = r.states.set(key, st)
+			r.states.keys[slot].st = st
 			if d.Allowed {
 				accM++
 				if o.queueing {
