@@ -314,3 +314,25 @@ func TestInferIsReproducible(t *testing.T) {
 	}
 	t.Fatalf("no cell %s", name)
 }
+
+// TestTimerOffTheEpochIsNoEpochWindow: a bucket refilled whole every
+// 2.5 s by a timer 37 ms off the epoch's ticks was named an exact fixed
+// window on the epoch (a timer that only tied was no rival). A timer that
+// fits as well more than a hundredth of the window off the epoch is one
+// (fit.offEpochTimer): the answer is the timer, or not exact.
+func TestTimerOffTheEpochIsNoEpochWindow(t *testing.T) {
+	t.Parallel()
+	for _, phase := range []time.Duration{37 * time.Millisecond, 2460 * time.Millisecond} {
+		t.Run(phase.String(), func(t *testing.T) {
+			c := limiter.Config{Algorithm: limiter.TokenBucket, Rate: 2, Capacity: 5, Refill: limiter.RefillInterval, Phase: phase}
+			inf := inferCell(t, c, nil)
+			al := "null"
+			if inf.Alignment != nil {
+				al = *inf.Alignment
+			}
+			if inf.Fit == FitExact && al != AlignTimer {
+				t.Errorf("exact %s aligned %s, want the timer or not exact", inf.Algorithm, al)
+			}
+		})
+	}
+}

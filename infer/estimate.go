@@ -3,6 +3,8 @@ package infer
 import (
 	"math"
 	"slices"
+
+	"github.com/rlprobe/rlprobe/limiter"
 )
 
 // interval is the range of a parameter over equally good hypotheses.
@@ -140,7 +142,81 @@ func (f *fit) widen(o *observations, w scored) {
 		}
 	}
 	f.brackets = nil
+	f.offEpoch = nil
+	if t, ok := f.offEpochTimer(w, o); ok {
+		f.offEpoch = &t
+		if !seen[t.h] {
+			f.pool = append(f.pool, t)
+		}
+	}
 }
+
+// offEpochTimer returns, for an answer w that is a fixed window on the
+// epoch, the window on a server-wide timer of w's length and count whose
+// phase lies farthest from the epoch's (either way, up to a quarter of
+// the window) and that misses no more outcomes than w, when that phase is
+// farther than the epoch's own (epochPhaseTols, epochPhaseDiv). A timer at phase 0 is
+// the epoch window; one a few tens of milliseconds off is another
+// limiter — a server that started its own timer at that moment — which
+// the outcomes do not yet tell from it (a bucket refilled whole every
+// 2.5 s by a timer 37 ms off the epoch was named an exact epoch window).
+func (f *fit) offEpochTimer(w scored, o *observations) (scored, bool) {
+	if w.h.v.fam != FixedWindow || w.h.v.align != limiter.AlignEpoch || w.h.v.beh != "" || !(w.h.x > 0) {
+		return scored{}, false
+	}
+	x := w.h.x
+	least := max(epochPhaseTols*max(w.h.scale()/timeTolDiv, minTimeTol).Seconds(), x/epochPhaseDiv)
+	try := func(ph float64) (scored, bool) {
+		h := hyp{v: timerVariant, n: w.h.n, x: x, ph: math.Mod(ph+x, x)}
+		r := replayObs(h, o, f.perClient, w.miss)
+		if r.pruned || r.miss > w.miss {
+			return scored{}, false
+		}
+		return scoreOf(h, r), true
+	}
+	var far scored
+	reach := 0.0
+	for _, dir := range []float64{1, -1} {
+		good, bad := 0.0, math.NaN()
+		var goodS scored
+		for d := least; d <= x/4; d *= 2 {
+			if s, ok := try(dir * d); ok {
+				good, goodS = d, s
+				continue
+			}
+			bad = d
+			break
+		}
+		if good == 0 {
+			continue
+		}
+		if !math.IsNaN(bad) {
+			for range bracketBisections / 2 {
+				mid := (good + bad) / 2
+				if s, ok := try(dir * mid); ok {
+					good, goodS = mid, s
+				} else {
+					bad = mid
+				}
+			}
+		}
+		if good > reach {
+			far, reach = goodS, good
+		}
+	}
+	return far, reach > 0
+}
+
+// How far off the epoch a timer's phase must lie to be another limiter
+// than the epoch window: epochPhaseTols timing tolerances (the replay's;
+// closer, no measurement tells them apart) and a hundredth of the window
+// (behind instances by request, with jitter, epoch windows of 2 s tied
+// with timers 7 ms off, which check and watch, taking a timer's phase
+// give or take a fiftieth of the window, hold to the same rule).
+const (
+	epochPhaseTols = 2
+	epochPhaseDiv  = 100
+)
 
 // widest returns the ends of w's widest equally good range — of its
 // continuous parameter or, for a timed behaviour, of the behaviour's

@@ -78,6 +78,11 @@ type fit struct {
 	// brackets are the winner's hypotheses at the ends of its equally good
 	// range (bracket), for the estimate; nil until the conclusion.
 	brackets []scored
+	// offEpoch, for a fixed window on the epoch as the answer, is a window
+	// on a server-wide timer of the answer's length and count at the
+	// phase farthest from the epoch's that fits as well (widen); nil when
+	// none beyond the timing tolerance does.
+	offEpoch *scored
 }
 
 // slackFor is how many missed outcomes still count as "as good as the best":

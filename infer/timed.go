@@ -289,7 +289,14 @@ func (f *fit) rival(w scored) (scored, bool) {
 	found := false
 	for v, b := range f.best {
 		if v == timerVariant && w.h.v.fam == FixedWindow && w.h.v.align == limiter.AlignEpoch && w.h.v.beh == "" && b.miss >= w.miss {
-			continue
+			// A timer off the epoch by more than the timing tolerance
+			// that fits as well is a rival; the best timer found by the
+			// search only ties and may be the epoch window itself.
+			t := f.offEpoch
+			if t == nil || t.h.x != w.h.x || t.h.n != w.h.n || t.miss > w.miss {
+				continue
+			}
+			b = *t
 		}
 		var close bool
 		if w.h.v.beh == "" {

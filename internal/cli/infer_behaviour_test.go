@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/internal/testenv"
@@ -94,6 +95,13 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
 	for i, c := range cases {
+		if c.timer {
+			// The timer starts with the server: start it 40 % into the
+			// epoch's period of 2.5 s, its ticks clearly off the epoch's
+			// (within a hundredth of the period, a timer is the epoch
+			// window to infer, and to check and watch).
+			sleepToPhase(2500*time.Millisecond, 0.4)
+		}
 		url := testenv.ServeBinary(t, bin, c.args...)
 		dir := t.TempDir()
 		wg.Go(func() {
@@ -165,4 +173,13 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sleepToPhase sleeps until share of the way into the current period of
+// the Unix epoch's periods of length period.
+func sleepToPhase(period time.Duration, share float64) {
+	p := period.Microseconds()
+	at := time.Now().UnixMicro() % p
+	target := int64(share * float64(p))
+	time.Sleep(time.Duration(((target-at)%p+p)%p) * time.Microsecond)
 }
