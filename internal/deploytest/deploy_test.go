@@ -50,6 +50,9 @@ func rlprobe(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// The inferences over instances run the built binary and mostly wait
+	// out windows (40–125 s each): four in flight rather than two.
+	testenv.WaitingParallel(4)
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
