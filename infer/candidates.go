@@ -22,7 +22,7 @@ func (dz *designer) recoveries(ats []time.Time, at time.Time) []time.Time {
 	for _, x := range dz.ws {
 		seq := append(slices.Clone(ats), at)
 		var d limiter.Decision // the last send's
-		predict(x.s.h, x.s.r.states, seq, 0, dz.client, dz.perClient, func(_ int, di limiter.Decision) { d = di })
+		predict(x.s.h, x.s.r.states, seq, 0, 0, dz.client, dz.perClient, func(_ int, di limiter.Decision) { d = di })
 		if d.Allowed {
 			out = append(out, at)
 		} else {

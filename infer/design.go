@@ -243,11 +243,12 @@ func (dz *designer) answerOf(i int) answer {
 }
 
 // signature is a hypothesis's predicted outcome of an experiment whose sends
-// all arrive shift later: the number accepted per group.
+// arrive shift later, those at its first instant shift earlier instead:
+// the number accepted per group.
 func (dz *designer) signature(h hyp, from states, e *experiment, shift time.Duration) string {
 	var b strings.Builder
 	acc, g := 0, 0
-	predict(h, from, e.at, shift, dz.client, dz.perClient, func(i int, d limiter.Decision) {
+	predict(h, from, e.at, -shift, shift, dz.client, dz.perClient, func(i int, d limiter.Decision) {
 		if e.groups[i] != g {
 			b.WriteString(strconv.Itoa(acc))
 			b.WriteByte(',')
@@ -322,7 +323,13 @@ func (dz *designer) information(e *experiment) float64 {
 	for i, x := range dz.ws {
 		// A prediction that changes when the sends arrive a little early or
 		// late (within what the fitting tolerates) is uncertain: the
-		// hypothesis's weight is shared between both outcomes.
+		// hypothesis's weight is shared between both outcomes. The sends of
+		// the experiment's first instant move the other way: what a
+		// request does can hinge on its distance from the experiment's own
+		// first one (a window started by it), and each arrives with its
+		// own delay (a burst one window after a spread's first request was
+		// split by a fixed window's range at its low end: every outcome
+		// hinged on 3 ms of jitter, and told nothing).
 		shift := max(x.s.h.scale()/designTolDiv, minDesignTol)
 		early := dz.signature(x.s.h, x.s.r.states, e, -shift)
 		late := dz.signature(x.s.h, x.s.r.states, e, shift)

@@ -531,14 +531,19 @@ func delayMisses(mDel, oDel []time.Duration, tol time.Duration) int {
 }
 
 // predict runs sends of one client (absolute arrival times, each moved by
-// shift) through h from the given states (left as they are) and calls each
-// with every decision, in order.
-func predict(h hyp, from states, at []time.Time, shift time.Duration, client string, perClient bool, each func(i int, d limiter.Decision)) {
+// shift, those at the first send's instant by lead instead) through h from
+// the given states (left as they are) and calls each with every decision,
+// in order.
+func predict(h hyp, from states, at []time.Time, lead, shift time.Duration, client string, perClient bool, each func(i int, d limiter.Decision)) {
 	c := h.config().Stepper()
 	s := from.clone()
 	for i, t := range at {
 		key := s.next(client, perClient)
-		st, d := c.StepOwned(s.get(key), t.Add(shift))
+		by := shift
+		if t.Equal(at[0]) {
+			by = lead
+		}
+		st, d := c.StepOwned(s.get(key), t.Add(by))
 		s = s.set(key, st)
 		each(i, d)
 	}
