@@ -177,31 +177,14 @@ func (f *fit) offEpochTimer(w scored, o *observations) (scored, bool) {
 	var far scored
 	reach := 0.0
 	for _, dir := range []float64{1, -1} {
-		good, bad := 0.0, math.NaN()
-		var goodS scored
-		for d := least; d <= x/4; d *= 2 {
-			if s, ok := try(dir * d); ok {
-				good, goodS = d, s
-				continue
+		d, s, ok := stepOut(least, x/4, bracketBisections/2, func(d float64) (scored, bool) {
+			if d < least {
+				return scored{}, false // within the epoch's own phase: not looked at
 			}
-			bad = d
-			break
-		}
-		if good == 0 {
-			continue
-		}
-		if !math.IsNaN(bad) {
-			for range bracketBisections / 2 {
-				mid := (good + bad) / 2
-				if s, ok := try(dir * mid); ok {
-					good, goodS = mid, s
-				} else {
-					bad = mid
-				}
-			}
-		}
-		if good > reach {
-			far, reach = goodS, good
+			return try(dir * d)
+		})
+		if ok && d > reach {
+			far, reach = s, d
 		}
 	}
 	return far, reach > 0
@@ -267,32 +250,43 @@ func (f *fit) bracketOf(w scored, o *observations, at func(h *hyp) *float64) []s
 	v0 := *at(&w.h)
 	var out []scored
 	for _, dir := range []float64{-1, 1} {
-		value := func(step float64) float64 { return v0 * math.Pow(1+step, dir) }
-		good, goodS := 0.0, w
-		bad := math.NaN()
-		for step := bracketFirstStep; step <= bracketReach; step *= 2 {
-			if s, ok := try(value(step)); ok {
-				good, goodS = step, s
-				continue
-			}
-			bad = step
-			break
-		}
-		if !math.IsNaN(bad) {
-			for range bracketBisections {
-				mid := (good + bad) / 2
-				if s, ok := try(value(mid)); ok {
-					good, goodS = mid, s
-				} else {
-					bad = mid
-				}
-			}
-		}
-		if goodS.h != w.h {
+		_, goodS, ok := stepOut(bracketFirstStep, bracketReach, bracketBisections, func(step float64) (scored, bool) {
+			return try(v0 * math.Pow(1+step, dir))
+		})
+		if ok && goodS.h != w.h {
 			out = append(out, goodS)
 		}
 	}
 	return out
+}
+
+// stepOut finds how far a condition holds: from first, it doubles the
+// step while try holds, up to limit, then halves the interval between
+// the last step that held and the first that did not, n times. It returns
+// the farthest step found to hold and try's hypothesis there; ok is false
+// when none did (the first step failed, and so did every halving down
+// from it toward zero).
+func stepOut(first, limit float64, n int, try func(step float64) (scored, bool)) (step float64, s scored, ok bool) {
+	good, bad := 0.0, math.NaN()
+	for st := first; st <= limit; st *= 2 {
+		if x, held := try(st); held {
+			good, s, ok = st, x, true
+			continue
+		}
+		bad = st
+		break
+	}
+	if !math.IsNaN(bad) {
+		for range n {
+			mid := (good + bad) / 2
+			if x, held := try(mid); held {
+				good, s, ok = mid, x, true
+			} else {
+				bad = mid
+			}
+		}
+	}
+	return good, s, ok
 }
 
 // equalRange is the set of hypotheses that fit the observations as well as
