@@ -33,6 +33,17 @@ func (dz *designer) recoveries(ats []time.Time, at time.Time) []time.Time {
 	return out
 }
 
+// free returns when every hypothesis would admit a request again, a
+// margin after (s0 when each admits at s0 already): a key that is
+// blocked, or whose refusals restart its window, stays shut until then,
+// and every experiment that starts sooner is refused alike.
+func (dz *designer) free(s0 time.Time, margin time.Duration) time.Time {
+	if rec := dz.recoveries(nil, s0); len(rec) > 0 && rec[len(rec)-1].After(s0) {
+		return rec[len(rec)-1].Add(margin)
+	}
+	return s0
+}
+
 // splitPoints returns instants that split the sorted times ts near the
 // given quantiles: midway between two neighbouring distinct values.
 func splitPoints(ts []time.Time, qs ...float64) []time.Time {

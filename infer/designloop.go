@@ -43,7 +43,17 @@ func (s *prober) design(ctx context.Context, f *fit) (*fit, error) {
 		overhead := max(dz.scale()/overheadDiv, minOverhead)
 		var best *experiment
 		score := 0.0
-		for _, e := range dz.candidates(s0, margin) {
+		cands := dz.candidates(s0, margin)
+		if free := dz.free(s0, margin); free.Sub(s0) > dz.scale() {
+			// Shut for longer than a time scale (a block): the same
+			// experiments from when every hypothesis admits again, or
+			// only those that wait it out tell anything (a counter and a
+			// log that block for 3 s were "recovered" from sixteen times,
+			// a fifth of a bit each about the block's length, while a
+			// spread after the block would split the two).
+			cands = append(cands, dz.candidates(free, margin)...)
+		}
+		for _, e := range cands {
 			if e.end().After(s.deadline) || s.sent+len(e.at) > s.opts.maxRequests() || futile[e.phase] {
 				continue
 			}
@@ -89,7 +99,7 @@ func (s *prober) design(ctx context.Context, f *fit) (*fit, error) {
 			return s.refit(f), err
 		}
 		f = s.refit(f)
-		if told(dz.ws, f) {
+		if told(dz.ws, f, s.observe(), s.perClient) {
 			clear(futile)
 		} else {
 			trace("%s told nothing: every designed hypothesis missed as many more outcomes", best.phase)
@@ -103,12 +113,17 @@ func (s *prober) design(ctx context.Context, f *fit) (*fit, error) {
 
 // told reports whether the experiment just run, refitted into f, told
 // the hypotheses ws it was designed over apart: some missed more outcomes
-// than another, or fell out of the fit. The design predicts outcomes at
-// the exact instants, but a replay gives a request within the timing
-// tolerance of a hypothesis's boundary the benefit of the doubt: an
-// experiment aimed at such a boundary (a block of 2.998 s against one of
-// 3.002 s) scores as informative, round after round, and tells nothing.
-func told(ws []weighted, f *fit) bool {
+// than another over the observations o, or fell out of the fit as
+// degenerate. The design predicts outcomes at the exact instants, but a
+// replay gives a request within the timing tolerance of a hypothesis's
+// boundary the benefit of the doubt: an experiment aimed at such a
+// boundary (a block of 2.998 s against one of 3.002 s) scores as
+// informative, round after round, and tells nothing. A hypothesis the
+// refit's pool no longer holds is replayed afresh: the search samples
+// anew each time, and one it did not sample again has not for that been
+// told apart (a sliding-window counter that blocks, against a log, was
+// "recovered" from sixteen times under jitter, each telling nothing).
+func told(ws []weighted, f *fit, o *observations, perClient bool) bool {
 	after := make(map[hyp]int, len(f.pool))
 	for _, s := range f.pool {
 		after[s.h] = s.miss
@@ -117,7 +132,11 @@ func told(ws []weighted, f *fit) bool {
 	for _, x := range ws {
 		m, ok := after[x.s.h]
 		if !ok {
-			return true
+			r := replayObs(x.s.h, o, perClient, -1)
+			if r.pruned {
+				return true
+			}
+			m = r.miss
 		}
 		d := m - x.s.miss
 		if set && d != first {

@@ -165,7 +165,7 @@ func (s *prober) spread(w scored) (lo, hi scored, wide bool) {
 // where hypotheses a and b disagree most (of those that come close to the
 // most, the one that ends first); nil when none tells them apart.
 func (s *prober) splitting(a, b scored, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
-	return s.best(&designer{ws: []weighted{{a, 0.5}, {b, 0.5}}, perClient: s.f.perClient, client: s.client, pace: s.pace}, s0, margin, fits)
+	return s.best(&designer{ws: []weighted{{a, 0.5}, {b, 0.5}}, perClient: s.f.perClient, client: s.client, pace: s.pace}, []time.Time{s0}, margin, fits)
 }
 
 // precisionDesigner weighs precisionPoints hypotheses spread evenly (in
@@ -186,10 +186,26 @@ func (s *prober) precisionDesigner(w scored) *designer {
 	a, b := *at(&lo.h), *at(&hi.h)
 	o := s.observe()
 	dz := &designer{perClient: s.f.perClient, client: s.client, pace: s.pace}
+	// The other parameter, where the range's ends differ in it too, moved
+	// alongside in proportion: a bucket that blocks trades its rate
+	// against its block's length (1.08/s blocking 5.96 s fits as well as
+	// 0.97/s blocking 6.06 s), and a point with the rate moved alone does
+	// not fit.
+	other := func(h *hyp) *float64 { return &h.p }
+	if at(&lo.h) == &lo.h.p {
+		other = func(h *hyp) *float64 { return &h.x }
+	}
+	c, d := *other(&lo.h), *other(&hi.h)
 	for i := range precisionPoints {
+		q := float64(i) / float64(precisionPoints-1)
 		h := w.h
-		*at(&h) = a * math.Pow(b/a, float64(i)/float64(precisionPoints-1))
-		if r := replayObs(h, o, s.f.perClient, w.miss); !r.pruned && r.miss <= w.miss {
+		*at(&h) = a * math.Pow(b/a, q)
+		r := replayObs(h, o, s.f.perClient, w.miss)
+		if (r.pruned || r.miss > w.miss) && c > 0 && d > 0 && c != d {
+			*other(&h) = c * math.Pow(d/c, q)
+			r = replayObs(h, o, s.f.perClient, w.miss)
+		}
+		if !r.pruned && r.miss <= w.miss {
 			dz.ws = append(dz.ws, weighted{s: scoreOf(h, r), w: 1})
 			dz.ans = append(dz.ans, answer{c: classOf(h), group: i})
 		}
@@ -207,27 +223,20 @@ func (s *prober) precisionDesigner(w scored) *designer {
 const precisionPoints = 5
 
 // unblocked returns the best experiment of dz that fits (prober.best)
-// from s0, else from once every hypothesis of dz would admit a request
-// again, else a time scale of w after that: a key that is blocked, or
-// whose refusals restart its window, stays shut meanwhile, and every
-// experiment from s0 is refused alike under each of them (a bucket that
-// blocks for 6 s after each exhaustion, whose rate is split only by a
-// request it admits).
+// starting from s0, from once every hypothesis of dz would admit a
+// request again, or a time scale of w after that: a key that is blocked,
+// or whose refusals restart its window, stays shut meanwhile, and what
+// starts from s0 can tell only when the shut ends (a bucket that blocks
+// for 6 s after each exhaustion, whose rate only a request it admits
+// splits: a probe at the block's end, a fifth of a bit, was taken over a
+// drain after it that told a whole one).
 func (s *prober) unblocked(dz *designer, w scored, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
-	free := s0
-	if rec := dz.recoveries(nil, s0); len(rec) > 0 && rec[len(rec)-1].After(s0) {
-		free = rec[len(rec)-1].Add(margin)
+	free := dz.free(s0, margin)
+	froms := []time.Time{s0}
+	if free.After(s0) {
+		froms = append(froms, free, free.Add(w.h.scale()))
 	}
-	froms := []time.Time{s0, free, free.Add(w.h.scale())}
-	for i, from := range froms {
-		if i > 0 && from.Equal(froms[i-1]) {
-			continue
-		}
-		if e := s.best(dz, from, margin, fits); e != nil {
-			return e
-		}
-	}
-	return nil
+	return s.best(dz, froms, margin, fits)
 }
 
 // rivalDesigner weighs the answer's variant against its rival's, half
@@ -263,19 +272,22 @@ func (s *prober) rivalDesigner(w, r scored) *designer {
 	return dz
 }
 
-// best returns, among dz's candidate experiments that fit, the one that
-// tells most about its answers (of those that come close to the most, the
-// one that ends first); nil when none tells anything.
-func (s *prober) best(dz *designer, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
+// best returns, among dz's candidate experiments from each of froms that
+// fit, the one that tells most about its answers (of those that come
+// close to the most, the one that ends first); nil when none tells
+// anything.
+func (s *prober) best(dz *designer, froms []time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
 	var cands []experiment
 	top := 0.0
-	for _, e := range dz.candidates(s0, margin) {
-		if !fits(&e) {
-			continue
-		}
-		if e.info = dz.information(&e); e.info >= minInfo {
-			cands = append(cands, e)
-			top = max(top, e.info)
+	for _, from := range froms {
+		for _, e := range dz.candidates(from, margin) {
+			if !fits(&e) {
+				continue
+			}
+			if e.info = dz.information(&e); e.info >= minInfo {
+				cands = append(cands, e)
+				top = max(top, e.info)
+			}
 		}
 	}
 	var best *experiment
