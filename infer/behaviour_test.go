@@ -338,14 +338,14 @@ func TestTimerOffTheEpochIsNoEpochWindow(t *testing.T) {
 	}
 }
 
-// TestBehaviourGridJitter (RLPROBE_SOAK=1): the grid across a network of
-// up to 3 ms of jitter, a seed per cell. An answer named exact is right —
-// the family, the behaviour and the parameters within 5 % — and the share
-// that is exact is logged: 50 of 51 (49, 48 with other seeds; 48, 48, 49
-// before the design moved an experiment's first sends against the rest).
-// Approximate are blocks behind sliding logs and counters, and restarts
-// whose trickles fell on window edges: their rivals or ranges within what
-// the jitter leaves.
+// TestBehaviourGridJitter (RLPROBE_SOAK=1) is the grid under the disorder
+// injection of the noise tests: a network of up to 3 ms of jitter, which
+// reorders bursts, a seed per cell. Every cell is named exact and right —
+// the family, the behaviour and the parameters within 5 % — as in
+// TestBehaviourGrid. (With seeds 22 to 25 every cell of each run was; 48,
+// 48 and 49 of the 51 were before the design weighed each send's own
+// delay, ran experiments after a block as well as during it, and moved a
+// precision range's second parameter with its first.)
 func TestBehaviourGridJitter(t *testing.T) {
 	if os.Getenv("RLPROBE_SOAK") == "" {
 		t.Skip("soak: RLPROBE_SOAK=1")
@@ -367,10 +367,11 @@ func TestBehaviourGridJitter(t *testing.T) {
 				}
 				fits[i] = inf.Fit
 				t.Logf("%s fit %s, %.1fs, %d requests", inf.Algorithm, inf.Fit, inf.DurationS, inf.Requests)
-				if inf.Fit == FitExact {
-					checkParams(t, c.cfg, inf)
-					checkBehaviour(t, c.cfg, inf)
+				if inf.Fit != FitExact {
+					t.Errorf("fit %s, want exact (note: %s)", inf.Fit, inf.Note)
 				}
+				checkParams(t, c.cfg, inf)
+				checkBehaviour(t, c.cfg, inf)
 			})
 		}
 	})
