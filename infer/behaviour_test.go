@@ -120,11 +120,13 @@ func paramsText(p Params) string {
 }
 
 // TestBehavioursAreNeverExactWithoutTheirModel is the property the fit
-// levels exist for: a limiter with a penalty infer has no model of is
-// answered approximate or misfit, never exact, so `infer --expect` on it
-// can never exit 1 on a guess. Bucket quirks may be exact only as their
-// own family (see the cases). Behind RLPROBE_SOAK=1 for the full grid; CI
-// runs one parameter set a cell.
+// levels exist for: a limiter with a penalty or quirk infer has no model
+// of (its behaviour's model left out of the candidates) is answered
+// approximate or misfit, never exact, so `infer --expect` on it can never
+// exit 1 on a guess — bucket quirks too (idle eviction and whole-token
+// refill were once let through as an exact token bucket; all 51 cells are
+// approximate or misfit now). Behind RLPROBE_SOAK=1 for the full grid; CI
+// runs ciCells.
 func TestBehavioursAreNeverExactWithoutTheirModel(t *testing.T) {
 	t.Parallel()
 	cells := behaviourCells()
@@ -134,19 +136,8 @@ func TestBehavioursAreNeverExactWithoutTheirModel(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			inf := inferCell(t, c.cfg, BehavioursOf(c.cfg))
-			switch {
-			case !c.cfg.Penalty.IsZero() || c.cfg.Refill == limiter.RefillInterval:
-				if inf.Fit == FitExact {
-					t.Errorf("%s answered %s, exact, without a model of its penalty", c.name, inf.Algorithm)
-				}
-			default:
-				// Idle eviction and whole-token refill: a known gap — a
-				// short idle time or a whole-token grid can still come out
-				// an exact token bucket (right family, quirk unnamed). What
-				// holds: an exact answer names the bucket's family.
-				if inf.Fit == FitExact && inf.Algorithm != TokenBucket {
-					t.Errorf("%s answered %s, exact; want token-bucket when exact", c.name, inf.Algorithm)
-				}
+			if inf.Fit == FitExact {
+				t.Errorf("%s answered %s, exact, without a model of its behaviour", c.name, inf.Algorithm)
 			}
 		})
 	}

@@ -33,13 +33,39 @@ func (dz *designer) recoveries(ats []time.Time, at time.Time) []time.Time {
 	return out
 }
 
-// free returns when every hypothesis would admit a request again, a
-// margin after (s0 when each admits at s0 already): a key that is
-// blocked, or whose refusals restart its window, stays shut until then,
-// and every experiment that starts sooner is refused alike.
-func (dz *designer) free(s0 time.Time, margin time.Duration) time.Time {
-	if rec := dz.recoveries(nil, s0); len(rec) > 0 && rec[len(rec)-1].After(s0) {
-		return rec[len(rec)-1].Add(margin)
+// free returns when hypotheses holding at least share of dz's weight
+// would admit a request again, a margin after (s0 when they admit at s0
+// already); share 1 asks for every hypothesis. A key that is blocked, or
+// whose refusals restart its window, stays shut until then, and every
+// experiment that starts sooner is refused alike.
+func (dz *designer) free(s0 time.Time, margin time.Duration, share float64) time.Time {
+	type rw struct {
+		at time.Time
+		w  float64
+	}
+	var rs []rw
+	total := 0.0
+	for _, x := range dz.ws {
+		seq := []time.Time{s0}
+		var d limiter.Decision
+		predict(x.s.h, x.s.r.states, seq, 0, 0, dz.client, dz.perClient, func(_ int, di limiter.Decision) { d = di })
+		at := s0
+		if !d.Allowed {
+			at = s0.Add(d.RetryAfter)
+		}
+		rs = append(rs, rw{at, x.w})
+		total += x.w
+	}
+	slices.SortFunc(rs, func(a, b rw) int { return a.at.Compare(b.at) })
+	acc := 0.0
+	for _, r := range rs {
+		acc += r.w
+		if acc >= share*total*(1-1e-9) {
+			if r.at.After(s0) {
+				return r.at.Add(margin)
+			}
+			return s0
+		}
 	}
 	return s0
 }

@@ -231,7 +231,7 @@ const precisionPoints = 5
 // splits: a probe at the block's end, a fifth of a bit, was taken over a
 // drain after it that told a whole one).
 func (s *prober) unblocked(dz *designer, w scored, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
-	free := dz.free(s0, margin)
+	free := dz.free(s0, margin, 1)
 	froms := []time.Time{s0}
 	if free.After(s0) {
 		froms = append(froms, free, free.Add(w.h.scale()))
