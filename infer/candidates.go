@@ -39,35 +39,46 @@ func (dz *designer) recoveries(ats []time.Time, at time.Time) []time.Time {
 // whose refusals restart its window, stays shut until then, and every
 // experiment that starts sooner is refused alike.
 func (dz *designer) free(s0 time.Time, margin time.Duration, share float64) time.Time {
-	type rw struct {
-		at time.Time
-		w  float64
-	}
-	var rs []rw
-	total := 0.0
-	for _, x := range dz.ws {
-		seq := []time.Time{s0}
-		var d limiter.Decision
-		predict(x.s.h, x.s.r.states, seq, 0, 0, dz.client, dz.perClient, func(_ int, di limiter.Decision) { d = di })
-		at := s0
-		if !d.Allowed {
-			at = s0.Add(d.RetryAfter)
-		}
-		rs = append(rs, rw{at, x.w})
-		total += x.w
-	}
-	slices.SortFunc(rs, func(a, b rw) int { return a.at.Compare(b.at) })
-	acc := 0.0
-	for _, r := range rs {
-		acc += r.w
-		if acc >= share*total*(1-1e-9) {
-			if r.at.After(s0) {
-				return r.at.Add(margin)
+	ats := make([]time.Time, len(dz.ws))
+	ws := make([]float64, len(dz.ws))
+	for i, x := range dz.ws {
+		ats[i], ws[i] = s0, x.w
+		predict(x.s.h, x.s.r.states, []time.Time{s0}, 0, 0, dz.client, dz.perClient, func(_ int, d limiter.Decision) {
+			if !d.Allowed {
+				ats[i] = s0.Add(d.RetryAfter)
 			}
-			return s0
-		}
+		})
+	}
+	// A hair under share, so that share 1 is reached whatever the
+	// rounding of the sum.
+	if at, ok := weightedAt(ats, ws, time.Time.Compare, share*(1-1e-9)); ok && at.After(s0) {
+		return at.Add(margin)
 	}
 	return s0
+}
+
+// weightedAt returns, of the values vs with weights ws, the least value
+// at which the weights of the values up to it reach share of their total
+// (the weighted median at share 0.5); ok is false when there are none.
+func weightedAt[T any](vs []T, ws []float64, compare func(a, b T) int, share float64) (v T, ok bool) {
+	if len(vs) == 0 {
+		return v, false
+	}
+	idx := make([]int, len(vs))
+	total := 0.0
+	for i := range idx {
+		idx[i] = i
+		total += ws[i]
+	}
+	slices.SortFunc(idx, func(a, b int) int { return compare(vs[a], vs[b]) })
+	acc := 0.0
+	for _, i := range idx {
+		acc += ws[i]
+		if acc >= share*total {
+			return vs[i], true
+		}
+	}
+	return vs[idx[len(idx)-1]], true
 }
 
 // splitPoints returns instants that split the sorted times ts near the
@@ -261,28 +272,15 @@ func (dz *designer) idleEnds(s0 time.Time) []time.Time {
 
 // scale is the weighted median time scale of the hypotheses.
 func (dz *designer) scale() time.Duration {
-	type sw struct {
-		d time.Duration
-		w float64
+	ds := make([]time.Duration, len(dz.ws))
+	ws := make([]float64, len(dz.ws))
+	for i, x := range dz.ws {
+		ds[i], ws[i] = x.s.h.scale(), x.w
 	}
-	var xs []sw
-	total := 0.0
-	for _, x := range dz.ws {
-		xs = append(xs, sw{x.s.h.scale(), x.w})
-		total += x.w
+	if d, ok := weightedAt(ds, ws, cmp.Compare[time.Duration], 0.5); ok {
+		return d
 	}
-	if len(xs) == 0 {
-		return time.Second
-	}
-	slices.SortFunc(xs, func(a, b sw) int { return cmp.Compare(a.d, b.d) })
-	acc := 0.0
-	for _, x := range xs {
-		acc += x.w
-		if acc >= total/2 {
-			return x.d
-		}
-	}
-	return xs[len(xs)-1].d
+	return time.Second
 }
 
 // medianEdge returns the median of the next window edges after t that the

@@ -129,24 +129,41 @@ const freeShare = 0.5
 // informative, round after round, and tells nothing. A hypothesis the
 // refit's pool no longer holds is replayed afresh: the search samples
 // anew each time, and one it did not sample again has not for that been
-// told apart (a sliding-window counter that blocks, against a log, was
-// "recovered" from sixteen times under jitter, each telling nothing).
+// told apart (before, any such one counted as told, and an experiment
+// aimed at a boundary was never found futile while the pool moved).
 func told(ws []weighted, f *fit, o *observations, perClient bool) bool {
 	after := make(map[hyp]int, len(f.pool))
 	for _, s := range f.pool {
 		after[s.h] = s.miss
 	}
+	// Those the pool holds first, their misses known; each replay of the
+	// rest then stops once it misses more than would tie them.
+	var rest []weighted
 	first, set := 0, false
 	for _, x := range ws {
 		m, ok := after[x.s.h]
 		if !ok {
-			r := replayObs(x.s.h, o, perClient, -1)
-			if r.pruned {
-				return true
-			}
-			m = r.miss
+			rest = append(rest, x)
+			continue
 		}
 		d := m - x.s.miss
+		if set && d != first {
+			return true
+		}
+		first, set = d, true
+	}
+	for _, x := range rest {
+		bound := -1 // the first replay runs whole
+		if set {
+			if bound = x.s.miss + first; bound < 0 {
+				return true // it cannot miss fewer than none
+			}
+		}
+		r := replayObs(x.s.h, o, perClient, bound)
+		if r.pruned {
+			return true // degenerate now, or missed more than the others
+		}
+		d := r.miss - x.s.miss
 		if set && d != first {
 			return true
 		}

@@ -228,8 +228,8 @@ const precisionPoints = 5
 // or whose refusals restart its window, stays shut meanwhile, and what
 // starts from s0 can tell only when the shut ends (a bucket that blocks
 // for 6 s after each exhaustion, whose rate only a request it admits
-// splits: a probe at the block's end, a fifth of a bit, was taken over a
-// drain after it that told a whole one).
+// splits: a probe at the block's end, a fifth of a bit, was taken before
+// the experiments after the block were looked at, three rounds running).
 func (s *prober) unblocked(dz *designer, w scored, s0 time.Time, margin time.Duration, fits func(*experiment) bool) *experiment {
 	free := dz.free(s0, margin, 1)
 	froms := []time.Time{s0}
