@@ -132,12 +132,13 @@ func (f *fit) bracket(w scored, o *observations) {
 // grids sampled narrowly would look settled when it is not.
 func (f *fit) widen(o *observations, w scored) {
 	f.bracket(w, o)
-	seen := map[hyp]bool{}
-	for _, s := range f.pool {
-		seen[s.h] = true
+	// A few ends against a large pool: looked up in it, not mapped.
+	n := len(f.pool)
+	inPool := func(h hyp) bool {
+		return slices.ContainsFunc(f.pool[:n], func(s scored) bool { return s.h == h })
 	}
 	for _, e := range f.brackets {
-		if !seen[e.h] {
+		if !inPool(e.h) {
 			f.pool = append(f.pool, e)
 		}
 	}
@@ -145,7 +146,7 @@ func (f *fit) widen(o *observations, w scored) {
 	f.offEpoch = nil
 	if t, ok := f.offEpochTimer(w, o); ok {
 		f.offEpoch = &t
-		if !seen[t.h] {
+		if !inPool(t.h) {
 			f.pool = append(f.pool, t)
 		}
 	}

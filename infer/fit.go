@@ -185,7 +185,7 @@ func (f *fit) extend(o *observations) *fit {
 	g.slack = slackFor(o)
 	oldBest := map[lkey]int{}
 	newBest := map[lkey]int{}
-	all := make([]scored, 0, len(f.pool))
+	all := make([]scored, 0, len(f.pool)+len(f.pool)/2) // the pool, and what the finer searches add
 	famMiss := map[Family]int{}
 	add := func(s scored) {
 		all = append(all, s)
@@ -197,7 +197,7 @@ func (f *fit) extend(o *observations) *fit {
 			newBest[k] = s.miss
 		}
 	}
-	seen := map[hyp]bool{}
+	seen := make(map[hyp]bool, len(f.pool)+len(f.pool)/2)
 	// try replays a new hypothesis h once, bounded by its family's best.
 	try := func(h hyp) {
 		if seen[h] {
@@ -460,15 +460,20 @@ func (f *fit) within(slack int, gated bool) []scored {
 	if !ok {
 		return nil
 	}
-	p := make([]scored, 0, len(f.pool))
-	for _, s := range f.pool {
-		if s.miss > w.miss+slack {
-			continue
+	keep := func(s *scored) bool {
+		return s.miss <= w.miss+slack && (!gated || w.h.v.beh != "" || s.h.v.beh == "" || s.miss < w.miss)
+	}
+	n := 0
+	for i := range f.pool {
+		if keep(&f.pool[i]) {
+			n++
 		}
-		if gated && w.h.v.beh == "" && s.h.v.beh != "" && s.miss >= w.miss {
-			continue
+	}
+	p := make([]scored, 0, n)
+	for i := range f.pool {
+		if keep(&f.pool[i]) {
+			p = append(p, f.pool[i])
 		}
-		p = append(p, s)
 	}
 	sortPool(p) // the pool's order follows map iteration; the design must not
 	return p

@@ -298,7 +298,9 @@ func (s states) set(k stateKey, st limiter.State) states {
 // clone returns a copy of s that owns its logs: stepping the copy with
 // limiter.Stepper.StepOwned leaves s as it was.
 func (s states) clone() states {
-	s.keys = slices.Clone(s.keys)
+	// Room for a few more keys: a replay that meets a new one would
+	// otherwise copy them all again at once.
+	s.keys = append(make([]keyed, 0, len(s.keys)+4), s.keys...)
 	for i := range s.keys {
 		if l := s.keys[i].st.Log; l != nil {
 			s.keys[i].st.Log = slices.Clone(l)
@@ -396,6 +398,7 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 	r.states = r.states.clone()
 	r.states.rotate = o.rotate
 	var mDel, oDel []time.Duration
+	var saved []int64
 	for k, cl := range o.clusters[from:] {
 		accM, accO := 0, 0
 		mDel, oDel = mDel[:0], oDel[:0]
@@ -410,19 +413,23 @@ func replayWith(h hyp, o *observations, perClient bool, bound, from int, r repla
 			key := r.states.next(ob.client, perClient)
 			slot := r.states.slot(key)
 			st0 := r.states.keys[slot].st
-			var st limiter.State
-			var d limiter.Decision
-			if single {
-				st, d = c.Step(st0, ob.at) // st0 may be stepped again
-			} else {
-				st, d = c.StepOwned(st0, ob.at) // r.states owns its logs
+			if single && st0.Log != nil {
+				// st0 may be stepped again below: its log is kept aside in
+				// a buffer the replay reuses, not copied anew by each step.
+				saved = append(saved[:0], st0.Log...)
 			}
+			st, d := c.StepOwned(st0, ob.at) // r.states owns its logs
 			if single && d.Allowed != ob.accepted {
 				// A lone request within the timing tolerance of the model's
 				// boundary is given the benefit of the doubt.
 				shift := max(tol, ob.unc, carry)
 				if !ob.accepted {
 					shift = -shift
+				}
+				if st0.Log != nil {
+					// A copy: what Step returns may share it, and saved is
+					// overwritten at the next request.
+					st0.Log = slices.Clone(saved)
 				}
 				if st2, d2 := c.Step(st0, ob.at.Add(shift)); d2.Allowed == ob.accepted {
 					st, d = st2, d2
