@@ -35,6 +35,11 @@ type series struct {
 	// sequential: each request surely arrived after the one before was
 	// answered (by time alone: decision numbers are per instance).
 	sequential bool
+	// raced is the most a check-then-increment race among the requests
+	// that overlap can have admitted beyond a serial decision: for each
+	// run of requests chained by overlap, its length − 1 (0 when
+	// sequential). A slow answer on a loaded machine makes one run of two.
+	raced int
 	// srcs counts the distinct connections (record src) that carried it.
 	srcs int
 	ex   seriesExcess
@@ -53,13 +58,18 @@ type seriesExcess struct {
 func (r *rule) seriesOf(t *traffic, phase string) *series {
 	s := &series{phase: phase, sequential: true}
 	srcs := map[string]bool{}
+	var runHi int64 // the latest answer of the run of overlapping requests so far
 	for _, o := range t.os {
 		if o.phase != phase || !o.class.Counts() {
 			continue
 		}
-		if n := len(s.os); n > 0 && o.iv.Lo <= s.os[n-1].iv.Hi {
+		if len(s.os) > 0 && o.iv.Lo <= runHi {
 			s.sequential = false
+			s.raced++
+		} else {
+			runHi = o.iv.Hi
 		}
+		runHi = max(runHi, o.iv.Hi)
 		s.os = append(s.os, o)
 		srcs[o.res.Src] = true
 		switch o.class {
@@ -190,11 +200,13 @@ type instances struct {
 }
 
 // perInstance judges the paced series of every group (see instances).
-// Per-instance-limit is certain when a sequential series certainly
-// exceeds the policy and either (by connection) the new-connections
+// Per-instance-limit is certain when a series certainly exceeds the
+// policy by more than a race among its overlapping requests could have
+// admitted (series.raced: none in a sequential series) and either (by connection) the new-connections
 // series exceeded it while a one-connection series was refused within
 // it, or (whatever the balancing) the series' remaining values split
-// into K ≥ 2 countdowns of the declared limit; a sequential excess
+// into K ≥ 2 countdowns of the declared limit (a sequential series: the
+// order of answers must be the order of decisions); such an excess
 // without either is possible (a limit higher than declared explains it
 // as well, and the count findings stay). The series may come from
 // different quota keys (fresh identities): the deployment is the rule's.
@@ -222,7 +234,9 @@ func (r *rule) perInstance(groups map[string][]*obs, names []string) instances {
 		}
 	}
 	for _, s := range append(slices.Clone(ncs), ocs...) {
-		if !s.sequential || !s.ex.certain {
+		// What a race among overlapping requests may have admitted is
+		// no evidence of instances.
+		if !s.ex.certain || int64(s.ex.count-s.raced) <= s.ex.bound {
 			continue
 		}
 		byConn := s.phase == PhaseNewConns && s.newConns() && oc != nil
@@ -242,21 +256,21 @@ func (r *rule) instancesOf(over, oc *series, byConn bool, k int) instances {
 	in := instances{certain: byConn || k >= 2}
 	a := int64(len(over.acc))
 	per := max(1, over.ex.bound)
-	kLo := max(2, (a+per-1)/per)
+	kLo := max(2, (a-int64(over.raced)+per-1)/per) // what a race may have admitted counts for no instance
 	if over.rej > 0 {
 		in.kMax = max(kLo, a/max(1, r.e.Quota())) + 1
 	}
 	var how string
 	switch {
 	case byConn:
-		how = fmt.Sprintf("%d paced requests each on a new connection had %d accepted, while %d on one kept-alive connection had %d accepted and the rest refused: the limit holds per connection route, as at least %d instances behind a balancer that keeps each connection on one instance would enforce it",
-			len(over.os), a, len(oc.os), len(oc.acc), kLo)
+		how = fmt.Sprintf("%d paced requests each on a new connection (%s) had %d accepted, while %d on one kept-alive connection had %d accepted and the rest refused: the limit holds per connection route, as at least %d instances behind a balancer that keeps each connection on one instance would enforce it",
+			len(over.os), overlapText(over), a, len(oc.os), len(oc.acc), kLo)
 	case k >= 2:
 		how = fmt.Sprintf("%d paced requests, none overlapping another, had %d accepted, and their remaining values count down from %d in %d interleaved sequences: %d instances each enforce the policy",
 			len(over.os), a, r.e.Limit-1, k, k)
 	default:
-		how = fmt.Sprintf("%d paced requests, none overlapping another, had %d accepted; no race explains that, but nothing tells several instances each enforcing the policy from one limit higher than declared",
-			len(over.os), a)
+		how = fmt.Sprintf("%d paced requests, %s, had %d accepted; no race explains that, but nothing tells several instances each enforcing the policy from one limit higher than declared",
+			len(over.os), overlapText(over), a)
 	}
 	c := Possible
 	if in.certain {
@@ -272,6 +286,14 @@ func (r *rule) instancesOf(over, oc *series, byConn bool, k int) instances {
 			Headers: over.acc[len(over.acc)-1].res.Headers},
 	})
 	return in
+}
+
+// overlapText says how much of s overlaps, for messages.
+func overlapText(s *series) string {
+	if s.raced == 0 {
+		return "none overlapping another"
+	}
+	return fmt.Sprintf("%d of them sent before an earlier one was answered (a race among those admits at most %d more)", s.raced, s.raced)
 }
 
 // acceptedBySrc counts the accepted requests of os per connection (record

@@ -19,6 +19,7 @@ type paced struct {
 	newConns  bool
 	gap       float64 // ms between sends; 0 means 10
 	rtt       float64 // ms; 0 means 1
+	slow      int     // a request (index + 1; 0: none) answered in 15 ms, after the next was sent
 }
 
 func (p paced) add(b *runBuilder) {
@@ -42,7 +43,11 @@ func (p paced) add(b *runBuilder) {
 			}
 		}
 		at := p.at + float64(i)*gap
-		r := b.add(at, at+rtt, status, hdr...)
+		took := rtt
+		if i+1 == p.slow {
+			took = 15
+		}
+		r := b.add(at, at+took, status, hdr...)
 		r.Phase, r.Src = p.phase, "127.0.0.1:40000"
 		if p.newConns {
 			r.Src = fmt.Sprintf("127.0.0.1:%d", 41000+i)
@@ -112,6 +117,15 @@ func TestPerInstanceLimit(t *testing.T) {
 		{"one instance or a shared store, honest", e, []paced{one(3), fresh(3)}, [2]int{3, 8}, map[string]Certainty{}},
 		{"overlapping requests on new connections: no pacing, no verdict on instances", e, []paced{one(3),
 			{phase: PhaseNewConns, at: 2000, accepted: admitted(6, 8), newConns: true, rtt: 30}},
+			[2]int{0, 0}, map[string]Certainty{IDWindowLimitExceeded: Certain}},
+		// A loaded machine answers one request late: the pair it
+		// overlaps could have raced for one admission, and 6 − 1 still
+		// exceeds 3; with 4 admitted, 4 − 1 does not.
+		{"one slow answer on new connections: the excess beyond a race is still instances", e, []paced{one(3),
+			{phase: PhaseNewConns, at: 2000, accepted: admitted(6, 8), newConns: true, slow: 3}},
+			[2]int{6, 8}, map[string]Certainty{IDPerInstanceLimit: Certain}},
+		{"one slow answer on new connections: an excess of one is the race's", e, []paced{one(3),
+			{phase: PhaseNewConns, at: 2000, accepted: admitted(4, 8), newConns: true, slow: 3}},
 			[2]int{0, 0}, map[string]Certainty{IDWindowLimitExceeded: Certain}},
 		{"a race alone cannot tell a race from instances", e, nil, [2]int{6, 8},
 			map[string]Certainty{IDRaceOverAdmission: Possible}},
