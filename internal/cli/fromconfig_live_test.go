@@ -129,6 +129,7 @@ func TestCheckFromConfigInfers(t *testing.T) {
 		out            string
 	}
 	results := make([]result, len(tests))
+	buildRlprobe(t) // the checks infer: through the built binary (runBuilt)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 2) // infer's timing wants a machine not too busy
 	for i, tt := range tests {
@@ -141,13 +142,13 @@ func TestCheckFromConfigInfers(t *testing.T) {
 			r := &results[i]
 			r.out = filepath.Join(dir, "check-"+string(rune('a'+i))+".jsonl")
 			args := append([]string{"check", tt.base, "--from-config", tt.config, "--only", "burst", "--json", "--out", r.out}, tt.args...)
-			r.code, r.stdout, r.stderr = runCLI(t, nil, args...)
+			r.code, r.stdout, r.stderr = runBuilt(t, args...)
 			if tt.name == "real nginx, its own file" {
 				time.Sleep(5 * time.Second) // nginx's bucket whole again
 				j := i + 1
 				rj := &results[j]
 				rj.out = filepath.Join(dir, "check-"+string(rune('a'+j))+".jsonl")
-				rj.code, rj.stdout, rj.stderr = runCLI(t, nil, "check", tests[j].base, "--from-config", tests[j].config, "--only", "burst", "--json", "--out", rj.out)
+				rj.code, rj.stdout, rj.stderr = runBuilt(t, "check", tests[j].base, "--from-config", tests[j].config, "--only", "burst", "--json", "--out", rj.out)
 			}
 		})
 	}

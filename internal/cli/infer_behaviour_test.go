@@ -2,12 +2,14 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +47,32 @@ func buildRlprobe(t *testing.T) string {
 		t.Fatal(built.err)
 	}
 	return built.bin
+}
+
+// runBuilt runs the built rlprobe binary (buildRlprobe) with args, in the
+// test's temporary directory, and returns its exit code, stdout and
+// stderr. Call buildRlprobe first from the test's goroutine when calling
+// this from others. The real-time inferences run this way: the race detector would
+// multiply their design's CPU several times over, on cores the other
+// tests' timing needs (the engine's race coverage comes from the
+// in-process tests).
+func runBuilt(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(buildRlprobe(t), args...)
+	cmd.Dir = t.TempDir()
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errOut.String()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), out.String(), errOut.String()
+	default: // not started: an error, safe from any goroutine
+		t.Errorf("rlprobe %v: %v", args, err)
+		return -1, out.String(), errOut.String()
+	}
 }
 
 // TestInferNamesServeBehaviours: the built binary's infer, over loopback

@@ -47,11 +47,24 @@ http {
 func inferJSON(t *testing.T, args ...string) (int, *infer.Inference, string, string) {
 	t.Helper()
 	code, stdout, stderr := runCLI(t, nil, append([]string{"infer", "--json"}, args...)...)
+	return code, inferenceOf(t, args, code, stdout, stderr), stdout, stderr
+}
+
+// inferBuiltJSON is inferJSON through the built binary (runBuilt).
+func inferBuiltJSON(t *testing.T, args ...string) (int, *infer.Inference, string, string) {
+	t.Helper()
+	code, stdout, stderr := runBuilt(t, append([]string{"infer", "--json"}, args...)...)
+	return code, inferenceOf(t, args, code, stdout, stderr), stdout, stderr
+}
+
+// inferenceOf decodes the document `rlprobe infer args --json` wrote.
+func inferenceOf(t *testing.T, args []string, code int, stdout, stderr string) *infer.Inference {
+	t.Helper()
 	var inf infer.Inference
 	if err := json.Unmarshal([]byte(stdout), &inf); err != nil {
 		t.Fatalf("rlprobe infer %v: exit %d, output is not a document: %v\nstdout %s\nstderr %s", args, code, err, stdout, stderr)
 	}
-	return code, &inf, stdout, stderr
+	return &inf
 }
 
 // TestInferNginx infers real nginx limit_req (the Debian package): nodelay
@@ -80,7 +93,7 @@ func TestInferNginx(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.TrimPrefix(tt.path, "/"), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "infer.jsonl")
-			code, inf, raw, stderr := inferJSON(t, base+tt.path, "--out", out, "--expect", string(tt.want.Family))
+			code, inf, raw, stderr := inferBuiltJSON(t, base+tt.path, "--out", out, "--expect", string(tt.want.Family))
 			if code != 0 {
 				t.Errorf("exit %d, stderr %s", code, stderr)
 			}

@@ -90,9 +90,14 @@ func runNginxCmds(t *testing.T, cmds []nginxCmd) {
 		results[i].url = startExampleNginx(t) + c.path
 		results[i].out = filepath.Join(t.TempDir(), strings.ReplaceAll(c.name, "/", "-")+".jsonl")
 	}
+	buildRlprobe(t)
 	exec := func(i int) {
 		r, c := &results[i], cmds[i]
 		args := append([]string{c.args[0], r.url, "--out", r.out}, c.args[1:]...)
+		if c.args[0] == "infer" {
+			r.code, r.stdout, r.stderr = runBuilt(t, args...) // see runBuilt
+			return
+		}
 		r.code, r.stdout, r.stderr = runCLI(t, nil, args...)
 	}
 	for i, c := range cmds {

@@ -33,12 +33,17 @@ func TestCheckFromConfigNginx(t *testing.T) {
 		stdout, stderr string
 	}
 	results := make([]result, len(locs))
+	cfg, err := filepath.Abs(exampleNginx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buildRlprobe(t) // each check infers: through the built binary (runBuilt)
 	var wg sync.WaitGroup
 	for i, loc := range locs {
 		out := filepath.Join(dir, "check-"+string(rune('a'+i))+".jsonl")
 		wg.Go(func() {
 			r := &results[i]
-			r.code, r.stdout, r.stderr = runCLI(t, nil, "check", base, "--from-config", exampleNginx, "--location", loc, "--json", "--out", out)
+			r.code, r.stdout, r.stderr = runBuilt(t, "check", base, "--from-config", cfg, "--location", loc, "--json", "--out", out)
 		})
 	}
 	wg.Wait()
