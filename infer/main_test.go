@@ -1,0 +1,15 @@
+package infer
+
+import (
+	"os"
+	"testing"
+
+	"github.com/rlprobe/rlprobe/internal/testenv"
+)
+
+// TestMain collects garbage less often under the race detector
+// (testenv.RaceGC): the inferences allocate gigabytes.
+func TestMain(m *testing.M) {
+	testenv.RaceGC()
+	os.Exit(m.Run())
+}
