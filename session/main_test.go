@@ -1,7 +1,6 @@
 package session
 
 import (
-	"os"
 	"testing"
 
 	"github.com/rlprobe/rlprobe/internal/testenv"
@@ -9,7 +8,4 @@ import (
 
 // TestMain collects garbage less often under the race detector
 // (testenv.RaceGC): the inferences allocate gigabytes.
-func TestMain(m *testing.M) {
-	testenv.RaceGC()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.MainRaceGC(m) }

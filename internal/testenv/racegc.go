@@ -3,6 +3,7 @@ package testenv
 import (
 	"os"
 	"runtime/debug"
+	"testing"
 )
 
 // raceGCPercent is the GOGC that RaceGC sets under the race detector.
@@ -28,4 +29,12 @@ func setGC() {
 		return
 	}
 	debug.SetGCPercent(raceGCPercent)
+}
+
+// MainRaceGC is a TestMain that calls RaceGC, runs the tests and exits
+// with their code: for a package that needs nothing else before or after
+// its tests.
+func MainRaceGC(m *testing.M) {
+	RaceGC()
+	os.Exit(m.Run())
 }
