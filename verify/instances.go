@@ -202,9 +202,9 @@ type instances struct {
 // perInstance judges the paced series of every group (see instances).
 // Per-instance-limit is certain when a series certainly exceeds the
 // policy by more than a race among its overlapping requests could have
-// admitted (series.raced: none in a sequential series) and either (by connection) the new-connections
-// series exceeded it while a one-connection series was refused within
-// it, or (whatever the balancing) the series' remaining values split
+// admitted (series.raced: none in a sequential series) and either (by
+// connection) the new-connections series exceeded it while a
+// one-connection series was refused within it, or (whatever the balancing) the series' remaining values split
 // into K ≥ 2 countdowns of the declared limit (a sequential series: the
 // order of answers must be the order of decisions); such an excess
 // without either is possible (a limit higher than declared explains it
