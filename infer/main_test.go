@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"os"
 	"testing"
 
 	"github.com/rlprobe/rlprobe/internal/testenv"
@@ -8,4 +9,4 @@ import (
 
 // TestMain collects garbage less often under the race detector
 // (testenv.RaceGC): the inferences allocate gigabytes.
-func TestMain(m *testing.M) { testenv.MainRaceGC(m) }
+func TestMain(m *testing.M) { os.Exit(testenv.RunRaceGC(m)) }

@@ -31,10 +31,10 @@ func setGC() {
 	debug.SetGCPercent(raceGCPercent)
 }
 
-// MainRaceGC is a TestMain that calls RaceGC, runs the tests and exits
-// with their code: for a package that needs nothing else before or after
-// its tests.
-func MainRaceGC(m *testing.M) {
+// RunRaceGC calls RaceGC and runs the tests, returning their exit code:
+// the whole TestMain of a package that needs nothing else before or after
+// its tests is os.Exit(testenv.RunRaceGC(m)).
+func RunRaceGC(m *testing.M) int {
 	RaceGC()
-	os.Exit(m.Run())
+	return m.Run()
 }
