@@ -162,8 +162,8 @@ func (f *fit) widen(o *observations, w scored) {
 // the outcomes do not yet tell from it (a bucket refilled whole every
 // 2.5 s by a timer 37 ms off the epoch was named an exact epoch window).
 func (f *fit) offEpochTimer(w scored, o *observations) (scored, bool) {
-	if slices.Contains(o.without, BehaviourTimer) {
-		return scored{}, false // left out: no timer may enter the pool
+	if !o.admits(timerVariant) {
+		return scored{}, false // left out (Options.Without): no timer may enter the pool
 	}
 	if w.h.v.fam != FixedWindow || w.h.v.align != limiter.AlignEpoch || w.h.v.beh != "" || !(w.h.x > 0) {
 		return scored{}, false

@@ -131,12 +131,20 @@ func defaultSpace(o *observations, maxWindow time.Duration, perClient bool) spac
 func variantsFor(o *observations) []variant {
 	var vs []variant
 	for _, v := range allVariants {
-		if v.fam == LeakyBucketQueue && !o.queueing || v.beh != "" && (o.queueing || slices.Contains(o.without, v.beh)) {
-			continue
+		if o.admits(v) {
+			vs = append(vs, v)
 		}
-		vs = append(vs, v)
 	}
 	return vs
+}
+
+// admits reports whether a hypothesis of variant v may be fitted to o
+// (see variantsFor): every hypothesis that enters a pool passes it.
+func (o *observations) admits(v variant) bool {
+	if v.fam == LeakyBucketQueue && !o.queueing {
+		return false
+	}
+	return v.beh == "" || !o.queueing && !slices.Contains(o.without, v.beh)
 }
 
 // countCandidates proposes limits/capacities and leaky-bucket delays. Two
