@@ -33,11 +33,22 @@ const budgetOverrun = 10 * time.Second
 // X-RateLimit headers when xrl; a non-atomic shared counter when race).
 func inferDeployed(t *testing.T, cfg limiter.Config, d simDeploy, xrl, race bool) *Inference {
 	t.Helper()
+	return inferDeployedOn(t, deployedEngine(cfg, d, xrl, race))
+}
+
+// deployedEngine is the simulated deployment d of cfg (see inferDeployed).
+func deployedEngine(cfg limiter.Config, d simDeploy, xrl, race bool) *simEngine {
 	srv := simServer{cfg: cfg, oneWay: time.Millisecond, deploy: d, xrl: xrl}
 	if race {
 		srv.raceGap = 2 * time.Millisecond
 	}
-	e := newSimEngine(srv, origin)
+	return newSimEngine(srv, origin)
+}
+
+// inferDeployedOn infers the simulated deployment e runs, and checks that
+// the run kept to the budget it announced.
+func inferDeployedOn(t *testing.T, e *simEngine) *Inference {
+	t.Helper()
 	var budgets []time.Duration
 	inf, err := Infer(context.Background(), e, Options{Origin: origin, Now: e.clock,
 		OnBudget: func(_, b time.Duration) { budgets = append(budgets, b) }})
@@ -78,6 +89,38 @@ func TestInferInstancesByConnection(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestInferInstancesSecondCheck: an engine that sent the opening's
+// concurrent bursts over one connection (a transport warming up) showed
+// the first instance check one quota to a burst and one to the one
+// connection, and a single bucket fitted both: one instance. The design's
+// bursts then open connections to both instances behind the balancer, and
+// no single limiter reproduces them: the check runs again, on new
+// connections, and finds two instances of the bucket.
+func TestInferInstancesSecondCheck(t *testing.T) {
+	t.Parallel()
+	fam := deployFamilies[1]
+	e := deployedEngine(fam.cfg, simDeploy{Instances: 2}, false, false)
+	e.poolCap, e.poolCapUntil = 1, 20*time.Second
+	e.record = true
+	inf := inferDeployedOn(t, e)
+	check(t, fam.name, inf, fam.want)
+	if in := inf.Instances; in == nil || in.Value != 2 || in.By != BalanceConnection {
+		t.Errorf("instances %+v, want 2 by connection", in)
+	}
+	// The one connection's run, once for each check, with other
+	// experiments between them.
+	runs, last := 0, ""
+	for _, r := range e.recorded {
+		if r.Phase == phaseOneConn && last != phaseOneConn {
+			runs++
+		}
+		last = r.Phase
+	}
+	if runs < 2 {
+		t.Errorf("the one connection ran %d times: the case no longer misleads the first check", runs)
 	}
 }
 

@@ -2,6 +2,7 @@ package infer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -141,8 +142,12 @@ const maxInstanceScale = maxTrickleScale
 type instancesState struct {
 	// burstMax is the most a concurrent burst of the opening admitted.
 	burstMax int
-	// checked: the check ran (once a session).
-	checked bool
+	// checked: the check ran; again: it ran a second time, after a
+	// design whose answer fits nothing (checkAgain).
+	checked, again bool
+	// checkedTo is how many results the session had when the check
+	// ended: what came after it is the design's (checkAgain).
+	checkedTo int
 	// found is the answer (nil: one instance explains the outcomes);
 	// certain says the counts fix it; note what the runs admitted.
 	found      *Instances
@@ -266,7 +271,13 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	if conn == 0 {
 		pace, conn = paceOf(s.results, s.opts.RejectStatus), s.newConn()
 	}
-	one, oneRes, err := s.pacedRun(ctx, phaseOneConn, s.after(s.restScale()), a0+exhaustBeyond, pace, func(int) int { return conn })
+	at := s.after(s.restScale())
+	if s.inst.again {
+		// The second check is evidence the design asked for: the budget,
+		// sized by a fit that mixed the instances, reaches its first run.
+		s.extendTo(at.Add(time.Duration(a0+exhaustBeyond) * pace))
+	}
+	one, oneRes, err := s.pacedRun(ctx, phaseOneConn, at, a0+exhaustBeyond, pace, func(int) int { return conn })
 	if err != nil {
 		return err
 	}
@@ -285,6 +296,8 @@ func (s *prober) checkInstances(ctx context.Context) error {
 		oneRes = append(oneRes, moreRes...)
 		one = runOf(oneRes, s.opts.RejectStatus)
 	}
+	s.inst.one = one
+	defer func() { s.inst.checkedTo = len(s.results) }()
 	if inst, c := judgeByRequest(oneRes, s.opts.Origin, s.opts.RejectStatus, a0); inst != nil {
 		// Every request reached the instances in turn: from here on the
 		// models keep a state per instance and step each request on the
@@ -307,7 +320,7 @@ func (s *prober) checkInstances(ctx context.Context) error {
 		}
 		return nil
 	}
-	if one.accepted+countSlack(one.accepted) >= a0 {
+	if one.accepted+countSlack(one.accepted) >= a0 && !s.inst.again {
 		s.f = s.refit(s.f)
 		// A concurrent burst may have reached few instances (the engine
 		// opened few connections for it): then what one connection saw
@@ -361,85 +374,62 @@ func (s *prober) checkInstances(ctx context.Context) error {
 	return err
 }
 
-// report fills the document's instances, judged again with the quota of
-// one instance as the fit of one connection says it (a count already
-// known is not blurred by countSlack; where quota may have come back whole
-// while the run went out, by a whole quota per instance); an answer the
-// counts do not fix is never exact.
-func (st *instancesState) report(inf *Inference, origin time.Time) {
-	if st.found == nil {
-		return
+// checkAgain runs the instance check a second time, once, when the design
+// that followed the first ended on an answer that fits nothing (it misses
+// more than fit.farBehind), the first found no instances, and a cluster of
+// requests the design sent together was admitted more than the one
+// connection's run of the first check (beyond countSlack): the signature
+// of instances it missed, where a behaviour outside a model (a penalty, a
+// key forgotten) refuses more, not less. The first is
+// judged against the opening's fit, which can mislead it: concurrent
+// bursts the engine sent over few connections reached one instance (the
+// one connection admitted as much, and a single limiter fitted both), or a
+// fit of too short a time scale left the one connection too short a rest
+// to admit a quota. The design's experiments then reach every instance and
+// no single limiter reproduces them. The second check rests by the answer
+// of the moment and runs the new connections whatever the one connection
+// admitted; when it finds instances, the fit starts afresh on one
+// connection (as after the first) and the validations so far are
+// forgotten. A check the budget has no room for is skipped: the run goes
+// on to validate what it has.
+func (s *prober) checkAgain(ctx context.Context) (found bool, err error) {
+	if !s.inst.checked || s.inst.again || s.inst.found != nil || s.f == nil || s.observe().queueing {
+		return false, nil
 	}
-	if st.found.By == BalanceRequest {
-		st.reportByRequest(inf)
-		return
+	if w, ok := s.answer(); ok && w.miss <= s.f.farBehind() {
+		return false, nil
 	}
-	in, certain := st.judge(inf, origin)
-	if in == nil {
-		// The fitted quota of one instance explains what new connections
-		// admitted (a first rest too short), or no family fits the one
-		// connection: no instances concluded.
-		st.over.report(inf)
-		if inf.Algorithm == "" {
-			inf.Note = joinNote(inf.Note, "no family fits one connection either, so several instances are not concluded: "+st.note)
-		}
-		return
+	q := s.inst.one.accepted
+	if together := s.clusterMax(s.inst.checkedTo); together <= q+countSlack(q) {
+		return false, nil
 	}
-	inf.Instances = in
-	inf.OverAdmission = nil
-	if !certain && inf.Fit == FitExact {
-		inf.Fit = FitApproximate
+	s.inst.again, s.inst.checked = true, false
+	trace("instances: checked again: the design's answer fits nothing")
+	err = s.checkInstances(ctx)
+	if errors.Is(err, errBudget) && s.sent < s.opts.maxRequests() {
+		s.stopped, err = false, nil
 	}
-	inf.Note = joinNote(inf.Note, fmt.Sprintf("%d instances by %s, each enforcing params: %s", in.Value, in.By, st.note))
+	if err != nil || s.inst.found == nil {
+		return false, err
+	}
+	s.forgetValidation()
+	return true, nil
 }
 
-// judge returns the instances the runs show with the quota of one
-// instance as the document inf says it (nil when that quota explains the
-// run on new connections), and whether the counts fix them. The one
-// connection's own bursts after the rest (pacedMax) must agree with the
-// first run on it: when they admitted more, that run started from a state
-// not yet whole, and its count proves nothing; their count is then the
-// quota, and the answer is never certain. Without a family that fits the
-// one connection, nothing says it reached one instance: nil.
-func (st *instancesState) judge(inf *Inference, origin time.Time) (*Instances, bool) {
-	if inf.Algorithm == "" {
-		return nil, false
-	}
-	if p := st.pacedMax(inf, origin); p > 0 && p > st.one.accepted+countSlack(st.one.accepted) {
-		slack := countSlack(p)
-		in, _ := judgeInstances(p-slack, p, slack, st.fresh)
-		return in, false
-	}
-	in := *st.found
-	certain := st.certain
-	if q := inf.Params.Limit; inf.Algorithm != "" && (q != nil || inf.Params.Capacity != nil) {
-		if q == nil {
-			q = inf.Params.Capacity
-		}
-		extra, ok := refillDuring(inf, st.fresh, origin)
-		if !ok {
-			extra = int(q.High) // a whole quota may have come back
-		}
-		again, c := judgeInstances(int(q.Low), int(q.High), extra, st.fresh)
-		if again == nil {
-			return nil, false
-		}
-		in, certain = *again, c && ok
-	}
-	return &in, certain
-}
-
-// pacedMax is the most a refused paced burst on the one connection
-// admitted (st.paced), of the bursts within which inf's policy gives no
-// whole quota back: a burst across an edge of a clock-aligned window
-// admits two quotas of one instance, and says nothing of the first run's
-// state.
-func (st *instancesState) pacedMax(inf *Inference, origin time.Time) int {
+// clusterMax returns the most accepted requests of one cluster (requests
+// that arrived too close together to order), counting only those made
+// from the results at index from of the session's on.
+func (s *prober) clusterMax(from int) int {
+	o := s.observe()
 	most := 0
-	for _, b := range st.paced {
-		if !quotaBackWithin(inf, b, origin) {
-			most = max(most, b.accepted)
+	for _, cl := range o.clusters {
+		n := 0
+		for _, x := range o.list[cl[0]:cl[1]] {
+			if x.accepted && s.fitFrom+x.ref >= from {
+				n++
+			}
 		}
+		most = max(most, n)
 	}
 	return most
 }
@@ -484,59 +474,6 @@ func nextEdge(t time.Time, inf *Inference) time.Time {
 	}
 	since := t.Sub(time.Unix(0, 0)) - phase
 	return t.Add((w - since%w) % w)
-}
-
-// refillDuring returns how much quota, per instance, the fitted answer
-// gives back while the accepted requests of run r were sent: its quota
-// per time scale times their span, rounded up. ok is false when that does not
-// bound it: the answer has no quota and time scale, or a whole quota may
-// come back within the run (quotaBackWithin).
-func refillDuring(inf *Inference, r connRun, origin time.Time) (extra int, ok bool) {
-	n, scale, known := quotaScale(inf.Params)
-	if !known || quotaBackWithin(inf, r, origin) {
-		return 0, false
-	}
-	return int(math.Ceil(n * r.span.Seconds() / scale)), true
-}
-
-// quotaScale returns the quota of params (a window's limit, a bucket's
-// capacity, the high ends) and the time, in seconds, in which it comes
-// back (the window, or capacity over rate); known is false when params
-// have neither.
-func quotaScale(p Params) (n, scale float64, known bool) {
-	switch {
-	case p.Limit != nil && p.WindowS != nil:
-		return p.Limit.High, p.WindowS.Low, p.WindowS.Low > 0
-	case p.Capacity != nil && p.RatePerS != nil && p.RatePerS.High > 0:
-		return p.Capacity.High, p.Capacity.Low / p.RatePerS.High, p.Capacity.Low > 0
-	}
-	return 0, 0, false
-}
-
-// quotaBackWithin reports whether inf's policy may give a whole quota back
-// while the accepted requests of run r were sent: the run lasts its time
-// scale or longer, or an edge of a clock-aligned window falls within it
-// (or too near to tell). Params without a quota and time scale say no.
-func quotaBackWithin(inf *Inference, r connRun, origin time.Time) bool {
-	p := inf.Params
-	_, scale, known := quotaScale(p)
-	if !known {
-		return false
-	}
-	if r.span.Seconds() >= scale {
-		return true
-	}
-	if p.WindowS != nil && inf.Alignment != nil && (*inf.Alignment == AlignEpoch || *inf.Alignment == AlignTimer) {
-		phase := 0.0
-		if p.PhaseS != nil {
-			phase = p.PhaseS.Value
-		}
-		start := origin.Add(time.Duration(r.from)).Sub(time.Unix(0, 0)).Seconds() - phase
-		w := p.WindowS.Value
-		edge := math.Floor(start/w)*w + w
-		return start+r.span.Seconds() >= edge-(p.WindowS.High-p.WindowS.Low)
-	}
-	return false
 }
 
 // extendTo moves the deadline to end when it is earlier, within the

@@ -110,6 +110,12 @@ type simEngine struct {
 	pool     map[int][]*simConn
 	nextConn int
 	nextReq  int
+	// poolCap, when > 0, is how many connections a client's pool opens
+	// before poolCapUntil (from origin): an engine that sent its first
+	// concurrent bursts over few connections (a transport warming up), the
+	// rest queued behind them. After it, the pool opens as it needs.
+	poolCap      int
+	poolCapUntil time.Duration
 }
 
 // simWrite is a state written at a time (a non-atomic counter's update).
@@ -306,6 +312,13 @@ func (e *simEngine) connOf(sd patterns.Send, t time.Time) *simConn {
 	for _, c := range e.pool[sd.Client] {
 		if !c.free.After(t) && (idle == nil || c.free.After(idle.free)) {
 			idle = c
+		}
+	}
+	if idle == nil && e.poolCap > 0 && t.Sub(e.origin) < e.poolCapUntil && len(e.pool[sd.Client]) >= e.poolCap {
+		for _, c := range e.pool[sd.Client] {
+			if idle == nil || c.free.Before(idle.free) {
+				idle = c // the first to be free: the send queues behind it
+			}
 		}
 	}
 	if idle == nil {

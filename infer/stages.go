@@ -23,6 +23,8 @@ import (
 // answers apart; validate tests the answer on an experiment it was not
 // fitted on; extend doubles the budget once for an answer not yet exact;
 // concurrent measures an over-admitting target's concurrent maximum.
+// After a design whose answer fits nothing, the instance check may run
+// once more (checkAgain); when it finds instances, design starts afresh.
 type stage int
 
 const (
@@ -151,6 +153,11 @@ func (s *prober) step(ctx context.Context, st stage) (stage, error) {
 		s.f = f
 		if err != nil {
 			return stageDone, err
+		}
+		if again, err := s.checkAgain(ctx); err != nil || s.f == nil {
+			return stageDone, err
+		} else if again {
+			return stageDesign, nil
 		}
 		return stageValidate, nil
 	case stageValidate:
@@ -298,8 +305,7 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		}
 		trace("validation %s (%s): %v predicted, misses %d → %d; refit %v", e.phase, why, w.h, before.miss, after.miss, nw.h)
 		if !held || nw.h.v != w.h.v {
-			s.validated, s.passed, s.passedHow, s.excused = nil, nil, nil, nil
-			s.rechecked = false // the next answer is searched for afresh too
+			s.forgetValidation()
 			if !s.extended {
 				return stageExtend, nil
 			}
@@ -324,6 +330,14 @@ func (s *prober) validate(ctx context.Context) (stage, error) {
 		}
 	}
 	return s.afterValidation(), nil
+}
+
+// forgetValidation forgets the validations passed so far: the answer
+// they were for failed one, or the outcomes it was fitted on were set
+// aside. The next answer is searched for afresh too (recheck).
+func (s *prober) forgetValidation() {
+	s.validated, s.passed, s.passedHow, s.excused = nil, nil, nil, nil
+	s.rechecked = false
 }
 
 // validatedEnough reports whether the validated answer passed the
