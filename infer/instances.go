@@ -377,21 +377,22 @@ func (s *prober) checkInstances(ctx context.Context) error {
 // checkAgain runs the instance check a second time, once, when the design
 // that followed the first ended on an answer that fits nothing (it misses
 // more than fit.farBehind), the first found no instances, and a cluster of
-// requests the design sent together was admitted more than the one
-// connection's run of the first check (beyond countSlack): the signature
-// of instances it missed, where a behaviour outside a model (a penalty, a
-// key forgotten) refuses more, not less. The first is
-// judged against the opening's fit, which can mislead it: concurrent
-// bursts the engine sent over few connections reached one instance (the
-// one connection admitted as much, and a single limiter fitted both), or a
-// fit of too short a time scale left the one connection too short a rest
-// to admit a quota. The design's experiments then reach every instance and
-// no single limiter reproduces them. The second check rests by the answer
-// of the moment and runs the new connections whatever the one connection
-// admitted; when it finds instances, the fit starts afresh on one
-// connection (as after the first) and the validations so far are
-// forgotten. A check the budget has no room for is skipped: the run goes
-// on to validate what it has.
+// requests the design sent together was admitted more than the first
+// check's one connection (beyond countSlack): the signature of instances
+// it missed, where a behaviour outside the models (a penalty, a key
+// forgotten) refuses more, not less.
+//
+// The first check is judged against the opening's fit, which can mislead
+// it: concurrent bursts the engine sent over few connections reached one
+// instance (the one connection admitted as much, and a single limiter
+// fitted both), or a fit of too short a time scale left the one
+// connection too short a rest to admit a quota. The design's experiments
+// then reach every instance, and no single limiter reproduces them. The
+// second check rests by the answer of the moment and runs the new
+// connections whatever the one connection admitted; when it finds
+// instances, the fit starts afresh on one connection (as after the first)
+// and the validations so far are forgotten. A check the budget has no
+// room for is skipped: the run goes on to validate what it has.
 func (s *prober) checkAgain(ctx context.Context) (found bool, err error) {
 	if !s.inst.checked || s.inst.again || s.inst.found != nil || s.f == nil || s.observe().queueing {
 		return false, nil
