@@ -59,6 +59,7 @@ func buildRlprobe(t *testing.T) string {
 func runBuilt(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(buildRlprobe(t), args...)
+	testenv.DieWithTest(cmd)
 	cmd.Dir = t.TempDir()
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -136,6 +137,7 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			cmd := exec.Command(bin, "infer", url, "--json", "--out", filepath.Join(dir, "infer.jsonl"))
+			testenv.DieWithTest(cmd)
 			cmd.Dir = dir
 			outs[i], _ = cmd.Output() // exit 3 is an honest answer here (incomplete, misfit)
 		})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlprobe/rlprobe/infer"
 	"github.com/rlprobe/rlprobe/internal/scenario"
+	"github.com/rlprobe/rlprobe/internal/testenv"
 )
 
 // TestSelftestQuick runs the built binary's `rlprobe selftest --quick`, as a
@@ -20,6 +21,7 @@ func TestSelftestQuick(t *testing.T) {
 		t.Skip("real-time inference over sockets")
 	}
 	cmd := exec.Command(buildRlprobe(t), "selftest", "--quick")
+	testenv.DieWithTest(cmd)
 	cmd.Dir = t.TempDir()
 	var outBuf, errBuf strings.Builder
 	cmd.Stdout, cmd.Stderr = &outBuf, &errBuf

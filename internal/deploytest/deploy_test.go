@@ -75,6 +75,7 @@ func runJSON(t *testing.T, doc any, args ...string) int {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(rlprobe(t), append(slices.Clone(args), "--json", "--out", filepath.Join(dir, args[0]+".jsonl"))...)
+	testenv.DieWithTest(cmd)
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -9,10 +9,12 @@ import (
 
 // ServeBinary starts `bin serve args... --listen 127.0.0.1:0` (a built
 // rlprobe) and returns the URL its first line announces; the process is
-// killed, by its pid, when the test ends.
+// killed, by its pid, when the test ends (and with the test process, if
+// that ends first: DieWithTest).
 func ServeBinary(t testing.TB, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, append(append([]string{"serve"}, args...), "--listen", "127.0.0.1:0")...)
+	DieWithTest(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

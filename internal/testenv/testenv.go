@@ -104,6 +104,7 @@ func start(t testing.TB, cmd *exec.Cmd, ready func() bool) (*process, bool, stri
 	p := &process{cmd: cmd, output: &tailBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.output, p.output
 	setProcessGroup(cmd)
+	DieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("testenv: start %s: %v", cmd.Path, err)
 	}
