@@ -13,11 +13,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/rlprobe/rlprobe/internal/testenv"
+	"github.com/rlprobe/rlprobe/record"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -74,7 +76,9 @@ func check(t *testing.T, url string, args ...string) (int, verify.Report) {
 func runJSON(t *testing.T, doc any, args ...string) int {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(rlprobe(t), append(slices.Clone(args), "--json", "--out", filepath.Join(dir, args[0]+".jsonl"))...)
+	rec := filepath.Join(dir, args[0]+".jsonl")
+	t.Cleanup(func() { logRecordIfFailed(t, rec) }) // before the directory goes
+	cmd := exec.Command(rlprobe(t), append(slices.Clone(args), "--json", "--out", rec)...)
 	testenv.DieWithTest(cmd)
 	cmd.Dir = dir
 	var stderr strings.Builder
@@ -92,6 +96,44 @@ func runJSON(t *testing.T, doc any, args ...string) int {
 		t.Fatalf("%v: exit %d, no document: %v\n%s\n%s", args, code, err, out, stderr.String())
 	}
 	return code
+}
+
+// logRecordIfFailed logs, when t failed, every answered request of the
+// record at path, one line each (sequence, phase, local address, the
+// times in ms since the start: written, arrival echo, first byte; the
+// decision number and status): a failure under load that does not
+// reproduce leaves its evidence in the test's output.
+func logRecordIfFailed(t *testing.T, path string) {
+	if !t.Failed() {
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	run, err := record.Read(f)
+	if err != nil {
+		t.Logf("record %s: %v", path, err)
+		return
+	}
+	ms := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 3, 64) }
+	var b strings.Builder
+	for _, r := range run.Results {
+		if r.Outcome != record.OutcomeResponse {
+			continue
+		}
+		arrival, decision := "-", "-"
+		if r.Arrival != nil {
+			arrival = ms(*r.Arrival)
+		}
+		if r.Decision != nil {
+			decision = strconv.FormatInt(*r.Decision, 10)
+		}
+		fmt.Fprintf(&b, "\n%d %s %s wrote=%s arrival=%s ttfb=%s decision=%s status=%d",
+			r.Seq, r.Phase, r.Src, ms(r.Wrote), arrival, ms(r.TTFB), decision, r.Status)
+	}
+	t.Logf("the record's answers (%s):%s", path, b.String())
 }
 
 // certain returns the report's certain finding ids.
