@@ -497,3 +497,29 @@ func TestClockFromResults(t *testing.T) {
 		})
 	}
 }
+
+// TestSinceZero: an arrival echo (wall clock) lands on the run's clock by
+// the wall clock of the moment it is read, so a step of the wall clock
+// between the run's zero and the echo moves it nowhere.
+func TestSinceZero(t *testing.T) {
+	const zero = int64(1_700_000_000_000_000_000) // the zero's wall time
+	tests := []struct {
+		name  string
+		echo  int64         // the server's wall-clock arrival
+		now   int64         // the wall clock when the answer is read
+		since time.Duration // the run's clock then
+		want  int64
+	}{
+		{"no step", zero + 2e9, zero + 2.001e9, 2001 * time.Millisecond, 2e9},
+		{"the wall clock stepped 1 s forward before the echo", zero + 3e9, zero + 3.001e9, 2001 * time.Millisecond, 2e9},
+		{"and 50 ms back", zero + 1.95e9, zero + 1.951e9, 2001 * time.Millisecond, 2e9},
+		{"an echo before the zero", zero - 5e6, zero + 1e6, time.Millisecond, -5e6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sinceZero(tt.echo, tt.now, tt.since); got != tt.want {
+				t.Errorf("sinceZero = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

@@ -749,13 +749,24 @@ func setDecision(res *record.Result, v string) {
 	}
 }
 
-// setArrival sets res.Arrival from the arrival echo v (Unix nanoseconds);
-// an invalid echo is ignored.
+// setArrival sets res.Arrival from the arrival echo v (Unix nanoseconds,
+// wall clock); an invalid echo is ignored.
 func (r *run) setArrival(res *record.Result, v string) {
 	if ns, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-		a := ns - r.zero.UnixNano()
+		now := time.Now()
+		a := sinceZero(ns, now.UnixNano(), now.Sub(r.zero))
 		res.Arrival = &a
 	}
+}
+
+// sinceZero returns wall, a wall-clock time in Unix ns, in ns since a
+// run's zero on the run's clock (the monotonic one), given a reading now of
+// the wall clock taken since after the zero: wall − (now − since). The zero
+// is placed by the wall clock of the moment, not of the start, so a step of
+// the wall clock during the run (NTP, a virtual machine resumed) moves no
+// echo off the monotonic stamps it is compared with.
+func sinceZero(wall, now int64, since time.Duration) int64 {
+	return wall - (now - since.Nanoseconds())
 }
 
 // h2Stamps collects the trace events of one HTTP/2 request, which arrive

@@ -46,7 +46,9 @@ type Route struct {
 // HandlerOptions are a Handler's settings beyond its routes. The zero value
 // is ready to use: the real clock, no echo, fail closed, no log.
 type HandlerOptions struct {
-	// Now reads the clock; nil means time.Now. Tests pass a fixed or
+	// Now reads the clock; nil means the real clock, read as a steady
+	// clock (wall time at the start, then the monotonic clock: a step of
+	// the wall clock never changes a decision). Tests pass a fixed or
 	// synctest clock.
 	Now func() time.Time
 	// EchoArrival adds headers.ArrivalHeader to every response: the
@@ -96,9 +98,10 @@ type Handler struct {
 	table atomic.Pointer[table]
 	now   func() time.Time
 	echo  bool
-	// realClock: now is time.Now, whose readings the kernel's receive
-	// stamps share.
+	// realClock: now is steady's; the kernel's receive stamps, which
+	// the arrival echo sends, are on the wall clock.
 	realClock bool
+	steady    steadyClock
 	onError   BackendErrorMode
 	logMu     sync.Mutex
 	log       io.Writer
@@ -141,7 +144,8 @@ func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
 		decisionDelay: opt.DecisionDelay, stopping: make(chan struct{}),
 		deploy: opt.Deployment, bal: newBalancer(opt.Deployment)}
 	if h.now == nil {
-		h.now = time.Now
+		h.steady = newSteadyClock()
+		h.now = h.steady.now
 		h.realClock = true
 	}
 	switch h.onError {
@@ -290,6 +294,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.echo {
 		if echoed == 0 {
 			echoed = arrival.UnixNano()
+			if h.realClock { // the echo is in wall time
+				echoed += h.steady.wallOffset(time.Now())
+			}
 		}
 		w.Header().Set(headers.ArrivalHeader, strconv.FormatInt(echoed, 10))
 	}

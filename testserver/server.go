@@ -508,7 +508,7 @@ type arrivalListener struct {
 	// kernel stamps reads with the socket's receive time as well
 	// (SO_TIMESTAMPNS, Linux), which the arrival echo reports, so that a
 	// race's arrival spread is measured where it happens. Only with the
-	// real clock, which the kernel's stamps share. Decisions keep the time
+	// real clock, on whose wall time the kernel stamps. Decisions keep the time
 	// the server read the request: fed the socket's times, which are not
 	// in the order the requests are decided, a bucket would see time run
 	// backwards.
