@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rlprobe/rlprobe/limiter"
+	"github.com/rlprobe/rlprobe/record"
 )
 
 // TestPlanDuration60s asserts the plan of a 60 s policy from the plan
@@ -113,4 +114,53 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestPastBands: a recovery poll is moved past hi+W of every accepted
+// request whose [lo+W, hi+W) holds it, so that an honest sliding log's
+// admission of it is certainly a window after each; rejections, and
+// moments outside every band, leave it where it was.
+func TestPastBands(t *testing.T) {
+	ms := func(v float64) int64 { return int64(v * 1e6) }
+	res := func(wrote, ttfb float64, status int) record.Result {
+		return record.Result{Outcome: record.OutcomeResponse, Wrote: ms(wrote), TTFB: ms(ttfb), Status: status}
+	}
+	// The record of the failure: the preflight answered in 22 ms.
+	seen := []record.Result{
+		res(3.144, 25.233, 200),    // preflight
+		res(46.336, 46.956, 200),   // burst
+		res(160.616, 161.284, 429), // a rejection: no band
+	}
+	tests := []struct {
+		name    string
+		window  time.Duration
+		t, want float64 // ms
+	}{
+		{"inside the preflight's band", 2 * time.Second, 2020.8, 2025.233},
+		{"at its start", 2 * time.Second, 2003.144, 2025.233},
+		{"at its end: clear", 2 * time.Second, 2025.233, 2025.233},
+		{"before it: an honest window refuses", 2 * time.Second, 2000, 2000},
+		{"inside the burst's band", 2 * time.Second, 2046.5, 2046.956},
+		{"inside the rejection's: clear", 2 * time.Second, 2160.9, 2160.9},
+		{"a bucket has no window", 0, 2020.8, 2020.8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &suiteRun{e: &Endpoint{Limit: 5, Window: tt.window, Status: 429}, results: seen}
+			if got := r.pastBands(ms(tt.t)); got != ms(tt.want) {
+				t.Errorf("pastBands(%v ms) = %v ms, want %v ms", tt.t, float64(got)/1e6, tt.want)
+			}
+		})
+	}
+}
+
+// TestPastBandsChains: bands that overlap move the poll past the last.
+func TestPastBandsChains(t *testing.T) {
+	r := &suiteRun{e: &Endpoint{Limit: 5, Window: time.Second, Status: 429}, results: []record.Result{
+		{Outcome: record.OutcomeResponse, Wrote: 10e6, TTFB: 20e6, Status: 200},
+		{Outcome: record.OutcomeResponse, Wrote: 15e6, TTFB: 30e6, Status: 200},
+	}}
+	if got, want := r.pastBands(1012e6), int64(1030e6); got != want {
+		t.Errorf("pastBands = %d, want %d", got, want)
+	}
 }
