@@ -126,8 +126,8 @@ func TestPastBands(t *testing.T) {
 		return record.Result{Outcome: record.OutcomeResponse, Wrote: ms(wrote), TTFB: ms(ttfb), Status: status}
 	}
 	// The record of the failure: the preflight answered in 22 ms.
+	prior := []record.Result{res(3.144, 25.233, 200)} // the preflight
 	seen := []record.Result{
-		res(3.144, 25.233, 200),    // preflight
 		res(46.336, 46.956, 200),   // burst
 		res(160.616, 161.284, 429), // a rejection: no band
 	}
@@ -146,7 +146,7 @@ func TestPastBands(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &suiteRun{e: &Endpoint{Limit: 5, Window: tt.window, Status: 429}, results: seen}
+			r := &suiteRun{Suite: &Suite{Prior: prior}, e: &Endpoint{Limit: 5, Window: tt.window, Status: 429}, results: seen}
 			if got := r.pastBands(ms(tt.t)); got != ms(tt.want) {
 				t.Errorf("pastBands(%v ms) = %v ms, want %v ms", tt.t, float64(got)/1e6, tt.want)
 			}
@@ -156,7 +156,7 @@ func TestPastBands(t *testing.T) {
 
 // TestPastBandsChains: bands that overlap move the poll past the last.
 func TestPastBandsChains(t *testing.T) {
-	r := &suiteRun{e: &Endpoint{Limit: 5, Window: time.Second, Status: 429}, results: []record.Result{
+	r := &suiteRun{Suite: &Suite{}, e: &Endpoint{Limit: 5, Window: time.Second, Status: 429}, results: []record.Result{
 		{Outcome: record.OutcomeResponse, Wrote: 10e6, TTFB: 20e6, Status: 200},
 		{Outcome: record.OutcomeResponse, Wrote: 15e6, TTFB: 30e6, Status: 200},
 	}}
