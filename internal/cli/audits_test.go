@@ -20,6 +20,7 @@ import (
 // certainty. Windows of 2 s and 4 s and checks limited to those the audit
 // needs keep each run to a few seconds; all run in parallel.
 func TestHeaderAuditsRealSockets(t *testing.T) {
+	t.Parallel() // real sockets and mostly waiting (under 5 % of a core): beside the long ones
 	if testing.Short() {
 		t.Skip("real sockets, ~20 s")
 	}

@@ -73,6 +73,7 @@ func errorFindings(rep verify.Report) []string {
 // to those the verdicts need, to keep the test short (about 5 s each, in
 // parallel).
 func TestCheckRealSockets(t *testing.T) {
+	t.Parallel() // real sockets and mostly waiting (under 5 % of a core): beside the long ones
 	if testing.Short() {
 		t.Skip("real sockets, ~5 s")
 	}
@@ -98,10 +99,11 @@ func TestCheckRealSockets(t *testing.T) {
 	t.Run("sliding log keeps the policy", func(t *testing.T) {
 		t.Parallel()
 		url := startServer(t, testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingLog, Limit: 5, Window: 2 * time.Second}})
-		code, rep, errOut := runCheckJSON(t, "check", url, "--limit", "5", "--window", "2s", only, "--json", "-q",
-			"--out", filepath.Join(t.TempDir(), "r.jsonl"))
+		out := filepath.Join(t.TempDir(), "r.jsonl")
+		code, rep, errOut := runCheckJSON(t, "check", url, "--limit", "5", "--window", "2s", only, "--json", "-q", "--out", out)
 		if code != ExitOK || rep.Verdict != verify.VerdictPass || len(errorFindings(rep)) > 0 {
 			t.Errorf("exit %d, verdict %s, errors %v; want 0 and pass\n%s", code, rep.Verdict, errorFindings(rep), errOut)
+			dumpRecord(t, out)
 		}
 	})
 	t.Run("early Retry-After", func(t *testing.T) {

@@ -44,6 +44,7 @@ func TestCheckPolicyFileBaseURL(t *testing.T) {
 // declared is a rejection with the wrong status (reject-status-mismatch),
 // not an "other" answer that aborts the run.
 func TestCheckOtherRejectStatusIsNotOther(t *testing.T) {
+	t.Parallel() // real sockets and mostly waiting (under 5 % of a core): beside the long ones
 	url := startServer(t, testserver.Policy{
 		Limiter:  limiter.Config{Algorithm: limiter.GCRA, Rate: 1, Capacity: 4},
 		Status:   503,

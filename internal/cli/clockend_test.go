@@ -19,6 +19,7 @@ import (
 // at most about the second a Date header resolves (a short burst need not
 // straddle a flip of the server's second).
 func TestEndLineClock(t *testing.T) {
+	t.Parallel() // real sockets and mostly waiting (under 5 % of a core): beside the long ones
 	noEcho := func(c *testserver.Config, _ *testserver.Policy) { c.Handler.EchoArrival = false }
 	tests := []struct {
 		name string

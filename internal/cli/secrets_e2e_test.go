@@ -18,6 +18,7 @@ import (
 // target included — only its fingerprint does. With --no-default-secrets
 // the value is written as it is.
 func TestSecretQueryNeverWritten(t *testing.T) {
+	t.Parallel() // real sockets and mostly waiting (under 5 % of a core): beside the long ones
 	const secret = "S3cr3t-api-key-7781"
 	const other = "s3ss10n-4455" // a second default name, spelled in upper case
 	srv := refServer(t, "", nginxDemo(), nil)

@@ -242,6 +242,7 @@ func waitFor(t *testing.T, b *lockedBuffer, want string) {
 // and the metrics within two cycles — through advertised headers, and with
 // --headers none on a per-key limit.
 func TestWatchCatchesReloadedLimit(t *testing.T) {
+	t.Parallel() // real sockets and mostly waiting (under 5 % of a core): beside the long ones
 	for _, tc := range []struct{ name, route, key string }{
 		{"advertised headers", "algorithm: fixed-window, window: 1s, headers: draft-8", "global"},
 		{"per-key, no headers", "algorithm: fixed-window, window: 1s, headers: none, key: 'header:X-Api-Key'", "header:X-Api-Key"},
