@@ -7,10 +7,11 @@ import "time"
 // was made and then runs with the monotonic clock. A limiter fed the wall
 // clock over-admits when that clock steps forward (an NTP step, a virtual
 // machine resumed and resynchronized): every logged request leaves its
-// window early. Two servers on one loaded machine were once seen to admit
-// 6 and 8 requests certainly within 2 s under a sliding log of 5 in 2 s,
-// at the same moment, while their clients' monotonic stamps saw no gap.
-// nginx decides on the monotonic clock too (ngx_current_msec).
+// window early, and a check rightly reports it. (Two servers on one loaded
+// machine once admitted 6 and 8 requests certainly within 2 s under a
+// sliding log of 5 in 2 s, at the same moment; a wall-clock step is the
+// suspected cause, not shown.) nginx decides on the monotonic clock too
+// (ngx_current_msec).
 //
 // Decisions, rate-limit headers and epoch-aligned windows use its
 // readings; the arrival echo, which clients map onto their own clocks
