@@ -31,6 +31,10 @@ if [ -z "$cmd" ]; then
   exit 1
 fi
 
+# Every run must run the tests: go test's cache would answer the second
+# and third runs of an unchanged tree without running anything.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-count=1"
+
 burners=()
 stop_burners() {
   for pid in "${burners[@]}"; do
@@ -48,7 +52,7 @@ for _ in $(seq "$workers"); do
   bash -c 'while :; do :; done' &
   burners+=("$!")
 done
-echo "test-under-load: burner pids ${burners[*]}; command: $cmd; logs in $out"
+echo "test-under-load: burner pids ${burners[*]}; command: $cmd (GOFLAGS=$GOFLAGS); logs in $out"
 
 failed=0
 for i in $(seq "$runs"); do
