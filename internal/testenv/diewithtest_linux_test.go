@@ -14,24 +14,74 @@ import (
 )
 
 // dieHelperEnv makes the test binary a helper process: it starts `sleep
-// 300` (with DieWithTest when the value is "die"), prints its pid, and
-// waits to be killed.
+// 300` (with DieWithTest when the value is "die", without it when
+// "plain"), or nginx through StartNginx ("nginx"; "nginx-kill" gives its
+// master SIGKILL instead of nginxDeathSignal), prints the started
+// process's pid, and waits to be killed.
 const dieHelperEnv = "TESTENV_DIE_HELPER"
+
+// helperNginxConf is the smallest nginx the helper serves.
+const helperNginxConf = `events {}
+http {
+    access_log off;
+    server { listen 127.0.0.1:{{PORT}}; location / { return 200 "ok"; } }
+}
+`
 
 func TestDieWithTestHelper(t *testing.T) {
 	mode := os.Getenv(dieHelperEnv)
 	if mode == "" {
 		t.Skip("a helper process of TestDieWithTest")
 	}
-	cmd := exec.Command("sleep", "300")
-	if mode == "die" {
-		DieWithTest(cmd)
+	var pid int
+	switch mode {
+	case "nginx", "nginx-kill":
+		if mode == "nginx-kill" {
+			nginxDeathSignal = syscall.SIGKILL
+		}
+		_, master := startNginx(t, helperNginxConf)
+		pid = master.cmd.Process.Pid
+	default:
+		cmd := exec.Command("sleep", "300")
+		if mode == "die" {
+			DieWithTest(cmd)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid = cmd.Process.Pid
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	os.Stdout.WriteString(strconv.Itoa(cmd.Process.Pid) + "\n")
+	os.Stdout.WriteString(strconv.Itoa(pid) + "\n")
 	os.Stdin.Read(make([]byte, 1)) // until killed: stdin is held open
+}
+
+// children returns the pids whose parent is pid, waiting up to 5 s for
+// the first (nginx forks its workers after it listens).
+func children(t *testing.T, pid int) []int {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var kids []int
+		dirs, _ := os.ReadDir("/proc")
+		for _, d := range dirs {
+			p, err := strconv.Atoi(d.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			i := strings.LastIndexByte(s, ')')
+			// After the command's ")": " state ppid ...".
+			if f := strings.Fields(s[i+1:]); i >= 0 && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				kids = append(kids, p)
+			}
+		}
+		if len(kids) > 0 || time.Now().After(deadline) {
+			return kids
+		}
+	}
 }
 
 // alive reports whether pid is a process that has not ended (a zombie
@@ -49,21 +99,29 @@ func alive(pid int) bool {
 // TestDieWithTest: a test process killed outright (as a timeout's panic
 // ends one, without cleanups) takes the process it started with
 // DieWithTest with it; one started without it lives on (the control,
-// stopped here by its pid).
+// stopped here by its pid). An nginx started by StartNginx goes with its
+// workers; given SIGKILL instead (the control), its workers live on.
 func TestDieWithTest(t *testing.T) {
 	if os.Getenv(dieHelperEnv) != "" {
 		t.Skip("in the helper")
 	}
 	for _, tt := range []struct {
 		mode      string
-		wantAlive bool
+		wantAlive bool // of the watched processes: sleep, or nginx's workers
 	}{
 		{"die", false},
 		{"plain", true},
+		{"nginx", false},
+		{"nginx-kill", true},
 	} {
 		t.Run(tt.mode, func(t *testing.T) {
+			nginx := strings.HasPrefix(tt.mode, "nginx")
+			if nginx {
+				lookBinary(t, "nginx", NginxPath)
+			}
 			helper := exec.Command(os.Args[0], "-test.run=^TestDieWithTestHelper$")
-			helper.Env = append(os.Environ(), dieHelperEnv+"="+tt.mode)
+			// What the helper's nginx leaves in its temp dir goes with ours.
+			helper.Env = append(os.Environ(), dieHelperEnv+"="+tt.mode, "TMPDIR="+t.TempDir())
 			stdin, err := helper.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -83,26 +141,52 @@ func TestDieWithTest(t *testing.T) {
 				helper.Wait()
 				t.Fatalf("helper's first line %q: %v %v", line, err, perr)
 			}
+			watch := []int{pid}
+			if nginx {
+				if watch = children(t, pid); len(watch) == 0 {
+					t.Errorf("nginx master %d forked no worker within 5 s", pid)
+				}
+				watch = append(watch, pid)
+			}
 			t.Cleanup(func() {
-				if alive(pid) {
-					syscall.Kill(pid, syscall.SIGKILL)
+				for _, p := range watch {
+					if alive(p) {
+						syscall.Kill(p, syscall.SIGKILL)
+					}
 				}
 			})
 			helper.Process.Kill()
 			helper.Wait()
-			// The signal is sent as the helper dies; the control's child
-			// is looked at a while after.
+			// The signal is sent as the helper dies; the control's
+			// processes are looked at a while after.
 			wait := 5 * time.Second
 			if tt.wantAlive {
 				wait = 300 * time.Millisecond
 			}
 			deadline := time.Now().Add(wait)
-			for alive(pid) && time.Now().Before(deadline) {
+			for anyAlive(watch, nginx && tt.wantAlive) != tt.wantAlive && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
-			if got := alive(pid); got != tt.wantAlive {
-				t.Errorf("the child of a killed test process alive %v, want %v", got, tt.wantAlive)
+			if tt.wantAlive {
+				time.Sleep(time.Until(deadline))
+			}
+			if got := anyAlive(watch, nginx && tt.wantAlive); got != tt.wantAlive {
+				t.Errorf("processes %v started by a killed test process: alive %v, want %v", watch, got, tt.wantAlive)
 			}
 		})
 	}
+}
+
+// anyAlive reports whether any of pids is alive; with workersOnly, the
+// last (nginx's master, which a SIGKILL ends in either case) is left out.
+func anyAlive(pids []int, workersOnly bool) bool {
+	if workersOnly {
+		pids = pids[:len(pids)-1]
+	}
+	for _, p := range pids {
+		if alive(p) {
+			return true
+		}
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -54,7 +55,7 @@ scrape_configs:
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		cmd := exec.Command(bin, "--config.file="+confPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 			"--web.listen-address="+addr, "--log.level=warn")
-		p, ok, out := start(t, cmd, func() bool { return httpOK("http://" + addr + "/-/ready") })
+		p, ok, out := start(t, cmd, syscall.SIGKILL, func() bool { return httpOK("http://" + addr + "/-/ready") })
 		if ok {
 			t.Cleanup(p.stop)
 			return "http://" + addr
@@ -115,7 +116,7 @@ func StartTinyproxy(t testing.TB, connectPorts ...int) (proxyURL, logPath string
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		cmd := exec.Command(bin, "-d", "-c", confPath)
-		p, ok, out := start(t, cmd, func() bool { return tcpAnswers(addr) })
+		p, ok, out := start(t, cmd, syscall.SIGKILL, func() bool { return tcpAnswers(addr) })
 		if ok {
 			t.Cleanup(p.stop)
 			return "http://" + addr, logPath

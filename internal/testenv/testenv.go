@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -99,12 +100,14 @@ type process struct {
 // start runs cmd and waits until ready reports true (polled every 10 ms),
 // the process exits, or startTimeout passes. It returns false with the
 // process's output when the process exited early (a port race, usually).
-func start(t testing.TB, cmd *exec.Cmd, ready func() bool) (*process, bool, string) {
+// The process gets death (on Linux) when the test process ends, however it
+// ends: SIGKILL, or what a server that forks workers stops them on.
+func start(t testing.TB, cmd *exec.Cmd, death syscall.Signal, ready func() bool) (*process, bool, string) {
 	t.Helper()
 	p := &process{cmd: cmd, output: &tailBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.output, p.output
 	setProcessGroup(cmd)
-	DieWithTest(cmd)
+	dieWithTestBy(cmd, death)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("testenv: start %s: %v", cmd.Path, err)
 	}
@@ -153,7 +156,7 @@ func StartRedis(t testing.TB) (addr string) {
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", dir,
 			"--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
-		p, ok, out := start(t, cmd, func() bool { return redisPing(addr) })
+		p, ok, out := start(t, cmd, syscall.SIGKILL, func() bool { return redisPing(addr) })
 		if ok {
 			t.Cleanup(p.stop)
 			return addr
@@ -218,6 +221,18 @@ const tempPathDirectives = `
 // when running as root, so leave it out.
 func StartNginx(t testing.TB, conf string) (url string) {
 	t.Helper()
+	url, _ = startNginx(t, conf)
+	return url
+}
+
+// nginxDeathSignal is what nginx's master gets when the test process ends
+// before stopping it: SIGTERM, on which it stops its workers too (a SIGKILL
+// would leave them serving). TestDieWithTest's control sets SIGKILL.
+var nginxDeathSignal = syscall.SIGTERM
+
+// startNginx is StartNginx, also returning the started master process.
+func startNginx(t testing.TB, conf string) (url string, master *process) {
+	t.Helper()
 	bin := lookBinary(t, "nginx", NginxPath)
 	prefix := t.TempDir()
 	// t.TempDir makes 0700 directories; workers (nobody) must traverse
@@ -249,10 +264,10 @@ func StartNginx(t testing.TB, conf string) (url string) {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		cmd := exec.Command(bin, "-p", prefix+"/", "-c", confPath, "-e", "stderr",
 			"-g", "daemon off; pid "+filepath.Join(prefix, "nginx.pid")+";")
-		p, ok, out := start(t, cmd, func() bool { return tcpAnswers(addr) })
+		p, ok, out := start(t, cmd, nginxDeathSignal, func() bool { return tcpAnswers(addr) })
 		if ok {
 			t.Cleanup(p.stop)
-			return "http://" + addr
+			return "http://" + addr, p
 		}
 		if attempt == 2 || !strings.Contains(out, "Address already in use") {
 			t.Fatalf("testenv: nginx exited before answering on %s; output:\n%s", addr, out)
