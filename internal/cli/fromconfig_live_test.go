@@ -129,7 +129,7 @@ func TestCheckFromConfigInfers(t *testing.T) {
 		out            string
 	}
 	results := make([]result, len(tests))
-	buildRlprobe(t) // the checks infer: through the built binary (runBuilt)
+	testenv.BuildRlprobe(t) // the checks infer: through the built binary (runBuilt)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 2) // infer's timing wants a machine not too busy
 	for i, tt := range tests {

@@ -3,9 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -19,46 +17,16 @@ import (
 	"github.com/rlprobe/rlprobe/limiter"
 )
 
-// built is the rlprobe binary the tests build once (without -race: the
-// real-time tests that run it need their cores for waiting, not for the
-// race detector), in a directory of its own removed by TestMain.
-var built struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
-
-// buildRlprobe builds the rlprobe binary once for the package's tests.
-func buildRlprobe(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		built.dir, built.err = os.MkdirTemp("", "rlprobe-cli-test-")
-		if built.err != nil {
-			return
-		}
-		built.bin = filepath.Join(built.dir, "rlprobe")
-		cmd := exec.Command("go", "build", "-o", built.bin, "github.com/rlprobe/rlprobe/cmd/rlprobe")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
-
-// runBuilt runs the built rlprobe binary (buildRlprobe) with args, in the
+// runBuilt runs the built rlprobe binary (testenv.BuildRlprobe) with args, in the
 // test's temporary directory, and returns its exit code, stdout and
-// stderr. Call buildRlprobe first from the test's goroutine when calling
+// stderr. Call testenv.BuildRlprobe first from the test's goroutine when calling
 // this from others. The real-time inferences run this way: the race detector would
 // multiply their design's CPU several times over, on cores the other
 // tests' timing needs (the engine's race coverage comes from the
 // in-process tests).
 func runBuilt(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(buildRlprobe(t), args...)
+	cmd := exec.Command(testenv.BuildRlprobe(t), args...)
 	testenv.DieWithTest(cmd)
 	cmd.Dir = t.TempDir()
 	var out, errOut strings.Builder
@@ -95,7 +63,7 @@ func TestInferNamesServeBehaviours(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time inference over sockets")
 	}
-	bin := buildRlprobe(t)
+	bin := testenv.BuildRlprobe(t)
 	window := []string{"--algorithm", "fixed-window", "--limit", "5", "--window", "1s"}
 	bucket := []string{"--algorithm", "token-bucket", "--rate", "2/s", "--capacity", "5"}
 	cases := []struct {

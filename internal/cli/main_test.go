@@ -16,13 +16,11 @@ import (
 // cores, and these checks under 5 % of one. It collects garbage less often
 // under the race detector (testenv.RaceGC: the in-process inferences
 // allocate gigabytes) and removes the binary the tests built
-// (buildRlprobe) after them.
+// (testenv.BuildRlprobe) after them.
 func TestMain(m *testing.M) {
 	testenv.WaitingParallel(6)
 	testenv.RaceGC()
 	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
+	testenv.RemoveBuilt()
 	os.Exit(code)
 }

@@ -90,7 +90,7 @@ func runNginxCmds(t *testing.T, cmds []nginxCmd) {
 		results[i].url = startExampleNginx(t) + c.path
 		results[i].out = filepath.Join(t.TempDir(), strings.ReplaceAll(c.name, "/", "-")+".jsonl")
 	}
-	buildRlprobe(t)
+	testenv.BuildRlprobe(t)
 	exec := func(i int) {
 		r, c := &results[i], cmds[i]
 		args := append([]string{c.args[0], r.url, "--out", r.out}, c.args[1:]...)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rlprobe/rlprobe/internal/testenv"
 	"github.com/rlprobe/rlprobe/verify"
 )
 
@@ -37,7 +38,7 @@ func TestCheckFromConfigNginx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buildRlprobe(t) // each check infers: through the built binary (runBuilt)
+	testenv.BuildRlprobe(t) // each check infers: through the built binary (runBuilt)
 	var wg sync.WaitGroup
 	for i, loc := range locs {
 		out := filepath.Join(dir, "check-"+string(rune('a'+i))+".jsonl")

@@ -20,7 +20,7 @@ func TestSelftestQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time inference over sockets")
 	}
-	cmd := exec.Command(buildRlprobe(t), "selftest", "--quick")
+	cmd := exec.Command(testenv.BuildRlprobe(t), "selftest", "--quick")
 	testenv.DieWithTest(cmd)
 	cmd.Dir = t.TempDir()
 	var outBuf, errBuf strings.Builder

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rlprobe/rlprobe/internal/testenv"
@@ -23,42 +22,12 @@ import (
 	"github.com/rlprobe/rlprobe/verify"
 )
 
-// The built binary, shared by the tests.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// rlprobe returns the path of the built binary, built once.
-func rlprobe(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "rlprobe-deploytest-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "rlprobe")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/rlprobe/rlprobe/cmd/rlprobe").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 func TestMain(m *testing.M) {
 	// The inferences over instances run the built binary and mostly wait
 	// out windows (40–125 s each): four in flight rather than two.
 	testenv.WaitingParallel(4)
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	testenv.RemoveBuilt()
 	os.Exit(code)
 }
 
@@ -78,7 +47,7 @@ func runJSON(t *testing.T, doc any, args ...string) int {
 	dir := t.TempDir()
 	rec := filepath.Join(dir, args[0]+".jsonl")
 	t.Cleanup(func() { logRecordIfFailed(t, rec) }) // before the directory goes
-	cmd := exec.Command(rlprobe(t), append(slices.Clone(args), "--json", "--out", rec)...)
+	cmd := exec.Command(testenv.BuildRlprobe(t), append(slices.Clone(args), "--json", "--out", rec)...)
 	testenv.DieWithTest(cmd)
 	cmd.Dir = dir
 	var stderr strings.Builder
@@ -179,7 +148,7 @@ func TestCheckInstances(t *testing.T) {
 		for _, k := range []int{2, 3, 4} {
 			t.Run(fmt.Sprintf("%s/local-%d", fam.name, k), func(t *testing.T) {
 				t.Parallel()
-				url := testenv.ServeBinary(t, rlprobe(t), append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "connection")...)
+				url := testenv.ServeBinary(t, testenv.BuildRlprobe(t), append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "connection")...)
 				code, rep := check(t, url, append(slices.Clone(fam.check), "--only", "burst,race")...)
 				got := certain(rep)
 				if code != 1 || !got[verify.IDPerInstanceLimit] {
@@ -191,7 +160,7 @@ func TestCheckInstances(t *testing.T) {
 			})
 			t.Run(fmt.Sprintf("%s/local-%d-by-request", fam.name, k), func(t *testing.T) {
 				t.Parallel()
-				url := testenv.ServeBinary(t, rlprobe(t), append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "request")...)
+				url := testenv.ServeBinary(t, testenv.BuildRlprobe(t), append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "local", "--balance", "request")...)
 				code, rep := check(t, url, append(slices.Clone(fam.check), "--only", "burst,race")...)
 				got := certain(rep)
 				// A window's remaining values count down once per
@@ -210,7 +179,7 @@ func TestCheckInstances(t *testing.T) {
 			})
 			t.Run(fmt.Sprintf("%s/shared-%d", fam.name, k), func(t *testing.T) {
 				t.Parallel()
-				url := testenv.ServeBinary(t, rlprobe(t), append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "shared", "--balance", "connection")...)
+				url := testenv.ServeBinary(t, testenv.BuildRlprobe(t), append(slices.Clone(fam.serve), "--instances", fmt.Sprint(k), "--store", "shared", "--balance", "connection")...)
 				if code, rep := check(t, url, fam.check...); code != 0 || !rep.Pass {
 					t.Errorf("exit %d, verdict %s, want 0 and pass:%s", code, rep.Verdict, describe(rep))
 				}
@@ -243,7 +212,7 @@ func TestCheckKeyCollapse(t *testing.T) {
 				if fault {
 					args = append(args, "--key-fault", "collapse")
 				}
-				url := testenv.ServeBinary(t, rlprobe(t), args...)
+				url := testenv.ServeBinary(t, testenv.BuildRlprobe(t), args...)
 				run := func() (int, verify.Report) {
 					return check(t, url, append(slices.Clone(fam.check), "--key", "ip", "--source-ips", ips, "--clients", "2", "--only", "burst")...)
 				}

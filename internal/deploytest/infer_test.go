@@ -101,7 +101,7 @@ func TestInferInstances(t *testing.T) {
 			for range inferAttempts {
 				// A deployment of its own each attempt: the next starts
 				// from whole instances, not from what the last left.
-				url := testenv.ServeBinary(t, rlprobe(t), append(slices.Clone(c.serve),
+				url := testenv.ServeBinary(t, testenv.BuildRlprobe(t), append(slices.Clone(c.serve),
 					"--instances", fmt.Sprint(c.instances), "--store", store, "--balance", balance)...)
 				code, inf := inferOnce(t, url)
 				t.Log(describeInference(code, inf))

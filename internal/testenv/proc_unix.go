@@ -19,3 +19,8 @@ func signalGroup(cmd *exec.Cmd, kill bool) {
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, sig)
 }
+
+// processGone reports whether no process has the given pid (a zombie
+// counts as present until reaped; a pid reused by another process counts
+// as present, which keeps what may still be in use).
+func processGone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
