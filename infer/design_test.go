@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"errors"
 	"math"
 	"net/http"
 	"slices"
@@ -162,6 +163,25 @@ func TestPacedCandidates(t *testing.T) {
 	p := e.paced(pace)
 	if got := paced.information(&p); got > 0.1 {
 		t.Errorf("the burst sent %v apart: %.3f bits, want none (the log frees what the window does)", pace, got)
+	}
+}
+
+// TestConcludeNoModelLeft: refusals that no hypothesis is left to
+// account for fit nothing, and nothing comes closest; "none" (nothing was
+// refused) would be a confident wrong name.
+func TestConcludeNoModelLeft(t *testing.T) {
+	rs := []record.Result{result(0, 0, 1, 200), result(1, 0, 1, 200), result(2, 0, 1, 429)}
+	o := observe(rs, origin, 0)
+	f := &fit{total: len(o.list), best: map[variant]scored{}, fam: map[Family]scored{}}
+	inf := conclude(rs, origin, o, f, KeyUnknown, &Options{Tool: "rlprobe t"})
+	if inf.Fit != FitMisfit || inf.Algorithm != "" || inf.Closest != "" {
+		t.Errorf("fit %s, algorithm %q, closest %q; want misfit, none named, none closest", inf.Fit, inf.Algorithm, inf.Closest)
+	}
+	if len(inf.Misses) != 1 || inf.Misses[0].Observed != "1 of 3 refused" {
+		t.Errorf("misses %+v, want the refusals", inf.Misses)
+	}
+	if _, _, err := inf.Rule(); !errors.Is(err, ErrNoRule) || !strings.Contains(err.Error(), "no model is left") {
+		t.Errorf("Rule: %v, want ErrNoRule saying no model is left", err)
 	}
 }
 

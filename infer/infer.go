@@ -111,6 +111,16 @@ type Miss struct {
 	Observed string `json:"observed"`
 }
 
+// ClosestPhrase names what comes closest to the outcomes for a message
+// about a misfit: "closest F", or "no model is left" when every hypothesis
+// was ruled out (Closest empty).
+func (inf *Inference) ClosestPhrase() string {
+	if inf.Closest == "" {
+		return "no model is left"
+	}
+	return "closest " + string(inf.Closest)
+}
+
 // FamilyNames returns the spellings of Families, in their order.
 func FamilyNames() []string {
 	names := make([]string, len(Families))
@@ -397,7 +407,8 @@ type Inference struct {
 	// misfit (see Fit).
 	Fit Fit `json:"fit"`
 	// Closest is the family whose best model comes closest: Algorithm when
-	// one is named, the nearest family for a misfit.
+	// one is named, the nearest family for a misfit, empty (null) for a
+	// misfit where refusals were seen and every model was ruled out.
 	Closest Family `json:"closest"`
 	// Misses lists the observed outcomes the answer (for a misfit, the
 	// closest family's best model) does not reproduce, worst first, at

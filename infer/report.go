@@ -40,7 +40,11 @@ func conclude(results []record.Result, origin time.Time, o *observations, f *fit
 	a, _ := advertOf(results, origin, opts.RejectStatus)
 	w, ok := f.winnerFor(a)
 	if !ok {
-		inf.Algorithm, inf.Closest, inf.Fit = None, None, FitExact
+		// Requests were refused and no hypothesis is left to account for
+		// them: nothing fits, and nothing comes closest ("none" would say
+		// nothing was refused).
+		inf.Algorithm, inf.Closest, inf.Fit = "", "", FitMisfit
+		inf.Misses = []Miss{{Experiment: "the whole run", Expected: "a model of the refusals", Observed: fmt.Sprintf("%d of %d refused", o.rejected, o.accepted+o.rejected)}}
 		return inf
 	}
 	inf.Algorithm, inf.Closest = w.h.v.fam, w.h.v.fam

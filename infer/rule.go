@@ -32,7 +32,7 @@ var ErrNoRule = errors.New("the inference describes no rule")
 func (inf *Inference) Rule() (rule verify.Endpoint, note string, err error) {
 	switch {
 	case inf.Fit == FitMisfit || inf.Algorithm == "":
-		return rule, "", fmt.Errorf("infer: %w: no family fits (closest %s)", ErrNoRule, inf.Closest)
+		return rule, "", fmt.Errorf("infer: %w: no family fits (%s)", ErrNoRule, inf.ClosestPhrase())
 	case inf.Algorithm == None:
 		return rule, "", fmt.Errorf("infer: %w: no limiting was observed", ErrNoRule)
 	}

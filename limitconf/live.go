@@ -276,7 +276,11 @@ func Judge(t Target, rep *verify.Report, obs *Observed) []verify.Finding {
 			Hint: "the live limiter is not the one this config describes: a config not deployed, another limiter in front, or a different version"})
 	}
 	if obs.Family == "" {
-		mismatch(fmt.Sprintf("no limiter family fits the target (closest %s)", obs.Closest))
+		closest := "no model is left" // infer's closest is null when every model was ruled out
+		if obs.Closest != "" {
+			closest = "closest " + obs.Closest
+		}
+		mismatch(fmt.Sprintf("no limiter family fits the target (%s)", closest))
 		return out
 	}
 	if allowed := allowedFamilies(bind); !slices.Contains(allowed, obs.Family) {

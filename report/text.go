@@ -193,10 +193,10 @@ func WriteInference(w io.Writer, inf *infer.Inference, identities int, opt TextO
 }
 
 // FamilyName is the family an inference names, or, when none fits, "no
-// family fits (closest X)".
+// family fits (closest X)" (or "(no model is left)").
 func FamilyName(inf *infer.Inference) string {
 	if inf.Algorithm == "" {
-		return fmt.Sprintf("no family fits (closest %s)", inf.Closest)
+		return fmt.Sprintf("no family fits (%s)", inf.ClosestPhrase())
 	}
 	return string(inf.Algorithm)
 }
@@ -215,6 +215,9 @@ func FitLine(inf *infer.Inference) string {
 	case infer.FitApproximate:
 		return fmt.Sprintf("approximate, %s, but not validated by an experiment it was not fitted on", pct)
 	case infer.FitMisfit:
+		if inf.Closest == "" {
+			return "misfit: no family fits, and no model is left to come closest"
+		}
 		return fmt.Sprintf("misfit: no family fits; the closest, %s, reproduces %s", inf.Closest, pct)
 	}
 	return pct

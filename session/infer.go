@@ -153,7 +153,7 @@ func (s *Session) Infer(ctx context.Context, opts InferOptions) (*infer.Inferenc
 func fitVerdict(inf *infer.Inference, expect infer.Family, warn func(format string, a ...any)) error {
 	switch inf.Fit {
 	case infer.FitMisfit:
-		msg := fmt.Sprintf("no family fits; closest %s (%.1f%% of the outcomes reproduced)", inf.Closest, inf.Reproduced*100)
+		msg := fmt.Sprintf("no family fits; %s (%.1f%% of the outcomes reproduced)", inf.ClosestPhrase(), inf.Reproduced*100)
 		if len(inf.Misses) > 0 {
 			m := inf.Misses[0]
 			msg += fmt.Sprintf("; %s: expected %s, observed %s", m.Experiment, m.Expected, m.Observed)

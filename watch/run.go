@@ -327,10 +327,10 @@ func ruleOf(inf *infer.Inference) (verify.Endpoint, error) {
 }
 
 // inferredName is the family an inference names, or "no family (closest
-// X)" for a misfit.
+// X)" for a misfit (infer.Inference.ClosestPhrase).
 func inferredName(inf *infer.Inference) string {
 	if inf.Algorithm == "" {
-		return "no family (closest " + string(inf.Closest) + ")"
+		return "no family (" + inf.ClosestPhrase() + ")"
 	}
 	return string(inf.Algorithm)
 }
