@@ -77,6 +77,36 @@ func ParseRetryAfter(v string, received time.Time) (time.Duration, error) {
 	return max(0, t.Sub(received)), nil
 }
 
+// DateSlack is how much longer than the server meant a delay read against
+// its Date header can be: a Date carries whole seconds, truncated, so the
+// server's clock read between it and 1 s later when it answered.
+const DateSlack = time.Second
+
+// ServerNow returns the moment to read a response's absolute times against
+// (a Retry-After HTTP-date, an epoch or date reset): the time its first
+// Date header that parses names, with dated true — the server's own clock
+// as it answered, so that a delay read against it owes nothing to the skew
+// between that clock and the client's, and is never shorter than the
+// server meant, nor longer by DateSlack or more — or received (the local
+// receipt) with dated false when it has none. A moment on the server's
+// clock read against received is off by that skew, unknown.
+func ServerNow(h http.Header, received time.Time) (now time.Time, dated bool) {
+	for _, v := range Values(h, "Date") {
+		if t, ok := parseHTTPDate(strings.Trim(v, " \t"), received); ok {
+			return t, true
+		}
+	}
+	return received, false
+}
+
+// IsDelaySeconds reports whether a Retry-After value is delay-seconds
+// (1*DIGIT, optional whitespace around it): a delay counted from the
+// response, on no clock. An HTTP-date names a moment on the server's.
+func IsDelaySeconds(v string) bool {
+	_, ok := parseDigits(strings.Trim(v, " \t"))
+	return ok
+}
+
 // parseDigits parses 1*DIGIT, saturating at the largest int64.
 func parseDigits(s string) (int64, bool) {
 	if s == "" {

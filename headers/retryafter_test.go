@@ -2,6 +2,7 @@ package headers
 
 import (
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -115,5 +116,48 @@ func TestParseRetryAfterFormat(t *testing.T) {
 	}
 	if _, err := ParseRetryAfterFormat("date"); !errors.Is(err, ErrMalformed) {
 		t.Errorf("ParseRetryAfterFormat(\"date\") error = %v, want ErrMalformed", err)
+	}
+}
+
+// TestServerNow: absolute times are read against the first Date that
+// parses, in any of the three HTTP-date forms; without one, against the
+// receipt.
+func TestServerNow(t *testing.T) {
+	received := time.Date(2026, 12, 7, 15, 0, 0, 700e6, time.UTC) // shadows the file's
+	server := time.Date(2026, 12, 7, 14, 59, 57, 0, time.UTC) // 3.7 s behind
+	tests := []struct {
+		name      string
+		dates     []string
+		want      time.Time
+		wantDated bool
+	}{
+		{"IMF-fixdate", []string{"Mon, 07 Dec 2026 14:59:57 GMT"}, server, true},
+		{"RFC 850", []string{"Monday, 07-Dec-26 14:59:57 GMT"}, server, true},
+		{"asctime", []string{"Mon Dec  7 14:59:57 2026"}, server, true},
+		{"spaces around", []string{"  Mon, 07 Dec 2026 14:59:57 GMT "}, server, true},
+		{"the first that parses", []string{"yesterday", "Mon, 07 Dec 2026 14:59:57 GMT"}, server, true},
+		{"none", nil, received, false},
+		{"malformed", []string{"1733583597"}, received, false},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		for _, d := range tt.dates {
+			h.Add("Date", d)
+		}
+		got, dated := ServerNow(h, received)
+		if !got.Equal(tt.want) || dated != tt.wantDated {
+			t.Errorf("%s: ServerNow = %v, %v; want %v, %v", tt.name, got, dated, tt.want, tt.wantDated)
+		}
+	}
+}
+
+func TestIsDelaySeconds(t *testing.T) {
+	for v, want := range map[string]bool{
+		"120": true, " 0 ": true, "99999999999999999999999": true,
+		"Mon, 07 Dec 2026 14:59:57 GMT": false, "1.5": false, "-1": false, "": false, "2s": false,
+	} {
+		if got := IsDelaySeconds(v); got != want {
+			t.Errorf("IsDelaySeconds(%q) = %v, want %v", v, got, want)
+		}
 	}
 }

@@ -333,13 +333,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if h.onError == BackendErrorAllow {
 			h.logf(r, arrival, logKey, http.StatusOK, "backend error, allowed: "+err.Error())
-			writeBody(w, http.StatusOK, "ok (limiter unavailable)\n")
+			h.writeBody(w, http.StatusOK, "ok (limiter unavailable)\n")
 			return
 		}
 		w.Header().Set("Retry-After", "1")
 		w.Header().Set("Cache-Control", "no-store")
 		h.logf(r, arrival, logKey, http.StatusServiceUnavailable, "backend error: "+err.Error())
-		writeBody(w, http.StatusServiceUnavailable, "rate limiter unavailable\n")
+		h.writeBody(w, http.StatusServiceUnavailable, "rate limiter unavailable\n")
 		return
 	}
 	if !dec.Allowed {
@@ -353,7 +353,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Cache-Control", "no-store")
 		}
 		h.logf(r, arrival, logKey, rt.status, fmt.Sprintf("remaining=%d retry_after=%v", dec.Remaining, dec.RetryAfter))
-		writeBody(w, rt.status, "rate limited\n")
+		h.writeBody(w, rt.status, "rate limited\n")
 		return
 	}
 	if dec.Delay > 0 {
@@ -370,7 +370,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Cache-Control", "no-store")
 			w.Header().Set("Connection", "close")
 			h.logf(r, arrival, logKey, http.StatusServiceUnavailable, "server stopping while delayed")
-			writeBody(w, http.StatusServiceUnavailable, "server stopping\n")
+			h.writeBody(w, http.StatusServiceUnavailable, "server stopping\n")
 			return
 		}
 	}
@@ -379,7 +379,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", headers.FormatRetryAfter(max(time.Second, dec.UntilFull-dec.Delay), headers.RetryAfterSeconds, at))
 	}
 	h.logf(r, arrival, logKey, http.StatusOK, fmt.Sprintf("remaining=%d delay=%v", dec.Remaining, dec.Delay))
-	writeBody(w, http.StatusOK, "ok\n")
+	h.writeBody(w, http.StatusOK, "ok\n")
 }
 
 // decide asks the route's backend for a decision and, when echoing, sets
@@ -401,7 +401,12 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, rt *route, key 
 // queue. Server.Shutdown calls it. It is safe to call more than once.
 func (h *Handler) StopDelays() { h.stopOnce.Do(func() { close(h.stopping) }) }
 
-func writeBody(w http.ResponseWriter, status int, body string) {
+// writeBody writes the answer, with a Date taken now from the clock the
+// handler decides and dates Retry-After by (net/http's own would be the
+// wall clock's): a client reads an HTTP-date against the Date, and the two
+// must come from one clock, as they do on a real server.
+func (h *Handler) writeBody(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Date", h.now().UTC().Format(http.TimeFormat))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)

@@ -3,8 +3,6 @@ package verify
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rlprobe/rlprobe/headers"
@@ -119,7 +117,7 @@ func (r *rule) implausible(t *traffic) []Finding {
 		if x.class != record.ClassRejected || x.cached || x.ph.RetryAfter == nil {
 			continue
 		}
-		d := *x.ph.RetryAfter
+		d := *x.ph.RetryAfter - time.Duration(x.raSlack) // the shortest reading of a date
 		for _, o := range t.from(x.iv.Lo) {
 			if o.class != record.ClassAccepted || o.check == CheckRace || o.check == CheckKeySpoof || !surelyAfter(x, o) {
 				continue
@@ -190,11 +188,11 @@ func (r *rule) constantRetryAfter(t *traffic) []Finding {
 }
 
 // beforeWindow raises retry-after-before-window: a rejection whose
-// effective window (r or a = 0) surely ends after its Retry-After — by
-// more than 1 s (the rounding of both) for delay-seconds, which count from
-// the response as t does; for an HTTP-date, by more than 1 s and the time
-// between the request's earliest decision and the receipt — which draft
-// -11 says SHOULD NOT be.
+// effective window (r or a = 0) surely ends after its Retry-After, by more
+// than 1 s (the rounding of both): delay-seconds count from the response
+// as t does, and an HTTP-date is read against the response's Date, which
+// reads it no shorter than the server meant — which draft -11 says SHOULD
+// NOT be.
 func (r *rule) beforeWindow(t *traffic) []Finding {
 	var ev []*obs
 	var first string
@@ -203,14 +201,10 @@ func (r *rule) beforeWindow(t *traffic) []Finding {
 			continue
 		}
 		// delay-seconds count from the response, as t does; an HTTP-date
-		// is read as a delay from the receipt, later than the response by
-		// up to the request's whole round trip.
-		lag := time.Duration(0)
-		if _, err := strconv.ParseUint(strings.TrimSpace(headers.Get(o.res.Headers, "Retry-After")), 10, 64); err != nil {
-			lag = time.Duration(max(0, o.recv-o.iv.Lo))
-		}
+		// is read against the response's Date (parseAnswer), never
+		// shorter than the server meant.
 		for _, l := range limitsFor(&o.ph, r.e) {
-			if l.HasReset && l.Remaining == 0 && r.windowMeaning(l) && *o.ph.RetryAfter+lag+time.Second < l.Reset {
+			if l.HasReset && l.Remaining == 0 && r.windowMeaning(l) && *o.ph.RetryAfter+time.Second < l.Reset {
 				if first == "" {
 					first = fmt.Sprintf("Retry-After: %s before the effective window's end (%s)", headers.Get(o.res.Headers, "Retry-After"), l.Reset)
 				}

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -28,7 +29,11 @@ type obs struct {
 	group    string // the quota key the result belongs to under the rule
 	cached   bool   // Age > 0: a cache hit, its rate-limit fields ignored
 	ph       headers.Parsed
-	start    time.Time // the run's start, for absolute times
+	// raSlack is how much longer than the server meant ph.RetryAfter may
+	// be (ns): headers.DateSlack for an HTTP-date read against the
+	// response's Date, 0 for delay-seconds (see parseAnswer).
+	raSlack int64
+	start   time.Time // the run's start, for absolute times
 }
 
 // checkOf maps a phase ("race", "key-spoof/X-Forwarded-For", "burst") to
@@ -105,7 +110,7 @@ func observe(m *record.Merged, e *Endpoint) []*obs {
 			// A cache hit never reached the limiter: Classify makes it
 			// other, and its rate-limit fields are ignored.
 			if o.cached = record.IsCacheHit(r.Headers); !o.cached {
-				o.ph = headers.Parse(r.Headers, m.Start.Add(time.Duration(o.recv)))
+				o.ph, o.raSlack = parseAnswer(r.Headers, m.Start.Add(time.Duration(o.recv)))
 			}
 		}
 		o.group = groupOf(r, e)
@@ -113,6 +118,35 @@ func observe(m *record.Merged, e *Endpoint) []*obs {
 	}
 	slices.SortStableFunc(out, func(a, b *obs) int { return cmpInt64(a.iv.Lo, b.iv.Lo) })
 	return out
+}
+
+// parseAnswer reads an answer's rate-limit fields received at the given
+// moment, its absolute times (a Retry-After HTTP-date, an epoch or date
+// reset) against the server's own clock, its Date header
+// (headers.ServerNow): a skew between the server's clock and the client's
+// must not make an honest date look early or late. It returns how much
+// longer than meant the Retry-After may then read (headers.DateSlack for
+// a date, 0 for delay-seconds). Without a Date, those times name moments
+// on a clock the client cannot place: they are dropped (Retry-After nil,
+// an epoch reset unset), and judged by nothing.
+func parseAnswer(h http.Header, received time.Time) (headers.Parsed, int64) {
+	now, dated := headers.ServerNow(h, received)
+	ph := headers.Parse(h, now)
+	var slack int64
+	if ph.RetryAfter != nil && !headers.IsDelaySeconds(headers.Get(h, "Retry-After")) {
+		if !dated {
+			ph.RetryAfter = nil
+		}
+		slack = int64(headers.DateSlack)
+	}
+	if !dated {
+		for i := range ph.Limits {
+			if ph.Limits[i].ResetIsEpoch {
+				ph.Limits[i].HasReset, ph.Limits[i].Reset = false, 0
+			}
+		}
+	}
+	return ph, slack
 }
 
 // covers reports whether the rule applies to r.

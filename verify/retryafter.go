@@ -39,11 +39,14 @@ func (r *rule) retryAfter(t *traffic) []Finding {
 		if o.cached || o.ph.RetryAfter == nil {
 			continue
 		}
+		// An HTTP-date read against the server's Date may be up to
+		// raSlack longer than meant: the early moment takes the longest
+		// reading, lateness the shortest.
 		d := int64(*o.ph.RetryAfter)
 		if ev := r.earlyRetries(t, o, o.recv+o.u+d); ev != nil {
 			early = append(early, ev)
 		}
-		if ev := lateAccept(t, o, d); ev != nil {
+		if ev := lateAccept(t, o, d-o.raSlack); ev != nil {
 			late = append(late, ev)
 		}
 	}
@@ -61,7 +64,7 @@ func (r *rule) retryAfter(t *traffic) []Finding {
 		ev := late[0]
 		out = append(out, r.finding(IDRetryAfterLate, Certain, t.g, flatten(late), Finding{
 			Message: fmt.Sprintf("Retry-After: %s was late: a request was accepted %s before the advertised moment (%d times)",
-				headers.Get(ev[0].res.Headers, "Retry-After"), dur(ev[0].iv.Lo+int64(*ev[0].ph.RetryAfter)-ev[1].iv.Hi), len(late)),
+				headers.Get(ev[0].res.Headers, "Retry-After"), dur(ev[0].iv.Lo+int64(*ev[0].ph.RetryAfter)-ev[0].raSlack-ev[1].iv.Hi), len(late)),
 			Evidence: Evidence{Count: len(late), Headers: ev[0].res.Headers},
 		}))
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/limiter"
 	"github.com/rlprobe/rlprobe/patterns"
 	"github.com/rlprobe/rlprobe/problem"
@@ -453,7 +452,7 @@ func hiOf(x *record.Result) int64 { return arrival(x, 0).Hi }
 // not one.
 func (r *suiteRun) hint(x *record.Result) (moment, delay int64, ra, ok bool) {
 	recv := recvOf(x)
-	ph := headers.Parse(x.Headers, r.Zero.Add(time.Duration(recv)))
+	ph, _ := parseAnswer(x.Headers, r.Zero.Add(time.Duration(recv)))
 	// A hint far beyond the declared policy's recovery (milliseconds or a
 	// Unix time where seconds belong: retry-after-implausible, or a Unix
 	// reset) is not followed: the probes poll instead, which also gives

@@ -1,0 +1,81 @@
+package verify
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestRetryAfterDateOnTheServersClock: a Retry-After HTTP-date names a
+// moment on the server's clock, and the server's Date header says what
+// that clock read when it answered; the wait is the one against the
+// other, whatever the client's clock says. A server 3 s behind the client
+// that names the true moment is honest; one whose clock agrees with the
+// client's and names a moment 3 s early is early, certainly; one 10 s
+// ahead naming the true moment is not late, and one in step naming a
+// moment 10 s late is.
+func TestRetryAfterDateOnTheServersClock(t *testing.T) {
+	// One per 5 s, a sliding log: accepted at 0 ms, the quota back at 5 s
+	// (client time). The rejection is answered at 100–150 ms; two retries
+	// at 2.3 s and 2.4 s are rejected, one at 5.2 s is accepted.
+	e := Endpoint{Limit: 1, Window: 5 * time.Second, Status: 429, Headers: []string{"none"}}
+	var noDate bool
+	date := func(skew, clientMS time.Duration) string {
+		if noDate {
+			return "" // no header line
+		}
+		return "Date: " + t0.Add(clientMS*time.Millisecond+skew).Truncate(time.Second).UTC().Format(http.TimeFormat)
+	}
+	// retryAt is the HTTP-date of the quota's return (client 5 s) on a
+	// clock skew ahead of the client's, moved by early (late when
+	// negative).
+	retryAt := func(skew, early time.Duration) string {
+		return t0.Add(5*time.Second + skew - early).UTC().Format(http.TimeFormat)
+	}
+	tests := []struct {
+		name                string
+		skew, early         time.Duration
+		wantEarly, wantLate bool
+		noDate              bool // the server sends no Date
+	}{
+		{"server 3 s behind, honest", -3 * time.Second, 0, false, false, false},
+		{"server in step, 3 s early", 0, 3 * time.Second, true, false, false},
+		{"server 3 s ahead, honest", 3 * time.Second, 0, false, false, false},
+		{"server 3 s behind, 3 s early", -3 * time.Second, 3 * time.Second, true, false, false},
+		{"server 10 s ahead, honest", 10 * time.Second, 0, false, false, false},
+		{"server in step, 10 s late", 0, -10 * time.Second, false, true, false},
+		// Without a Date, the date names a moment on a clock the client
+		// cannot place: neither early nor late is certain.
+		{"no Date, 3 s early", 0, 3 * time.Second, false, false, true},
+		{"no Date, 10 s late", 0, -10 * time.Second, false, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			noDate = tt.noDate
+			b := newRun("a", 0)
+			lines := func(extra ...string) []string {
+				var out []string
+				for _, l := range extra {
+					if l != "" {
+						out = append(out, l)
+					}
+				}
+				return out
+			}
+			b.add(0, 1, 200, lines(date(tt.skew, 1))...)
+			ra := "Retry-After: " + retryAt(tt.skew, tt.early)
+			b.add(100, 150, 429, lines(date(tt.skew, 150), ra)...)
+			for _, ms := range []float64{2300, 2400} {
+				b.add(ms, ms+1, 429, lines(date(tt.skew, time.Duration(ms+1)), ra)...)
+			}
+			b.add(5200, 5201, 200, lines(date(tt.skew, 5201))...)
+			rep := analyze(t, e, Options{}, b)
+			if got := rep.Count(IDRetryAfterEarly, Certain) > 0; got != tt.wantEarly {
+				t.Errorf("certain %s: %v, want %v; findings:%s", IDRetryAfterEarly, got, tt.wantEarly, describeFindings(rep))
+			}
+			if got := rep.Count(IDRetryAfterLate, Certain) > 0; got != tt.wantLate {
+				t.Errorf("certain %s: %v, want %v; findings:%s", IDRetryAfterLate, got, tt.wantLate, describeFindings(rep))
+			}
+		})
+	}
+}
