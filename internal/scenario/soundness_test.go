@@ -161,7 +161,7 @@ func judgeSound(t *testing.T, o soundOutcome) {
 		}
 		t.Errorf("%s:\n  case %s\n  seed=%d\n%s\n  replay: %s", what, c, c.seed, strings.Join(lines, "\n"), replay(c.seed))
 	}
-	if c.fault > 0 && !o.found && c.level(fDisorder) == "none" && !c.faultInfo().optional {
+	if fi := c.faultInfo(); fi != nil && !o.found && c.level(fDisorder) == "none" && !fi.optional && (fi.optionalIf == nil || !fi.optionalIf(c)) {
 		var ids []string
 		for _, f := range o.findings {
 			ids = append(ids, fmt.Sprintf("%s/%s", f.ID, f.Certainty))
