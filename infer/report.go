@@ -329,7 +329,8 @@ func judgeRetryAfter(results []record.Result, origin time.Time, o *observations,
 		recovered = recovered || (refused && ob.accepted)
 	}
 	for _, cl := range o.clusters {
-		var adv, model []time.Duration
+		var adv []waitRange
+		var model []time.Duration
 		for i := cl[0]; i < cl[1]; i++ {
 			ob := o.list[i]
 			key := st.next(ob.client, f.perClient)
@@ -338,9 +339,11 @@ func judgeRetryAfter(results []record.Result, origin time.Time, o *observations,
 			if !d.Allowed {
 				model = append(model, d.RetryAfter)
 			}
-			if a, ok := advertised(results[ob.ref], origin, ob); ok {
+			if a, sent, ok := advertised(results[ob.ref], origin, ob); sent {
 				ra.Sent = true
-				adv = append(adv, a)
+				if ok {
+					adv = append(adv, a)
+				}
 			}
 		}
 		if len(adv) == 0 || len(adv) != len(model) || !recovered {
@@ -384,11 +387,11 @@ const GradeMalformed = "malformed"
 // gradeEveryPairing grades the advertised wait a against each modelled
 // wait of its cluster; it returns the grade (against the middle wait) only
 // when every pairing gives the same one.
-func gradeEveryPairing(a time.Duration, model []time.Duration) (verify.RetryAfterGrading, bool) {
+func gradeEveryPairing(a waitRange, model []time.Duration) (verify.RetryAfterGrading, bool) {
 	var first verify.RetryAfterGrading
 	for i, m := range model {
 		tol := retryAfterTol + m/20
-		g := verify.GradeRetryAfter(a, m-tol, m+tol)
+		g := verify.GradeRetryAfterWithin(a.lo, a.hi, m-tol, m+tol)
 		if i == 0 {
 			first = g
 		} else if g.Grade != first.Grade {
@@ -399,8 +402,11 @@ func gradeEveryPairing(a time.Duration, model []time.Duration) (verify.RetryAfte
 	slices.Sort(sorted)
 	m := sorted[len(sorted)/2]
 	tol := retryAfterTol + m/20
-	return verify.GradeRetryAfter(a, m-tol, m+tol), true
+	return verify.GradeRetryAfterWithin(a.lo, a.hi, m-tol, m+tol), true
 }
+
+// waitRange is the bounds of an advertised wait.
+type waitRange struct{ lo, hi time.Duration }
 
 // malformedRetryAfter returns the first Retry-After value of a rejection
 // that breaks the grammar, verbatim. Accepted answers are never graded.
@@ -419,20 +425,38 @@ func malformedRetryAfter(results []record.Result, o *observations) (string, bool
 	return "", false
 }
 
-// advertised returns the wait a rejection's Retry-After asks for, counted
-// from the server's arrival of the request.
-func advertised(r record.Result, origin time.Time, ob observation) (time.Duration, bool) {
+// advertised returns the bounds of the wait a rejection's Retry-After asks
+// for, counted from the server's arrival of the request, with sent true
+// for a value that parses, and ok when it can be judged. Delay-seconds
+// count from the response (taken as its receipt). An HTTP-date is read
+// against the response's Date, the server's own clock: at most
+// headers.DateSlack longer than meant from the answer, which came after
+// the arrival by up to the receipt's distance; without a Date it names a
+// moment on a clock infer cannot place, and is not judged.
+func advertised(r record.Result, origin time.Time, ob observation) (a waitRange, sent, ok bool) {
 	if ob.accepted {
-		return 0, false
+		return a, false, false
 	}
 	v := headers.Get(r.Headers, "Retry-After")
 	if v == "" {
-		return 0, false
+		return a, false, false
 	}
 	received := origin.Add(time.Duration(r.TTFB))
-	a, err := headers.ParseRetryAfter(v, received)
-	if err != nil {
-		return 0, false
+	if headers.IsDelaySeconds(v) {
+		d, err := headers.ParseRetryAfter(v, received)
+		if err != nil {
+			return a, false, false
+		}
+		d += received.Sub(ob.at)
+		return waitRange{d, d}, true, true
 	}
-	return a + received.Sub(ob.at), true
+	now, dated := headers.ServerNow(r.Headers, received)
+	d, err := headers.ParseRetryAfter(v, now)
+	if err != nil {
+		return a, false, false
+	}
+	if !dated {
+		return a, true, false
+	}
+	return waitRange{max(0, d-headers.DateSlack), d + max(0, received.Sub(ob.at))}, true, true
 }

@@ -170,11 +170,52 @@ func TestRetryAfterAsSent(t *testing.T) {
 // TestGradeEveryPairing: a cluster whose rejections have different true
 // waits grades a value only when every pairing agrees.
 func TestGradeEveryPairing(t *testing.T) {
-	if g, ok := gradeEveryPairing(2*time.Second, []time.Duration{1900 * time.Millisecond, 2 * time.Second}); !ok || g.Grade != verify.GradeExact {
+	if g, ok := gradeEveryPairing(waitRange{2 * time.Second, 2 * time.Second}, []time.Duration{1900 * time.Millisecond, 2 * time.Second}); !ok || g.Grade != verify.GradeExact {
 		t.Errorf("close waits: %v %v, want exact", g.Grade, ok)
 	}
-	if _, ok := gradeEveryPairing(2*time.Second, []time.Duration{time.Second, 5 * time.Second}); ok {
+	if _, ok := gradeEveryPairing(waitRange{2 * time.Second, 2 * time.Second}, []time.Duration{time.Second, 5 * time.Second}); ok {
 		t.Error("a value early for one rejection and late for another was graded")
+	}
+}
+
+// TestAdvertisedOnTheServersClock: an HTTP-date is read against the
+// answer's Date, so that a server 3 s behind the client that names the
+// true moment has its wait bounded around the true one; delay-seconds
+// need no clock; a date without a Date is sent but not judged.
+func TestAdvertisedOnTheServersClock(t *testing.T) {
+	const skew = -3 * time.Second // the server's clock behind the client's
+	at := origin.Add(100 * time.Millisecond)
+	// The quota is back at origin + 5 s (client): the server names the
+	// next whole second of its clock, 5.7 s after origin on the client's,
+	// a wait of 5.6 s from the arrival.
+	named := 5600 * time.Millisecond
+	serverDate := func(d time.Time) string { return d.Add(skew).UTC().Format(http.TimeFormat) }
+	tests := []struct {
+		name        string
+		date, ra    string
+		sent, ok    bool
+		contains    time.Duration
+		widthAtMost time.Duration
+	}{
+		{"a date on a clock 3 s behind", serverDate(origin.Add(150 * time.Millisecond).Truncate(time.Second)),
+			origin.Add(5*time.Second + skew).Truncate(time.Second).Add(time.Second).UTC().Format(http.TimeFormat), true, true, named, 1100 * time.Millisecond},
+		{"delay-seconds", "", "5", true, true, 5050 * time.Millisecond, 0},
+		{"a date without Date", "", origin.Add(5 * time.Second).UTC().Format(http.TimeFormat), true, false, 0, 0},
+	}
+	for _, tt := range tests {
+		r := result(0, 100, 150, 429)
+		if tt.date != "" {
+			r.Headers.Set("Date", tt.date)
+		}
+		r.Headers.Set("Retry-After", tt.ra)
+		a, sent, ok := advertised(r, origin, observation{at: at})
+		if sent != tt.sent || ok != tt.ok {
+			t.Errorf("%s: sent %v, ok %v; want %v, %v", tt.name, sent, ok, tt.sent, tt.ok)
+			continue
+		}
+		if ok && (tt.contains < a.lo || tt.contains > a.hi || a.hi-a.lo > tt.widthAtMost) {
+			t.Errorf("%s: advertised wait within [%v, %v], want it to hold %v and be at most %v wide", tt.name, a.lo, a.hi, tt.contains, tt.widthAtMost)
+		}
 	}
 }
 

@@ -79,21 +79,34 @@ type RetryAfterGrading struct {
 //
 // Inverted bounds are swapped.
 func GradeRetryAfter(advertised, waitLo, waitHi time.Duration) RetryAfterGrading {
+	return GradeRetryAfterWithin(advertised, advertised, waitLo, waitHi)
+}
+
+// GradeRetryAfterWithin is GradeRetryAfter for an advertised wait known
+// only to lie within [advLo, advHi] (an HTTP-date read against a Date of
+// whole seconds, headers.DateSlack): early only when even advHi is short
+// of waitLo, exact when the two ranges meet, rounded-up or late as advLo
+// is; LateFinding by advLo. Advertised is advHi. Inverted bounds are
+// swapped.
+func GradeRetryAfterWithin(advLo, advHi, waitLo, waitHi time.Duration) RetryAfterGrading {
 	if waitLo > waitHi {
 		waitLo, waitHi = waitHi, waitLo
 	}
-	g := RetryAfterGrading{Advertised: advertised, TrueWait: waitLo + (waitHi-waitLo)/2, TrueWaitLo: waitLo, TrueWaitHi: waitHi}
+	if advLo > advHi {
+		advLo, advHi = advHi, advLo
+	}
+	g := RetryAfterGrading{Advertised: advHi, TrueWait: waitLo + (waitHi-waitLo)/2, TrueWaitLo: waitLo, TrueWaitHi: waitHi}
 	switch {
-	case advertised < waitLo:
+	case advHi < waitLo:
 		g.Grade = GradeEarly
-	case advertised <= waitHi:
+	case advLo <= waitHi:
 		g.Grade = GradeExact
-	case advertised < waitHi+time.Second:
+	case advLo < waitHi+time.Second:
 		g.Grade = GradeRoundedUp
 	default:
 		g.Grade = GradeLate
 	}
-	g.LateFinding = advertised-RetryAfterLateMargin(advertised) >= waitHi
+	g.LateFinding = advLo-RetryAfterLateMargin(advLo) >= waitHi
 	return g
 }
 

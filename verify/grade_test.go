@@ -55,3 +55,33 @@ func TestRetryAfterGradeWorse(t *testing.T) {
 		}
 	}
 }
+
+// TestGradeRetryAfterWithin: an advertised wait known within a range (an
+// HTTP-date read against a Date of whole seconds) is early only when its
+// longest reading is, late only when its shortest is.
+func TestGradeRetryAfterWithin(t *testing.T) {
+	const ms, s = time.Millisecond, time.Second
+	tests := []struct {
+		name         string
+		advLo, advHi time.Duration
+		lo, hi       time.Duration
+		want         RetryAfterGrade
+		lateFinding  bool
+	}{
+		{"the true wait inside the reading", 4 * s, 5 * s, 4300 * ms, 4400 * ms, GradeExact, false},
+		{"early even at the longest reading", 1 * s, 2 * s, 4900 * ms, 5 * s, GradeEarly, false},
+		{"the longest reading meets the wait", 2 * s, 3 * s, 3 * s, 3100 * ms, GradeExact, false},
+		{"rounded up by the shortest reading", 4500 * ms, 5500 * ms, 4 * s, 4100 * ms, GradeRoundedUp, false},
+		{"late by the shortest reading", 8 * s, 9 * s, 4 * s, 4 * s, GradeLate, true},
+		{"late finding only by the longest reading", 7 * s, 8 * s, 3600 * ms, 3700 * ms, GradeLate, false},
+		{"one value is GradeRetryAfter", 3 * s, 3 * s, 900 * ms, 1 * s, GradeLate, true},
+		{"inverted reading", 5 * s, 4 * s, 4300 * ms, 4400 * ms, GradeExact, false},
+	}
+	for _, tt := range tests {
+		g := GradeRetryAfterWithin(tt.advLo, tt.advHi, tt.lo, tt.hi)
+		if g.Grade != tt.want || g.LateFinding != tt.lateFinding {
+			t.Errorf("%s: GradeRetryAfterWithin(%v, %v, %v, %v) = %s (late finding %v); want %s (late finding %v)",
+				tt.name, tt.advLo, tt.advHi, tt.lo, tt.hi, g.Grade, g.LateFinding, tt.want, tt.lateFinding)
+		}
+	}
+}
