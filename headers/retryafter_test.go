@@ -124,7 +124,7 @@ func TestParseRetryAfterFormat(t *testing.T) {
 // receipt.
 func TestServerNow(t *testing.T) {
 	received := time.Date(2026, 12, 7, 15, 0, 0, 700e6, time.UTC) // shadows the file's
-	server := time.Date(2026, 12, 7, 14, 59, 57, 0, time.UTC) // 3.7 s behind
+	server := time.Date(2026, 12, 7, 14, 59, 57, 0, time.UTC)     // 3.7 s behind
 	tests := []struct {
 		name      string
 		dates     []string
