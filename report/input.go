@@ -457,8 +457,10 @@ func (in *Input) addResult(r *record.Result, agent int, origin time.Time) {
 }
 
 // claimOf returns the wait a response's headers advertise: Retry-After,
-// else the first rate-limit reset.
+// else the first rate-limit reset; an HTTP-date or an epoch reset read
+// against the response's Date when it has one (headers.ServerNow).
 func claimOf(h map[string][]string, received time.Time) (int64, uint8) {
+	received, _ = headers.ServerNow(h, received)
 	if v := h["Retry-After"]; len(v) > 0 {
 		if d, err := headers.ParseRetryAfter(v[0], received); err == nil {
 			return int64(d), claimRetryAfter
