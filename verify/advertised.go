@@ -16,9 +16,13 @@ import (
 // on a response that is the first of a fresh quota (remaining = limit − 1),
 // whose reset then gives the window, rounded up to whole seconds. It
 // returns nil when the response advertises no usable policy. received is
-// when the response arrived.
+// when the response arrived; an epoch or date reset is read against the
+// response's Date when it has one (headers.ServerNow), so that a skew
+// between the server's clock and the client's does not stretch or shrink
+// the window.
 func Advertised(h http.Header, received time.Time) []Endpoint {
-	ph := headers.Parse(h, received)
+	now, _ := headers.ServerNow(h, received)
+	ph := headers.Parse(h, now)
 	var out []Endpoint
 	for _, p := range ph.Policies {
 		if p.HasWindow && p.Quota > 0 && (p.Unit == "" || p.Unit == "requests") {

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -77,5 +78,35 @@ func TestRetryAfterDateOnTheServersClock(t *testing.T) {
 				t.Errorf("certain %s: %v, want %v; findings:%s", IDRetryAfterLate, got, tt.wantLate, describeFindings(rep))
 			}
 		})
+	}
+}
+
+// TestAdvertisedWindowOnTheServersClock: a fresh quota's epoch reset gives
+// the advertised window read against the response's Date, whatever the
+// skew of the server's clock; without a Date, against the receipt.
+func TestAdvertisedWindowOnTheServersClock(t *testing.T) {
+	received := t0.Add(300 * time.Millisecond)
+	for _, tt := range []struct {
+		name string
+		skew time.Duration // of the server's clock, ahead of the client's
+		date bool
+		want time.Duration
+	}{
+		{"server 10 s ahead", 10 * time.Second, true, time.Hour},
+		{"server 10 s behind", -10 * time.Second, true, time.Hour},
+		{"in step, no Date", 0, false, time.Hour},
+	} {
+		server := t0.Add(tt.skew) // the window starts at the server's t0
+		h := http.Header{}
+		h.Set("X-RateLimit-Limit", "60")
+		h.Set("X-RateLimit-Remaining", "59")
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(server.Add(time.Hour).Unix(), 10))
+		if tt.date {
+			h.Set("Date", server.UTC().Format(http.TimeFormat))
+		}
+		adv := Advertised(h, received)
+		if len(adv) != 1 || adv[0].Limit != 60 || adv[0].Window != tt.want {
+			t.Errorf("%s: advertised %+v, want 60 per %v", tt.name, adv, tt.want)
+		}
 	}
 }
