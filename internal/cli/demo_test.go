@@ -28,9 +28,9 @@ func TestDemo(t *testing.T) {
 	want := []string{"200 accepted", "200 accepted", "200 accepted", "200 accepted",
 		"503 rejected", "503 rejected", "503 rejected", "503 rejected"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("demo rows in arrival order = %v, want four 200s then four 503s\n%s", got, stdout)
+		t.Errorf("demo rows in decision order = %v, want four 200s then four 503s\n%s", got, stdout)
 	}
-	for _, w := range []string{"4 accepted, 4 rejected", "burst=3 nodelay", "limit_req", "capacity 4 (nginx burst 3)",
+	for _, w := range []string{"4 accepted, 4 rejected (in the order the server decided them)", "burst=3 nodelay", "limit_req", "capacity 4 (nginx burst 3)",
 		// the verdict against "rate 1/s, burst 3, 429"
 		"FAIL: reject-status-mismatch", "retry-after-missing",
 		// the inference
@@ -73,8 +73,10 @@ func TestDemoJSON(t *testing.T) {
 		if i >= 4 {
 			wantStatus = 503
 		}
-		if r.Status != wantStatus || (i > 0 && r.ArrivalMS < doc.Requests[i-1].ArrivalMS) {
-			t.Errorf("request %d in arrival order: %+v, want status %d and arrivals ascending", i, r, wantStatus)
+		// In decision order, arrivals need not ascend: a burst bunched up
+		// by a loaded machine is not decided in arrival order.
+		if r.Status != wantStatus || r.ArrivalMS < 0 {
+			t.Errorf("request %d in decision order: %+v, want status %d and an arrival at or after the first", i, r, wantStatus)
 		}
 	}
 }

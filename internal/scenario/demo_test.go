@@ -51,6 +51,39 @@ func TestDemoOrder(t *testing.T) {
 	}
 }
 
+// TestDemoDecisionOrder: requests the server numbered are shown in its
+// decision order among their places — a burst bunched up by a loaded
+// machine arrives within microseconds and is decided in another order —
+// each with its own arrival; a request without an answer keeps its place.
+func TestDemoDecisionOrder(t *testing.T) {
+	results := []record.Result{
+		{Seq: 0, Outcome: record.OutcomeResponse, Status: 200, Arrival: ptr(100), Decision: ptr(1)},
+		{Seq: 1, Outcome: record.OutcomeResponse, Status: 503, Arrival: ptr(150), Decision: ptr(3)},
+		{Seq: 2, Outcome: record.OutcomeResponse, Status: 200, Arrival: ptr(151), Decision: ptr(2)},
+		{Seq: 3, Outcome: record.OutcomeError, Err: record.ErrReset, Sched: 120},
+	}
+	r := newDemoResult("http://x/", DemoPolicy(), results)
+	var seqs []int64
+	var arrivals []time.Duration
+	for _, q := range r.Requests {
+		seqs = append(seqs, q.Result.Seq)
+		arrivals = append(arrivals, q.Arrival)
+	}
+	if want := []int64{0, 3, 2, 1}; !reflect.DeepEqual(seqs, want) || !r.ByDecision {
+		t.Errorf("order = %v (by decision %v), want %v by decision", seqs, r.ByDecision, want)
+	}
+	if want := []time.Duration{0, 20, 51, 50}; !reflect.DeepEqual(arrivals, want) {
+		t.Errorf("arrivals = %v, want %v", arrivals, want)
+	}
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "(in the order the server decided them)") {
+		t.Errorf("text does not say the order is the server's decisions:\n%s", b.String())
+	}
+}
+
 // TestDemo runs the real demo over loopback: four 200s, then four 503s.
 func TestDemo(t *testing.T) {
 	r, err := Demo(context.Background(), DemoOptions{})
@@ -58,7 +91,7 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := r.Statuses(), []int{200, 200, 200, 200, 503, 503, 503, 503}; !reflect.DeepEqual(got, want) {
-		t.Errorf("statuses in arrival order = %v, want %v", got, want)
+		t.Errorf("statuses in decision order = %v, want %v", got, want)
 	}
 	for _, q := range r.Requests {
 		if q.Result.Arrival == nil {
