@@ -173,6 +173,9 @@ func (l *evloop) parse(c *loopConn, now time.Time) {
 		if h.arrival != nil {
 			r.setArrival(&c.res, string(h.arrival))
 		}
+		if h.decision != nil {
+			setDecision(&c.res, string(h.decision))
+		}
 		c.headDone, c.remain, c.closeAft = true, h.length, h.close
 		c.n = copy(c.buf, c.buf[end:c.n])
 	}

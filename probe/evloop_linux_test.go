@@ -10,11 +10,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rlprobe/rlprobe/headers"
 	"github.com/rlprobe/rlprobe/record"
 )
 
@@ -68,6 +70,34 @@ func TestEventLoopAnswersEverySend(t *testing.T) {
 		}
 		if got := len(sink.seqs()); got != len(sends) {
 			t.Errorf("noLoop=%v: sink got %d results, want %d", noLoop, got, len(sends))
+		}
+	}
+}
+
+// TestEventLoopKeepsTheEchoes: the reference server's arrival echo and
+// decision number reach the result on the event loop as on the other
+// path (the loop once dropped the decision number, and verify lost the
+// server's order of requests whose bounds overlap).
+func TestEventLoopKeepsTheEchoes(t *testing.T) {
+	var n atomic.Int64
+	srv := startServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(headers.ArrivalHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+		w.Header().Set(headers.DecisionHeader, strconv.FormatInt(n.Add(1), 10))
+	}, nil)
+	for _, noLoop := range []bool{false, true} {
+		e := newEngine(t, Options{URLs: []string{srv.URL}})
+		e.noLoop = noLoop
+		results := mustRun(t, e, steady(5, 0, 5*ms))
+		if !noLoop && e.loopRuns.Load() != 1 {
+			t.Fatalf("the event loop ran %d times, want 1", e.loopRuns.Load())
+		}
+		seen := map[int64]bool{}
+		for i, r := range results {
+			if r.Arrival == nil || r.Decision == nil || *r.Decision < 1 || seen[*r.Decision] {
+				t.Errorf("noLoop=%v: results[%d]: arrival %v, decision %v; want both, each decision once", noLoop, i, r.Arrival, r.Decision)
+				continue
+			}
+			seen[*r.Decision] = true
 		}
 	}
 }

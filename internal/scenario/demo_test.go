@@ -93,9 +93,12 @@ func TestDemo(t *testing.T) {
 	if got, want := r.Statuses(), []int{200, 200, 200, 200, 503, 503, 503, 503}; !reflect.DeepEqual(got, want) {
 		t.Errorf("statuses in decision order = %v, want %v", got, want)
 	}
+	if !r.ByDecision {
+		t.Errorf("the requests are not in decision order: the demo server numbers its decisions, and the engine records them")
+	}
 	for _, q := range r.Requests {
-		if q.Result.Arrival == nil {
-			t.Errorf("seq %d: no arrival echo", q.Result.Seq)
+		if q.Result.Arrival == nil || q.Result.Decision == nil {
+			t.Errorf("seq %d: arrival echo %v, decision %v; want both", q.Result.Seq, q.Result.Arrival, q.Result.Decision)
 		}
 		if h := q.Result.Headers; h.Get("Retry-After") != "" || h.Get("RateLimit") != "" {
 			t.Errorf("seq %d carries rate-limit headers %v; the nginx-like server sends none", q.Result.Seq, h)
