@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,6 +102,13 @@ func logRecordIfFailed(t *testing.T, path string) {
 		}
 		fmt.Fprintf(&b, "\n%d %s %s wrote=%s arrival=%s ttfb=%s decision=%s status=%d",
 			r.Seq, r.Phase, r.Src, ms(r.Wrote), arrival, ms(r.TTFB), decision, r.Status)
+		// The rate-limit state each answer advertised: an instance
+		// inference reads its remaining values.
+		for _, name := range slices.Sorted(maps.Keys(r.Headers)) {
+			if strings.Contains(strings.ToLower(name), "ratelimit") && !strings.Contains(strings.ToLower(name), "policy") {
+				fmt.Fprintf(&b, " %s=%q", name, strings.Join(r.Headers[name], ", "))
+			}
+		}
 	}
 	t.Logf("the record's answers (%s):%s", path, b.String())
 }
