@@ -13,6 +13,16 @@ import (
 
 func ptr(v int64) *int64 { return &v }
 
+// demoOrder returns the sequence numbers and arrivals of r's requests, in
+// the order the demo shows them.
+func demoOrder(r *DemoResult) (seqs []int64, arrivals []time.Duration) {
+	for _, q := range r.Requests {
+		seqs = append(seqs, q.Result.Seq)
+		arrivals = append(arrivals, q.Arrival)
+	}
+	return seqs, arrivals
+}
+
 // TestDemoOrder: requests are shown in server arrival order — the echo when
 // present, else the client's TTFB — whatever order they were sent in.
 func TestDemoOrder(t *testing.T) {
@@ -24,12 +34,7 @@ func TestDemoOrder(t *testing.T) {
 		{Seq: 4, Outcome: record.OutcomeResponse, Status: 404, Arrival: ptr(300)},
 	}
 	r := newDemoResult("http://x/", DemoPolicy(), results)
-	var seqs []int64
-	var arrivals []time.Duration
-	for _, q := range r.Requests {
-		seqs = append(seqs, q.Result.Seq)
-		arrivals = append(arrivals, q.Arrival)
-	}
+	seqs, arrivals := demoOrder(r)
 	if want := []int64{1, 2, 3, 0, 4}; !reflect.DeepEqual(seqs, want) {
 		t.Errorf("order = %v, want %v", seqs, want)
 	}
@@ -63,12 +68,7 @@ func TestDemoDecisionOrder(t *testing.T) {
 		{Seq: 3, Outcome: record.OutcomeError, Err: record.ErrReset, Sched: 120},
 	}
 	r := newDemoResult("http://x/", DemoPolicy(), results)
-	var seqs []int64
-	var arrivals []time.Duration
-	for _, q := range r.Requests {
-		seqs = append(seqs, q.Result.Seq)
-		arrivals = append(arrivals, q.Arrival)
-	}
+	seqs, arrivals := demoOrder(r)
 	if want := []int64{0, 3, 2, 1}; !reflect.DeepEqual(seqs, want) || !r.ByDecision {
 		t.Errorf("order = %v (by decision %v), want %v by decision", seqs, r.ByDecision, want)
 	}
