@@ -60,10 +60,11 @@ func remainingOf(r *record.Result, origin time.Time) (remaining, quota int64, ok
 
 // countdownsOf reads the remaining values of the accepted requests of a
 // paced run res on one connection, in the order they were sent. They show
-// k ≥ 2 instances by request when the run was refused at its end and its
-// values split into k countdowns (splitCountdowns) the last of which ran
-// to zero. ok is false otherwise: a value missing or out of place, one
-// countdown (one limiter), a bucket's refill between two values.
+// k ≥ 2 instances by request when the run was refused at its end, its
+// values split into countdowns (splitCountdowns), and the last stretch
+// holds k countdowns each run to zero (ranOut). ok is false otherwise: a
+// value missing or out of place, one countdown (one limiter), a bucket's
+// refill between two values.
 func countdownsOf(res []record.Result, origin time.Time, rejectStatus int) (countdownRun, bool) {
 	vs, quota, refused, ok := remainingsOf(res, origin, rejectStatus)
 	trace("instances: remaining values %v of %d (refused %v, ok %v)", vs, quota, refused, ok)
@@ -71,10 +72,42 @@ func countdownsOf(res []record.Result, origin time.Time, rejectStatus int) (coun
 		return countdownRun{}, false
 	}
 	c, final := splitCountdowns(vs)
-	if c.k < 2 || c.top < 1 || quota > 0 && c.top != quota-1 || len(final) != c.quota() || final[len(final)-1] != 0 {
+	if c.k == 0 || c.top < 1 || quota > 0 && c.top != quota-1 {
 		return countdownRun{}, false
 	}
-	return c, true
+	k, ok := ranOut(final, c.top)
+	if !ok {
+		return countdownRun{}, false
+	}
+	return countdownRun{k: k, top: c.top}, true
+}
+
+// ranOut returns how many countdowns from top the last stretch final of a
+// refused run holds, each run to zero: k ≥ 2 of them, every value in one
+// (k·(top+1) values). A window edge within a stretch's first k requests
+// does not show as a rise (every value before it was top, as is the first
+// after it), and the stretch then starts with up to k more top values than
+// it has zeros: those are what the instances admitted before the edge, and
+// are not counted. ok is false when the values do not split so.
+func ranOut(final []int64, top int64) (k int, ok bool) {
+	lead := 0
+	for lead < len(final) && final[lead] == top {
+		lead++
+	}
+	zeros := 0
+	for _, v := range final {
+		if v == 0 {
+			zeros++
+		}
+	}
+	if before := lead - zeros; before > 0 && before <= zeros {
+		final = final[before:]
+	}
+	last := verify.Countdowns(final, top)
+	if len(last) < 2 || len(final) != len(last)*int(top+1) || slices.ContainsFunc(last, func(v int64) bool { return v != 0 }) {
+		return 0, false
+	}
+	return len(last), true
 }
 
 // splitCountdowns splits remaining values vs into stretches at every rise
