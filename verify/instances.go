@@ -139,12 +139,13 @@ func (r *rule) seriesExcess(t *traffic, acc []*obs) seriesExcess {
 	return ex
 }
 
-// countdowns returns into how many countdowns the remaining values of s's
-// acceptances split, each starting at the declared limit − 1 and falling
-// by one, in the order they were answered: K instances of the declared
-// window each count their own share down. 0 when the values do not split
-// so (a value missing or out of place) or when s is not sequential; 1 is
-// one honest countdown. Buckets, whose remaining values also refill, are
+// countdowns returns into how many interleaved countdowns the remaining
+// values of s's acceptances split (interleavedCountdowns), each starting
+// at the declared limit − 1 and falling by one, in the order they were
+// answered: K instances of the declared window each count their own share
+// down. 0 when the values do not split so (a value missing or out of
+// place) or when s is not sequential; 1 is one honest countdown, or one
+// after another (one limiter's window started afresh). Buckets, whose remaining values also refill, are
 // not read so.
 func (r *rule) countdowns(s *series) int {
 	if s == nil || !s.sequential || r.e.IsBucket() || len(s.acc) == 0 {
@@ -158,7 +159,7 @@ func (r *rule) countdowns(s *series) int {
 		}
 		vs = append(vs, l.Remaining)
 	}
-	return len(Countdowns(vs, r.e.Limit-1))
+	return interleavedCountdowns(vs, r.e.Limit-1)
 }
 
 // Countdowns splits remaining values vs, in the order they were answered,
@@ -170,18 +171,46 @@ func (r *rule) countdowns(s *series) int {
 // values do not split so (a value that neither continues a countdown nor
 // is top). One honest limiter is one countdown.
 func Countdowns(vs []int64, top int64) []int64 {
-	var last []int64
-	for _, v := range vs {
+	last, _ := countdownsOf(vs, top)
+	return last
+}
+
+// countdownsOf is Countdowns, with the countdown each value joined.
+func countdownsOf(vs []int64, top int64) (last []int64, joined []int) {
+	joined = make([]int, len(vs))
+	for i, v := range vs {
 		if k := slices.Index(last, v+1); k >= 0 {
-			last[k] = v
+			last[k], joined[i] = v, k
 			continue
 		}
 		if v != top {
-			return nil
+			return nil, nil
 		}
-		last = append(last, v)
+		last, joined[i] = append(last, v), len(last)
 	}
-	return last
+	return last, joined
+}
+
+// interleavedCountdowns returns into how many countdowns vs split
+// (Countdowns) when they interleave: every countdown takes a value after
+// the last of them started, as K instances answering in turn do. One
+// limiter whose window started afresh within the values counts one
+// countdown down and then another, which is one countdown at a time: 1.
+// 0 when the values do not split.
+func interleavedCountdowns(vs []int64, top int64) int {
+	last, joined := countdownsOf(vs, top)
+	if len(last) < 2 {
+		return len(last)
+	}
+	lastStart := slices.Index(joined, len(last)-1)
+	after := make([]bool, len(last))
+	for _, k := range joined[lastStart+1:] {
+		after[k] = true
+	}
+	if slices.Contains(after, false) {
+		return 1
+	}
+	return len(last)
 }
 
 // instances is what the paced series say about the deployment, over

@@ -112,6 +112,12 @@ func TestPerInstanceLimit(t *testing.T) {
 		{"a limit of 6 with honest remaining values: one countdown", hdr, []paced{
 			{phase: PhaseOneConn, accepted: admitted(6, 8), remaining: []int{5, 4, 3, 2, 1, 0, 0, 0}}},
 			[2]int{0, 0}, map[string]Certainty{IDPerInstanceLimit: Possible, IDWindowLimitExceeded: Certain}},
+		// One fixed window of 3 whose edge fell within the series counts
+		// one countdown and then another: that is no evidence of two
+		// instances (they would interleave), and the excess is the count's.
+		{"one limiter, a window edge within: one countdown after another", hdr, []paced{
+			{phase: PhaseOneConn, accepted: admitted(6, 8), remaining: []int{2, 1, 0, 2, 1, 0, 0, 0}}},
+			[2]int{0, 0}, map[string]Certainty{IDPerInstanceLimit: Possible, IDWindowLimitExceeded: Certain}},
 		{"one instance, racy counter: the race stays", e, []paced{one(3), fresh(3)}, [2]int{6, 8},
 			map[string]Certainty{IDRaceOverAdmission: Certain}},
 		{"one instance or a shared store, honest", e, []paced{one(3), fresh(3)}, [2]int{3, 8}, map[string]Certainty{}},
@@ -182,4 +188,31 @@ func TestPerInstanceEvidence(t *testing.T) {
 		return
 	}
 	t.Errorf("no per-instance-limit:%s", describeFindings(rep))
+}
+
+// TestInterleavedCountdowns: K instances answering in turn count their
+// remaining values down interleaved, every countdown going on after the
+// last one started; one limiter whose window started afresh counts one
+// down and then another, which is one at a time.
+func TestInterleavedCountdowns(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		vs   []int64
+		top  int64
+		want int
+	}{
+		{"one honest countdown", []int64{4, 3, 2, 1, 0}, 4, 1},
+		{"two instances in turn", []int64{2, 2, 1, 1, 0, 0}, 2, 2},
+		{"three instances, out of turn", []int64{2, 2, 1, 2, 1, 0, 1, 0, 0}, 2, 3},
+		{"one limiter, an edge after three", []int64{2, 1, 0, 2, 1, 0}, 2, 1},
+		{"one limiter, an edge after one", []int64{2, 2, 1, 0}, 2, 1},
+		{"a limit of one: nothing interleaves", []int64{0, 0, 0}, 0, 1},
+		{"a value out of place", []int64{2, 0}, 2, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := interleavedCountdowns(tt.vs, tt.top); got != tt.want {
+				t.Errorf("interleavedCountdowns(%v, %d) = %d, want %d", tt.vs, tt.top, got, tt.want)
+			}
+		})
+	}
 }
