@@ -171,46 +171,35 @@ func (r *rule) countdowns(s *series) int {
 // values do not split so (a value that neither continues a countdown nor
 // is top). One honest limiter is one countdown.
 func Countdowns(vs []int64, top int64) []int64 {
-	last, _ := countdownsOf(vs, top)
-	return last
-}
-
-// countdownsOf is Countdowns, with the countdown each value joined.
-func countdownsOf(vs []int64, top int64) (last []int64, joined []int) {
-	joined = make([]int, len(vs))
-	for i, v := range vs {
+	var last []int64
+	for _, v := range vs {
 		if k := slices.Index(last, v+1); k >= 0 {
-			last[k], joined[i] = v, k
+			last[k] = v
 			continue
 		}
 		if v != top {
-			return nil, nil
+			return nil
 		}
-		last, joined[i] = append(last, v), len(last)
+		last = append(last, v)
 	}
-	return last, joined
+	return last
 }
 
 // interleavedCountdowns returns into how many countdowns vs split
-// (Countdowns) when they interleave: every countdown takes a value after
-// the last of them started, as K instances answering in turn do. One
-// limiter whose window started afresh within the values counts one
-// countdown down and then another, which is one countdown at a time: 1.
-// 0 when the values do not split.
+// (Countdowns) when two of them went on at once: some value is neither
+// top nor one less than the value before it, as K instances answering in
+// turn show once each has answered twice. One limiter whose window
+// started afresh within the values counts one countdown down and then
+// another (every value top or one less than the one before): 1. 0 when
+// the values do not split.
 func interleavedCountdowns(vs []int64, top int64) int {
-	last, joined := countdownsOf(vs, top)
-	if len(last) < 2 {
-		return len(last)
+	last := Countdowns(vs, top)
+	for i := 1; i < len(vs) && len(last) >= 2; i++ {
+		if vs[i] != top && vs[i] != vs[i-1]-1 {
+			return len(last)
+		}
 	}
-	lastStart := slices.Index(joined, len(last)-1)
-	after := make([]bool, len(last))
-	for _, k := range joined[lastStart+1:] {
-		after[k] = true
-	}
-	if slices.Contains(after, false) {
-		return 1
-	}
-	return len(last)
+	return min(len(last), 1)
 }
 
 // instances is what the paced series say about the deployment, over

@@ -191,9 +191,9 @@ func TestPerInstanceEvidence(t *testing.T) {
 }
 
 // TestInterleavedCountdowns: K instances answering in turn count their
-// remaining values down interleaved, every countdown going on after the
-// last one started; one limiter whose window started afresh counts one
-// down and then another, which is one at a time.
+// remaining values down interleaved (a value repeats, or falls back to one
+// countdown after another's value); one limiter whose window started
+// afresh counts one down and then another, which is one at a time.
 func TestInterleavedCountdowns(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -204,7 +204,10 @@ func TestInterleavedCountdowns(t *testing.T) {
 		{"one honest countdown", []int64{4, 3, 2, 1, 0}, 4, 1},
 		{"two instances in turn", []int64{2, 2, 1, 1, 0, 0}, 2, 2},
 		{"three instances, out of turn", []int64{2, 2, 1, 2, 1, 0, 1, 0, 0}, 2, 3},
+		{"four instances of 2, every one answered once more", []int64{1, 1, 1, 1, 0, 0, 0, 0}, 1, 4},
+		{"four instances of 2, cut short", []int64{1, 1, 1, 1, 0, 0}, 1, 4},
 		{"one limiter, an edge after three", []int64{2, 1, 0, 2, 1, 0}, 2, 1},
+		{"one limiter, two edges", []int64{2, 1, 2, 2, 1, 0}, 2, 1},
 		{"one limiter, an edge after one", []int64{2, 2, 1, 0}, 2, 1},
 		{"a limit of one: nothing interleaves", []int64{0, 0, 0}, 0, 1},
 		{"a value out of place", []int64{2, 0}, 2, 0},
