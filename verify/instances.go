@@ -145,8 +145,8 @@ func (r *rule) seriesExcess(t *traffic, acc []*obs) seriesExcess {
 // answered: K instances of the declared window each count their own share
 // down. 0 when the values do not split so (a value missing or out of
 // place) or when s is not sequential; 1 is one honest countdown, or one
-// after another (one limiter's window started afresh). Buckets, whose remaining values also refill, are
-// not read so.
+// after another (one limiter's window started afresh). Buckets, whose
+// remaining values also refill, are not read so.
 func (r *rule) countdowns(s *series) int {
 	if s == nil || !s.sequential || r.e.IsBucket() || len(s.acc) == 0 {
 		return 0
@@ -188,7 +188,7 @@ func Countdowns(vs []int64, top int64) []int64 {
 // interleavedCountdowns returns into how many countdowns vs split
 // (Countdowns) when two of them went on at once: some value is neither
 // top nor one less than the value before it, as K instances answering in
-// turn show once each has answered twice. One limiter whose window
+// turn show from their (K+2)-th answer on. One limiter whose window
 // started afresh within the values counts one countdown down and then
 // another (every value top or one less than the one before): 1. 0 when
 // the values do not split.
