@@ -68,6 +68,48 @@ func TestMergeUsesEndClock(t *testing.T) {
 	}
 }
 
+// TestMergePlacesTheEpochOfALoneRun: a lone run keeps its own times, and
+// its end line's Date estimate places the reference clock's epoch under
+// them instead (EpochOffsetNS, EpochUncertaintyNS); a --time-ref
+// measurement moves the times, several runs are on the reference clock,
+// and a run without an estimate leaves ClockSource empty.
+func TestMergePlacesTheEpochOfALoneRun(t *testing.T) {
+	res := []Result{{Seq: 0, Sched: 10 * ms, Sent: 10 * ms, Wrote: 11 * ms, TTFB: 20 * ms, Outcome: OutcomeResponse, Status: 200}}
+	dated := func() *Run {
+		return &Run{Header: Header{Agent: "a", Start: t0}, Results: res,
+			End: &End{Reason: ReasonCompleted, ClockOffsetNS: 700 * ms, ClockUncertaintyNS: 20 * ms, ClockSource: ClockSourceDate}}
+	}
+	timeRef := &Run{Header: Header{Agent: "r", Start: t0, ClockOffsetNS: 700 * ms, ClockUncertaintyNS: 2 * ms}, Results: res,
+		End: &End{Reason: ReasonCompleted}}
+	none := &Run{Header: Header{Agent: "n", Start: t0}, Results: res, End: &End{Reason: ReasonCompleted}}
+	tests := []struct {
+		name           string
+		runs           []*Run
+		start          time.Time
+		offset, unc    int64
+		source         string
+		firstSentAfter int64
+	}{
+		{"a lone run with a Date estimate", []*Run{dated()}, t0, 700 * ms, 20 * ms, ClockSourceDate, 10 * ms},
+		{"a lone run measured against --time-ref", []*Run{timeRef}, t0.Add(-700 * time.Millisecond), 0, 0, ClockSourceTimeRef, 10 * ms},
+		{"a lone run without an estimate", []*Run{none}, t0, 0, 0, "", 10 * ms},
+		{"two runs with estimates", []*Run{dated(), timeRef}, t0.Add(-700 * time.Millisecond), 0, 0, ClockSourceDate, 10 * ms},
+		{"two runs, one without an estimate", []*Run{dated(), none}, t0.Add(-700 * time.Millisecond), 0, 0, "", 10 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Merge(tt.runs...)
+			if !m.Start.Equal(tt.start) || m.EpochOffsetNS != tt.offset || m.EpochUncertaintyNS != tt.unc || m.ClockSource != tt.source {
+				t.Errorf("Start %v, epoch offset %d ± %d, source %q; want %v, %d ± %d, %q",
+					m.Start, m.EpochOffsetNS, m.EpochUncertaintyNS, m.ClockSource, tt.start, tt.offset, tt.unc, tt.source)
+			}
+			if m.Results[0].Sent != tt.firstSentAfter {
+				t.Errorf("first result sent at %d, want %d", m.Results[0].Sent, tt.firstSentAfter)
+			}
+		})
+	}
+}
+
 // TestEndClockRoundTrip: the end line's clock fields are written only when
 // set, read back, and absent from old files without harm.
 func TestEndClockRoundTrip(t *testing.T) {

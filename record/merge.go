@@ -44,6 +44,21 @@ type Merged struct {
 	// Uncertainty maps an agent's merged name to its clock uncertainty in
 	// nanoseconds (as Run.Clock gives it, never negative).
 	Uncertainty map[string]int64
+	// EpochOffsetNS and EpochUncertaintyNS place the reference clock under
+	// a lone run whose times Merge kept as they were, the run's estimate
+	// coming from its own answers (ClockSourceDate): at merged time t the
+	// reference clock read Start + t − EpochOffsetNS, within
+	// ± EpochUncertaintyNS. What needs the reference clock's own epoch
+	// (windows aligned to it) places itself by them; relative times need
+	// neither. Both are zero when the times are on the reference clock
+	// already (a --time-ref measurement, several runs) or nothing is known
+	// of it.
+	EpochOffsetNS, EpochUncertaintyNS int64
+	// ClockSource says how the reference clock was placed: "" when some
+	// run had no estimate, so that its agent's own clock stood in for the
+	// reference clock; else ClockSourceDate when some run's estimate came
+	// from its answers, else ClockSourceTimeRef.
+	ClockSource string
 	// Warnings holds the runs' reader warnings, each prefixed with its
 	// agent's merged name.
 	Warnings []string
@@ -133,14 +148,23 @@ func Merge(runs ...*Run) *Merged {
 	starts := make([]time.Time, len(runs))
 	offsets := make([]int64, len(runs))
 	uncs := make([]int64, len(runs))
+	m.ClockSource = ClockSourceTimeRef
 	for i, run := range runs {
 		var source string
 		offsets[i], uncs[i], source = run.Clock()
+		switch {
+		case source == "":
+			m.ClockSource = ""
+		case source == ClockSourceDate && m.ClockSource != "":
+			m.ClockSource = ClockSourceDate
+		}
 		if len(runs) == 1 && source != ClockSourceTimeRef {
 			// One agent needs no alignment with another, and its own
 			// times are exact relative to each other: a Date-header
 			// estimate (up to ±0.5 s) would only blur them. Only an
-			// explicit --time-ref measurement moves a lone run.
+			// explicit --time-ref measurement moves a lone run; the
+			// estimate places the reference clock's epoch instead.
+			m.EpochOffsetNS, m.EpochUncertaintyNS = offsets[i], uncs[i]
 			offsets[i], uncs[i] = 0, 0
 		}
 		starts[i] = run.Header.Start.Add(-time.Duration(offsets[i]))

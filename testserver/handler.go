@@ -51,6 +51,11 @@ type HandlerOptions struct {
 	// the wall clock never changes a decision). Tests pass a fixed or
 	// synctest clock.
 	Now func() time.Time
+	// ClockSkew sets the server's clock this far ahead of the one Now
+	// reads (behind when negative), as a server on another machine whose
+	// clock is off: its decisions, epoch-aligned windows, Date, HTTP-dates
+	// and arrival echo all read the skewed clock. Zero: no skew.
+	ClockSkew time.Duration
 	// EchoArrival adds headers.ArrivalHeader to every response: the
 	// request's receive time in Unix nanoseconds (see Handler); and, when
 	// the route's Backend is an OrderedBackend (the memory backends),
@@ -102,9 +107,12 @@ type Handler struct {
 	// the arrival echo sends, are on the wall clock.
 	realClock bool
 	steady    steadyClock
-	onError   BackendErrorMode
-	logMu     sync.Mutex
-	log       io.Writer
+	// skew is HandlerOptions.ClockSkew, which now includes: the kernel's
+	// receive stamps need it added.
+	skew    time.Duration
+	onError BackendErrorMode
+	logMu   sync.Mutex
+	log     io.Writer
 	// decisionDelay is HandlerOptions.DecisionDelay.
 	decisionDelay func(*http.Request) time.Duration
 	// stopping is closed by StopDelays: delayed requests then answer 503.
@@ -148,6 +156,11 @@ func NewHandler(routes []Route, opt HandlerOptions) (*Handler, error) {
 		h.now = h.steady.now
 		h.realClock = true
 	}
+	if skew := opt.ClockSkew; skew != 0 {
+		now := h.now
+		h.now = func() time.Time { return now().Add(skew) }
+	}
+	h.skew = opt.ClockSkew
 	switch h.onError {
 	case "":
 		h.onError = BackendErrorDeny
@@ -289,7 +302,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if t, ok := arrivalFromContext(r.Context()); ok && t.Before(arrival) {
 			arrival = t
 		}
-		echoed = socketArrivalFromContext(r.Context())
+		if echoed = socketArrivalFromContext(r.Context()); echoed != 0 {
+			echoed += int64(h.skew)
+		}
 	}
 	if h.echo {
 		if echoed == 0 {

@@ -637,6 +637,34 @@ func TestEchoArrival(t *testing.T) {
 	}
 }
 
+// TestClockSkew: a server whose clock is 1.5 s ahead decides, dates and
+// echoes by that clock. Its epoch-aligned windows of 2 s turn at 0.5 s
+// past each even second of the machine's clock: a request at base + 0.4 s
+// (base a multiple of 2 s) is in the server's window [base − 1.5 s,
+// base + 0.5 s) and one at base + 0.6 s in the next.
+func TestClockSkew(t *testing.T) {
+	one := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 1, Window: 2 * time.Second, Align: limiter.AlignEpoch}
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) // a multiple of 2 s
+	now := base
+	h, _ := newTestHandler(t, Policy{Limiter: one}, HandlerOptions{Now: func() time.Time { return now }, EchoArrival: true, ClockSkew: 1500 * time.Millisecond})
+	var got []string
+	for _, at := range []time.Duration{400, 450, 600} {
+		now = base.Add(at * time.Millisecond)
+		res := get(h, "/", "")
+		server := now.Add(1500 * time.Millisecond)
+		if d, want := res.Header.Get("Date"), server.UTC().Format(http.TimeFormat); d != want {
+			t.Errorf("at %v ms: Date %q, want %q (the server's clock)", at, d, want)
+		}
+		if e, want := res.Header.Get(headers.ArrivalHeader), strconv.FormatInt(server.UnixNano(), 10); e != want {
+			t.Errorf("at %v ms: echo %s, want %s (the server's clock)", at, e, want)
+		}
+		got = append(got, strconv.Itoa(res.StatusCode))
+	}
+	if want := []string{"200", "429", "200"}; !slices.Equal(got, want) {
+		t.Errorf("statuses %v, want %v (the server's window turns at t0 + 0.5 s)", got, want)
+	}
+}
+
 func TestLogRequests(t *testing.T) {
 	var b strings.Builder
 	one := limiter.Config{Algorithm: limiter.FixedWindow, Limit: 1, Window: time.Minute}

@@ -32,7 +32,10 @@ type ServeSpec struct {
 	TLSKey         string
 	H2C            bool
 	EchoArrival    bool
-	ConfigFile     string
+	// ClockSkew is HandlerOptions.ClockSkew: the server's clock this far
+	// ahead of the machine's.
+	ClockSkew  time.Duration
+	ConfigFile string
 	// Instances, Store and Balance are the Deployment (Instances 0: one).
 	Instances int
 	Store     string
@@ -53,7 +56,7 @@ func (o ServeSpec) Config() (Config, error) {
 		TLSCertFile: o.TLSCert,
 		TLSKeyFile:  o.TLSKey,
 		H2C:         o.H2C,
-		Handler: HandlerOptions{EchoArrival: o.EchoArrival,
+		Handler: HandlerOptions{EchoArrival: o.EchoArrival, ClockSkew: o.ClockSkew,
 			OnBackendError: BackendErrorMode(o.OnBackendError),
 			Deployment:     Deployment{Instances: o.Instances, Store: Store(o.Store), Balance: Balance(o.Balance)}},
 	}

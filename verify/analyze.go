@@ -123,6 +123,9 @@ func Analyze(m *record.Merged, p Policy, opt Options) Report {
 			rep.Notes = append(rep.Notes, note)
 		}
 	}
+	if note := epochUnplaced(m, p); note != "" {
+		rep.Notes = append(rep.Notes, note)
+	}
 	if opt.SharedQuota {
 		for i := range rep.Findings {
 			if slices.Contains(foreignExplains, rep.Findings[i].ID) {
@@ -134,6 +137,17 @@ func Analyze(m *record.Merged, p Policy, opt Options) Report {
 	rep.Complete = !opt.Incomplete && m.Complete()
 	rep.judge()
 	return rep
+}
+
+// epochUnplaced returns the note that epoch-aligned windows were placed on
+// the agent's clock, when p declares some and the records say nothing of
+// the server's (record.Merged's ClockSource is empty: no answer carried a
+// Date or arrival echo, or they disagreed); else "".
+func epochUnplaced(m *record.Merged, p Policy) string {
+	if m.ClockSource != "" || len(m.Results) == 0 || !slices.ContainsFunc(p.Endpoints, func(e Endpoint) bool { return e.Align == limiter.AlignEpoch }) {
+		return ""
+	}
+	return "epoch-aligned windows were placed on this machine's clock: no answer's Date header or arrival echo placed the server's, so a server clock that is off moves every window edge by as much"
 }
 
 // Rejudge orders the findings as Analyze does (most severe and certain
@@ -181,7 +195,11 @@ type rule struct {
 	e        *Endpoint
 	endpoint string
 	all      []*obs
-	origin   int64    // Unix ns of relative time 0
+	// origin is the Unix time in nanoseconds of relative time 0 on the
+	// records' clock (record.Merged's Start); epochOffset and epochUnc
+	// place the server's clock under it (record.Merged's EpochOffsetNS
+	// and EpochUncertaintyNS): epoch-aligned windows are the server's.
+	origin, epochOffset, epochUnc int64
 	wins     []Window // fixed windows of the group being analyzed
 	// sp cuts the group's counts at refusals (penalty.go); nil: no cut.
 	sp *split
@@ -341,7 +359,7 @@ func analyzeRule(m *record.Merged, e *Endpoint) ([]Finding, string) {
 	if len(all) == 0 {
 		return nil, ""
 	}
-	r := &rule{e: e, all: all, origin: m.Start.UnixNano()}
+	r := &rule{e: e, all: all, origin: m.Start.UnixNano(), epochOffset: m.EpochOffsetNS, epochUnc: m.EpochUncertaintyNS}
 	r.endpoint = endpointLabel(e, all)
 	groups := map[string][]*obs{}
 	var names []string

@@ -2,9 +2,13 @@ package verify
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlprobe/rlprobe/record"
 )
 
 // TestRetryAfterDateOnTheServersClock: a Retry-After HTTP-date names a
@@ -108,5 +112,56 @@ func TestAdvertisedWindowOnTheServersClock(t *testing.T) {
 		if len(adv) != 1 || adv[0].Limit != 60 || adv[0].Window != tt.want {
 			t.Errorf("%s: advertised %+v, want 60 per %v", tt.name, adv, tt.want)
 		}
+	}
+}
+
+// TestEpochWindowsOnTheServersClock: epoch-aligned windows are the
+// server's, placed under a lone run by its end line's clock estimate and
+// widened by its uncertainty. The server's clock is 700 ms behind the
+// client's (±20 ms), so its 2 s windows start 700 ms past each even second
+// of the client's. Without an estimate the windows stay on the client's
+// clock, and a note says so.
+func TestEpochWindowsOnTheServersClock(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	e := Endpoint{Limit: 5, Window: 2 * time.Second, WindowType: Fixed, Align: "epoch", Status: 429, Headers: []string{"none"}}
+	estimate := &record.End{Reason: record.ReasonCompleted, ClockOffsetNS: 700 * ms, ClockUncertaintyNS: 20 * ms, ClockSource: record.ClockSourceDate}
+	// at returns n accepted requests 100 ms apart from the first.
+	at := func(first float64, n int) []float64 {
+		var out []float64
+		for i := range n {
+			out = append(out, first+100*float64(i))
+		}
+		return out
+	}
+	tests := []struct {
+		name              string
+		end               *record.End
+		accepted          []float64 // ms since the start, each answered 1 ms later; one refused at 1.7 s
+		certain, possible bool
+		note              bool
+	}{
+		{"5 before the server's edge and 5 after it", estimate, append(at(100, 5), at(800, 5)...), false, false, false},
+		{"6 after the edge, the first within its uncertainty", estimate, at(710, 6), false, true, false},
+		{"6 surely after the edge", estimate, at(750, 6), true, false, false},
+		{"no estimate: the client's clock, said", &record.End{Reason: record.ReasonCompleted}, append(at(100, 5), at(800, 5)...), true, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newRun("a", 0)
+			b.run.End = tt.end
+			for _, ms := range tt.accepted {
+				b.add(ms, ms+1, 200)
+			}
+			b.add(1700, 1701, 429) // limiting was seen
+			rep := analyze(t, e, Options{}, b)
+			c, p := rep.Count(IDWindowLimitExceeded, Certain) > 0, rep.Count(IDWindowLimitExceeded, Possible) > 0
+			if c != tt.certain || p != tt.possible {
+				t.Errorf("certain %v, possible %v; want %v, %v; findings:%s", c, p, tt.certain, tt.possible, describeFindings(rep))
+			}
+			noted := slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "this machine's clock") })
+			if noted != tt.note {
+				t.Errorf("note of this machine's clock: %v, want %v; notes %q", noted, tt.note, rep.Notes)
+			}
+		})
 	}
 }

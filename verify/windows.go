@@ -21,22 +21,25 @@ func (r *rule) windowsFor(t *traffic) []Window {
 	if len(seen) == 0 {
 		return nil
 	}
-	w := int64(r.e.Window)
 	switch r.e.Align {
-	case limiter.AlignEpoch:
-		lo, hi := span(seen)
-		return EpochWindows(r.origin, lo, hi, w)
-	case limiter.AlignTimer:
-		return r.timerWindows(seen)
+	case limiter.AlignEpoch, limiter.AlignTimer:
+		return r.clockWindows(seen)
 	}
-	return FirstRequestWindows(ivsOf(seen), w, t.busy())
+	return FirstRequestWindows(ivsOf(seen), int64(r.e.Window), t.busy())
 }
 
-// timerWindows returns the timer-aligned windows of rule e touching the
-// requests seen: windows at Phase + k·Window since the Unix epoch, each
-// start widened by PhaseSpread either way.
-func (r *rule) timerWindows(seen []*obs) []Window {
+// clockWindows returns the windows of rule e, epoch- or timer-aligned,
+// touching the requests seen. Epoch-aligned windows start at k·Window
+// since the Unix epoch of the server's clock, placed under the records
+// by their clock estimate and widened either way by its uncertainty
+// (rule.epochOffset, rule.epochUnc). Timer-aligned ones start at Phase +
+// k·Window on the records' clock, where infer measured the phase, each
+// start widened either way by PhaseSpread.
+func (r *rule) clockWindows(seen []*obs) []Window {
 	w, ph, sp := int64(r.e.Window), int64(r.e.Phase), int64(r.e.PhaseSpread)
+	if r.e.Align == limiter.AlignEpoch {
+		ph, sp = r.epochOffset, r.epochUnc
+	}
 	lo, hi := span(seen)
 	wins := EpochWindows(r.origin-ph, lo-sp, hi+sp, w)
 	for i := range wins {

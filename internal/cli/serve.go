@@ -98,6 +98,7 @@ func NewCmdServe(f *Factory, g *GlobalOptions, runF func(context.Context, *Serve
 	fl.StringVar(&o.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fl.BoolVar(&o.H2C, "h2c", false, "also serve HTTP/2 over cleartext (prior knowledge)")
 	fl.BoolVar(&o.EchoArrival, "echo-arrival", false, "add X-Rlprobe-Arrival (the request's receive time in Unix ns) and X-Rlprobe-Decision (its limiter decision's number; memory backends)")
+	fl.Var((*units.Duration)(&o.ClockSkew), "clock-skew", "run the server's clock this far ahead of this machine's (--clock-skew=-700ms: behind), as a server elsewhere whose clock is off: decisions, epoch-aligned windows, Date and the arrival echo read it")
 	fl.StringVar(&o.ConfigFile, "config", "", "routes and their policies from a YAML or JSON file (replaces the route flags)")
 	fl.BoolVar(&o.LogRequests, "log-requests", false, "log one line per request on stderr")
 	return cmd
