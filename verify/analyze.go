@@ -200,7 +200,8 @@ type rule struct {
 	// place the server's clock under it (record.Merged's EpochOffsetNS
 	// and EpochUncertaintyNS): epoch-aligned windows are the server's.
 	origin, epochOffset, epochUnc int64
-	wins                          []Window // fixed windows of the group being analyzed
+	// wins are the fixed windows of the group being analyzed.
+	wins []Window
 	// sp cuts the group's counts at refusals (penalty.go); nil: no cut.
 	sp *split
 	// collapsedObs are the refusals key-collapsed explains (collapse.go):
