@@ -224,6 +224,12 @@ type Options struct {
 	// test of the fit (a limiter whose behaviour has no model must come
 	// out approximate or misfit, never exact). Empty for real use.
 	Without []Behaviour
+	// ServerClock, when set, returns this agent's clock offset from the
+	// target's (agent − target) and its half-width as the answers so far
+	// place it (their Date headers or arrival echoes), and false when they
+	// place nothing. A window on a timer that ticks at the target's own
+	// epoch is then named epoch-aligned (serverEpoch).
+	ServerClock func() (offset, uncertainty time.Duration, ok bool)
 }
 
 // Behaviour names what a limiter does beyond its family's plain model:

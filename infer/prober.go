@@ -330,6 +330,11 @@ func (s *prober) conclude(f *fit) *Inference {
 		}
 	}
 	s.inst.report(inf, s.opts.Origin)
+	if s.opts.ServerClock != nil {
+		if off, unc, ok := s.opts.ServerClock(); ok {
+			serverEpoch(inf, off, unc, o.timingSlack())
+		}
+	}
 	return inf
 }
 

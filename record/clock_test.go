@@ -74,7 +74,8 @@ func TestMergeUsesEndClock(t *testing.T) {
 // measurement moves the times, several runs are on the reference clock,
 // and a run without an estimate leaves ClockSource empty.
 func TestMergePlacesTheEpochOfALoneRun(t *testing.T) {
-	res := []Result{{Seq: 0, Sched: 10 * ms, Sent: 10 * ms, Wrote: 11 * ms, TTFB: 20 * ms, Outcome: OutcomeResponse, Status: 200}}
+	echo := 15 * ms // on the reference clock, as the run's reader placed it
+	res := []Result{{Seq: 0, Sched: 10 * ms, Sent: 10 * ms, Wrote: 11 * ms, TTFB: 20 * ms, Outcome: OutcomeResponse, Status: 200, Arrival: &echo}}
 	dated := func() *Run {
 		return &Run{Header: Header{Agent: "a", Start: t0}, Results: res,
 			End: &End{Reason: ReasonCompleted, ClockOffsetNS: 700 * ms, ClockUncertaintyNS: 20 * ms, ClockSource: ClockSourceDate}}
@@ -89,12 +90,13 @@ func TestMergePlacesTheEpochOfALoneRun(t *testing.T) {
 		offset, unc    int64
 		source         string
 		firstSentAfter int64
+		arrival        int64 // the first result's echo
 	}{
-		{"a lone run with a Date estimate", []*Run{dated()}, t0, 700 * ms, 20 * ms, ClockSourceDate, 10 * ms},
-		{"a lone run measured against --time-ref", []*Run{timeRef}, t0.Add(-700 * time.Millisecond), 0, 0, ClockSourceTimeRef, 10 * ms},
-		{"a lone run without an estimate", []*Run{none}, t0, 0, 0, "", 10 * ms},
-		{"two runs with estimates", []*Run{dated(), timeRef}, t0.Add(-700 * time.Millisecond), 0, 0, ClockSourceDate, 10 * ms},
-		{"two runs, one without an estimate", []*Run{dated(), none}, t0.Add(-700 * time.Millisecond), 0, 0, "", 10 * ms},
+		{"a lone run with a Date estimate", []*Run{dated()}, t0, 700 * ms, 20 * ms, ClockSourceDate, 10 * ms, 695 * ms},
+		{"a lone run measured against --time-ref", []*Run{timeRef}, t0.Add(-700 * time.Millisecond), 0, 0, ClockSourceTimeRef, 10 * ms, 715 * ms},
+		{"a lone run without an estimate", []*Run{none}, t0, 0, 0, "", 10 * ms, 15 * ms},
+		{"two runs with estimates", []*Run{dated(), timeRef}, t0.Add(-700 * time.Millisecond), 0, 0, ClockSourceDate, 10 * ms, 715 * ms},
+		{"two runs, one without an estimate", []*Run{dated(), none}, t0.Add(-700 * time.Millisecond), 0, 0, "", 10 * ms, 715 * ms},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,6 +104,9 @@ func TestMergePlacesTheEpochOfALoneRun(t *testing.T) {
 			if !m.Start.Equal(tt.start) || m.EpochOffsetNS != tt.offset || m.EpochUncertaintyNS != tt.unc || m.ClockSource != tt.source {
 				t.Errorf("Start %v, epoch offset %d ± %d, source %q; want %v, %d ± %d, %q",
 					m.Start, m.EpochOffsetNS, m.EpochUncertaintyNS, m.ClockSource, tt.start, tt.offset, tt.unc, tt.source)
+			}
+			if a := m.Results[0].Arrival; a == nil || *a != tt.arrival {
+				t.Errorf("first result's echo at %v, want %d", a, tt.arrival)
 			}
 			if m.Results[0].Sent != tt.firstSentAfter {
 				t.Errorf("first result sent at %d, want %d", m.Results[0].Sent, tt.firstSentAfter)

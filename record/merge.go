@@ -138,8 +138,11 @@ func (r *Run) Clock() (offsetNS, uncertaintyNS int64, source string) {
 // blur its exact relative times); the results are sorted by send time and carry their
 // agent's merged name (see AgentInfo.Name). A single run keeps its
 // agent-clock times unchanged (its shift is zero), while its Arrival echoes
-// move by its offset, since Start moved under them. The runs are not
-// modified; every run must be non-nil.
+// move by its offset, since Start moved under them: a --time-ref
+// measurement's, else by the lower end of the end line's estimate (offset
+// − uncertainty), which puts each echo on the agent's clock no later than
+// the arrival it stamps. The runs are not modified; every run must be
+// non-nil.
 func Merge(runs ...*Run) *Merged {
 	m := &Merged{Uncertainty: make(map[string]int64, len(runs))}
 	if len(runs) == 0 {
@@ -215,10 +218,17 @@ func Merge(runs ...*Run) *Merged {
 			cmp.Compare(runs[a.run].Results[a.idx].Seq, runs[b.run].Results[b.idx].Seq),
 			cmp.Compare(a.idx, b.idx))
 	})
+	// A lone run's echoes, stamped on the reference clock, go onto its
+	// agent's clock at the earliest its estimate allows: a lower bound of
+	// each arrival (every answer's own bounds hold the offset's).
+	echoShift := offsets
+	if len(runs) == 1 && (m.EpochOffsetNS != 0 || m.EpochUncertaintyNS != 0) {
+		echoShift = []int64{m.EpochOffsetNS - m.EpochUncertaintyNS}
+	}
 	m.Results = make([]Result, len(items))
 	for n, it := range items {
 		m.Results[n] = rebase(runs[it.run].Results[it.idx], m.Agents[it.run].ShiftNS,
-			offsets[it.run], names[it.run])
+			echoShift[it.run], names[it.run])
 	}
 	return m
 }

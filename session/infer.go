@@ -212,6 +212,7 @@ func (s *Session) inferOptions(opts InferOptions, p probe.Options, zero time.Tim
 		Timeout:     p.Timeout,
 		MaxRate:     s.cfg.Caps.MaxRate,
 		Tool:        s.cfg.Tool,
+		ServerClock: s.rec.serverClock,
 		OnBudget: func(window, budget time.Duration) {
 			s.replanned(budget)
 			mu.Lock()

@@ -238,6 +238,17 @@ func (r *recorder) clock(e record.End, warn func(string, ...any)) record.End {
 	return e
 }
 
+// serverClock returns the clock estimate of the results written so far
+// (agent − target, and its half-width) as clock would record it, and
+// false when there is none: infer.Options.ServerClock.
+func (r *recorder) serverClock() (offset, uncertainty time.Duration, ok bool) {
+	if r == nil {
+		return 0, 0, false
+	}
+	e := r.clock(record.End{}, func(string, ...any) {})
+	return time.Duration(e.ClockOffsetNS), time.Duration(e.ClockUncertaintyNS), e.ClockSource != ""
+}
+
 // close writes the end line, with the clock estimate and the counts of
 // the results kept, and closes the file. extra are documents (an
 // inference) written before the end line.

@@ -58,18 +58,27 @@ func arrival(r *record.Result, u int64) Interval {
 // DecisionBounds returns the bounds of the server's decision on r in ns
 // since the record's start on the reference clock, given the agent's clock
 // uncertainty u: [ClientBounds lo − u, ClientBounds hi + u], the lower
-// bound raised to the arrival echo when the server sent one (the echo is on
-// the reference clock already). The decision lies in [echo, TTFB]: the echo
-// marks arrival, not the decision.
+// bound replaced by the arrival echo when the server sent one (the echo is
+// on the reference clock already; record.Merge puts a lone run's on its
+// agent's). The decision lies in [echo, TTFB]: the echo marks arrival, not
+// the decision. An echo later than hi + echoSlack is on a clock the
+// records do not place (a server whose clock is off, and no estimate of
+// it): it is ignored, and the client's bounds stand.
 func DecisionBounds(r *record.Result, u int64) (lo, hi int64) {
 	lo, hi = ClientBounds(r)
 	lo, hi = lo-u, hi+u
-	if r.Arrival != nil {
+	if r.Arrival != nil && *r.Arrival <= hi+echoSlack {
 		lo = *r.Arrival
 		hi = max(hi, lo)
 	}
 	return lo, hi
 }
+
+// echoSlack is how far past the first byte of its answer an arrival echo
+// may read and still be used: the two clocks' readings of one moment
+// (the server's receive stamp and the client's) differ by a few
+// microseconds on one machine.
+const echoSlack = int64(time.Millisecond)
 
 // ClientBounds returns the bounds of r's server arrival that the client's
 // own stamps give, in ns since the record's start: from the last byte

@@ -165,3 +165,45 @@ func TestEpochWindowsOnTheServersClock(t *testing.T) {
 		})
 	}
 }
+
+// TestEchoOnTheServersClock: a reference server 700 ms ahead echoes each
+// arrival on its clock. A lone run's end-line estimate (from those echoes:
+// −700 ms ± 0.1 ms) puts the echoes on the run's clock as it places the
+// server's epoch-aligned windows: five requests before the server's edge
+// and five after it are two windows' worth, not ten in one. An echo later
+// than its answer, with no estimate to place it, is ignored.
+func TestEchoOnTheServersClock(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	e := Endpoint{Limit: 5, Window: 2 * time.Second, WindowType: Fixed, Align: "epoch", Status: 429, Headers: []string{"none"}}
+	// The server's edge at its 2 s is at 1.3 s of the run's clock.
+	first := []float64{900, 990, 1080, 1170, 1250}
+	second := []float64{1350, 1440, 1530, 1620, 1700}
+	run := func(end *record.End) *runBuilder {
+		b := newRun("a", 0)
+		b.run.End = end
+		for _, at := range append(slices.Clone(first), second...) {
+			r := b.add(at, at+0.5, 200)
+			echo := int64(at*float64(ms)) + 100_000 + 700*ms // received 0.1 ms after the last byte
+			r.Arrival = &echo
+		}
+		b.add(1800, 1801, 429)
+		return b
+	}
+	estimate := &record.End{Reason: record.ReasonCompleted, ClockOffsetNS: -700 * ms, ClockUncertaintyNS: ms / 10, ClockSource: record.ClockSourceDate}
+	rep := analyze(t, e, Options{}, run(estimate))
+	if n := rep.Count(IDWindowLimitExceeded, Certain) + rep.Count(IDWindowLimitExceeded, Possible); n != 0 {
+		t.Errorf("with the estimate: %d window-limit-exceeded, want none; findings:%s", n, describeFindings(rep))
+	}
+	// Without an estimate the windows are this machine's (noted), and
+	// the echoes, 700 ms past their answers, are ignored: all ten fall
+	// in its window [0, 2 s), certainly.
+	rep = analyze(t, e, Options{}, run(&record.End{Reason: record.ReasonCompleted}))
+	if rep.Count(IDWindowLimitExceeded, Certain) != 1 {
+		t.Errorf("without an estimate: want a certain window-limit-exceeded; findings:%s", describeFindings(rep))
+	}
+	for _, f := range rep.Findings {
+		if f.ID == IDWindowLimitExceeded && f.Evidence.Count != 10 {
+			t.Errorf("without an estimate: %d accepted in one window, want 10 (read by the echoes, only 5 were)", f.Evidence.Count)
+		}
+	}
+}
