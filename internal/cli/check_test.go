@@ -286,21 +286,27 @@ func TestCheckOnTheServersClock(t *testing.T) {
 	policy := func(n int) []string {
 		return []string{"--limit", fmt.Sprint(n), "--window", "2s", "--window-type", "fixed", "--align", "epoch", "--headers", "draft-8"}
 	}
+	// A sliding-window counter on the epoch keeps the fixed-window
+	// promise too (TestCheckFalsePositives).
+	counter := testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.SlidingWindowCounter, Limit: 5, Window: 2 * time.Second, Align: limiter.AlignEpoch}}
 	tests := []struct {
 		name     string
+		server   testserver.Policy
 		skew     time.Duration
 		limit    int
 		wantCode int
 	}{
-		{"700 ms ahead, its own policy", 700 * time.Millisecond, 5, ExitOK},
-		{"700 ms behind, its own policy", -700 * time.Millisecond, 5, ExitOK},
-		{"1.3 s ahead, its own policy", 1300 * time.Millisecond, 5, ExitOK},
-		{"700 ms ahead, a quota of 4", 700 * time.Millisecond, 4, ExitFindings},
+		{"700 ms ahead, its own policy", server, 700 * time.Millisecond, 5, ExitOK},
+		{"700 ms behind, its own policy", server, -700 * time.Millisecond, 5, ExitOK},
+		{"1.3 s ahead, its own policy", server, 1300 * time.Millisecond, 5, ExitOK},
+		{"700 ms ahead, a quota of 4", server, 700 * time.Millisecond, 4, ExitFindings},
+		{"a sliding-window counter 700 ms ahead", counter, 700 * time.Millisecond, 5, ExitOK},
+		{"a sliding-window counter 1.3 s behind", counter, -1300 * time.Millisecond, 5, ExitOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"check", memURL, "--json", "-q", "--out", filepath.Join(t.TempDir(), "r.jsonl")}, policy(tt.limit)...)
-			code, stdout, stderr := memCheckWith(t, testserver.HandlerOptions{ClockSkew: tt.skew}, server, args...)
+			code, stdout, stderr := memCheckWith(t, testserver.HandlerOptions{ClockSkew: tt.skew}, tt.server, args...)
 			var rep verify.Report
 			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 				t.Fatalf("exit %d, stdout is not a document: %v\n%s\n%s", code, err, stdout, stderr)
