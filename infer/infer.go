@@ -342,7 +342,8 @@ type PenaltyFit struct {
 // RetryAfter says whether rejections carry Retry-After, and whether it is
 // honest: a retry at the advertised moment would be admitted, and not
 // admitted much earlier (within max(2 s, half the advertised delay)).
-// Honest is nil when Retry-After is not sent or cannot be judged.
+// Honest is nil when Retry-After is not sent or cannot be judged, and
+// when the answer is not exact (judgedOnExact).
 type RetryAfter struct {
 	Sent   bool  `json:"sent"`
 	Honest *bool `json:"honest"`
@@ -448,7 +449,8 @@ type Inference struct {
 	// Advertised lists where the headers' claims disagree with the
 	// fitted answer (headers are claims, behaviour is evidence): empty
 	// when every claim agrees, nil (JSON null) when no rate-limit header
-	// was seen or no model was fitted.
+	// was seen or no model was fitted, and when the answer is not exact
+	// (judgedOnExact).
 	Advertised []Advertised `json:"advertised"`
 	RetryAfter RetryAfter   `json:"retry_after"`
 	// OverAdmission is set when a concurrent burst admitted more than the

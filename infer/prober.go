@@ -335,6 +335,7 @@ func (s *prober) conclude(f *fit) *Inference {
 			serverEpoch(inf, off, unc, o.timingSlack())
 		}
 	}
+	judgedOnExact(inf)
 	return inf
 }
 

@@ -309,6 +309,23 @@ func dialects(results []record.Result, origin time.Time, status int) []string {
 	return out
 }
 
+// judgedOnExact leaves what is judged against the answer's model — the
+// Retry-After grade and the headers' claims — to an exact answer. An
+// approximate or misfit answer's waits and quota are not shown to be the
+// limiter's, and grading the headers by them states as fact what nothing
+// validated: a misfit called an honest server on a clock 700 ms off
+// dishonest, "early". Otherwise both are unjudged (nil); a malformed
+// Retry-After is read, not judged, and stays.
+func judgedOnExact(inf *Inference) {
+	if inf.Fit == FitExact {
+		return
+	}
+	if ra := &inf.RetryAfter; ra.Grade == nil || *ra.Grade != GradeMalformed {
+		ra.Honest, ra.Grade, ra.TrueWaitS = nil, nil, nil
+	}
+	inf.Advertised = nil
+}
+
 // judgeRetryAfter grades every rejection's Retry-After against the
 // winning model's exact wait (verify.GradeRetryAfter: exact, rounded-up,
 // late, early), the wait known to within retryAfterTol plus a twentieth of

@@ -56,3 +56,38 @@ func TestServerEpoch(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgedOnExact: the Retry-After grade and the headers' claims are
+// judged against the answer's model, so only an exact answer keeps them;
+// a malformed Retry-After is read, not judged, and stays whatever the fit.
+func TestJudgedOnExact(t *testing.T) {
+	early, malformed, no := "early", GradeMalformed, false
+	wait := 1.249
+	judged := func(fit Fit, grade *string) *Inference {
+		return &Inference{Fit: fit, RetryAfter: RetryAfter{Sent: true, Honest: &no, Grade: grade, TrueWaitS: &wait},
+			Advertised: []Advertised{{Field: "limit"}}}
+	}
+	tests := []struct {
+		name       string
+		inf        *Inference
+		keepGrade  bool
+		keepClaims bool
+	}{
+		{"exact: judged", judged(FitExact, &early), true, true},
+		{"approximate: unjudged", judged(FitApproximate, &early), false, false},
+		{"misfit: unjudged", judged(FitMisfit, &early), false, false},
+		{"approximate, malformed: read, not judged", judged(FitApproximate, &malformed), true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			judgedOnExact(tt.inf)
+			ra := tt.inf.RetryAfter
+			if kept := ra.Grade != nil && ra.Honest != nil; kept != tt.keepGrade || !ra.Sent {
+				t.Errorf("grade %v, honest %v, sent %v; want kept %v and sent", ra.Grade, ra.Honest, ra.Sent, tt.keepGrade)
+			}
+			if kept := tt.inf.Advertised != nil; kept != tt.keepClaims {
+				t.Errorf("claims %v, want kept %v", tt.inf.Advertised, tt.keepClaims)
+			}
+		})
+	}
+}

@@ -170,6 +170,8 @@ func WriteInference(w io.Writer, inf *infer.Inference, identities int, opt TextO
 	switch {
 	case !inf.RetryAfter.Sent:
 		b.WriteString("Retry-After: not sent\n")
+	case inf.RetryAfter.Honest == nil && inf.Fit != infer.FitExact:
+		b.WriteString("Retry-After: sent (not judged: no exact answer to judge it by)\n")
 	case inf.RetryAfter.Honest == nil:
 		b.WriteString("Retry-After: sent\n")
 	case *inf.RetryAfter.Honest:

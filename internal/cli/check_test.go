@@ -25,7 +25,13 @@ import (
 // startServer serves one route on a loopback port.
 func startServer(t *testing.T, p testserver.Policy) string {
 	t.Helper()
-	srv, err := testserver.New(testserver.Config{Routes: []testserver.Route{{Path: "", Policy: p}}, Listen: "127.0.0.1:0"})
+	return startServerWith(t, testserver.HandlerOptions{}, p)
+}
+
+// startServerWith is startServer with the handler's options.
+func startServerWith(t *testing.T, opt testserver.HandlerOptions, p testserver.Policy) string {
+	t.Helper()
+	srv, err := testserver.New(testserver.Config{Routes: []testserver.Route{{Path: "", Policy: p}}, Listen: "127.0.0.1:0", Handler: opt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,16 +331,8 @@ func TestCheckOnTheServersClock(t *testing.T) {
 // it said 9 accepted in one window and 13 under-admitted, both certain).
 func TestCheckOnTheServersClockSockets(t *testing.T) {
 	p := testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.FixedWindow, Limit: 5, Window: 2 * time.Second, Align: limiter.AlignEpoch}}
-	srv, err := testserver.New(testserver.Config{Routes: []testserver.Route{{Path: "", Policy: p}}, Listen: "127.0.0.1:0",
-		Handler: testserver.HandlerOptions{ClockSkew: 700 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	code, rep, stderr := runCheckJSON(t, "check", srv.URL()+"/", "--json", "-q", "--out", filepath.Join(t.TempDir(), "r.jsonl"),
+	url := startServerWith(t, testserver.HandlerOptions{ClockSkew: 700 * time.Millisecond}, p)
+	code, rep, stderr := runCheckJSON(t, "check", url, "--json", "-q", "--out", filepath.Join(t.TempDir(), "r.jsonl"),
 		"--limit", "5", "--window", "2s", "--window-type", "fixed", "--align", "epoch")
 	if code != ExitOK || len(errorFindings(rep)) > 0 || rep.Count(verify.IDUnderAdmission, verify.Certain) > 0 {
 		t.Errorf("exit %d, verdict %s, errors %v, certain under-admission %d; want exit 0\n%s", code, rep.Verdict, errorFindings(rep), rep.Count(verify.IDUnderAdmission, verify.Certain), stderr)
