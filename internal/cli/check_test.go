@@ -327,15 +327,25 @@ func TestCheckOnTheServersClock(t *testing.T) {
 
 // TestCheckOnTheServersClockSockets: TestCheckOnTheServersClock's honest
 // server 700 ms ahead, over loopback sockets, placed by its Date headers
-// alone (no arrival echo): no certain finding at error (rlprobe before
-// it said 9 accepted in one window and 13 under-admitted, both certain).
+// alone (no arrival echo): no certain finding at error, nor a certain
+// under-admission (rlprobe before it said 9 accepted in one window and
+// 13 under-admitted, both certain).
 func TestCheckOnTheServersClockSockets(t *testing.T) {
 	p := testserver.Policy{Limiter: limiter.Config{Algorithm: limiter.FixedWindow, Limit: 5, Window: 2 * time.Second, Align: limiter.AlignEpoch}}
 	url := startServerWith(t, testserver.HandlerOptions{ClockSkew: 700 * time.Millisecond}, p)
 	code, rep, stderr := runCheckJSON(t, "check", url, "--json", "-q", "--out", filepath.Join(t.TempDir(), "r.jsonl"),
 		"--limit", "5", "--window", "2s", "--window-type", "fixed", "--align", "epoch")
-	if code != ExitOK || len(errorFindings(rep)) > 0 || rep.Count(verify.IDUnderAdmission, verify.Certain) > 0 {
-		t.Errorf("exit %d, verdict %s, errors %v, certain under-admission %d; want exit 0\n%s", code, rep.Verdict, errorFindings(rep), rep.Count(verify.IDUnderAdmission, verify.Certain), stderr)
+	// Possible findings are allowed: Date alone places the server's
+	// edges to tens of milliseconds, and a request that close to one
+	// counts on either side.
+	certain := 0
+	for _, f := range rep.Findings {
+		if f.Certainty == verify.Certain && (f.Severity == verify.SeverityError || f.ID == verify.IDUnderAdmission) {
+			certain++
+		}
+	}
+	if code != ExitOK || certain > 0 {
+		t.Errorf("exit %d, verdict %s, %d certain errors or under-admission; findings %v; want exit 0 and none\n%s", code, rep.Verdict, certain, errorFindings(rep), stderr)
 	}
 }
 
