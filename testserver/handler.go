@@ -107,8 +107,8 @@ type Handler struct {
 	// the arrival echo sends, are on the wall clock.
 	realClock bool
 	steady    steadyClock
-	// skew is HandlerOptions.ClockSkew, which now includes: the kernel's
-	// receive stamps need it added.
+	// skew is HandlerOptions.ClockSkew. now already reads the skewed
+	// clock; the kernel's receive stamps (wall time) need it added.
 	skew    time.Duration
 	onError BackendErrorMode
 	logMu   sync.Mutex
